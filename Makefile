@@ -1,0 +1,37 @@
+# Two commands do all the set-up on a fresh machine with only python3:
+#   make lab   -> bootstraps .venv, installs, opens JupyterLab on notebooks/
+#   make test  -> bootstraps .venv, installs, runs every test (lint, types, pytest, notebooks)
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+# Keep Jupyter's config, runtime and data dirs out of ~ during tests and in the lab.
+SCRATCH := $(CURDIR)/.scratch
+JUPYTER_ENV := HOME=$(SCRATCH)/home JUPYTER_PLATFORM_DIRS=1 JUPYTER_CONFIG_DIR=$(SCRATCH)/jupyter-config
+
+.PHONY: lab test lint experiment bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[lab,test]'
+	$(BIN)/python -m ipykernel install --prefix $(VENV) --name python3 --display-name "Python 3 (harness-lab)" >/dev/null
+	touch $(STAMP)
+
+lab: $(STAMP)
+	mkdir -p $(SCRATCH)/home
+	$(JUPYTER_ENV) $(BIN)/jupyter lab --notebook-dir=notebooks --ip 127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+lint: $(STAMP)
+	$(BIN)/ruff check harness_lab widgets tests bench
+	$(BIN)/mypy
+
+test: $(STAMP) lint
+	mkdir -p $(SCRATCH)/home
+	$(JUPYTER_ENV) $(BIN)/python -m pytest
+
+experiment: $(STAMP)
+	$(BIN)/harness-lab experiment --output results/experiment
+
+clean:
+	rm -rf $(VENV) $(SCRATCH) build dist *.egg-info

@@ -1,0 +1,50 @@
+"""Every exception harness-lab raises, in one place.
+
+Expected failures (a refused tool call, a failed check, a malformed proposal) are *data*
+(see :mod:`harness_lab.tools` and :mod:`harness_lab.validation`), never exceptions. These
+classes are for misuse of the API or a broken environment::
+
+    HarnessLabError                 base of everything below
+    +-- ConfigError                 a contract / scenario / evidence file is missing or malformed
+    +-- WorkspaceError              a workspace cannot be used (e.g. a fresh run finds an old draft)
+    +-- RunStateError               a call that the run's current state does not allow
+    |                               (step() after a terminal state, approve() with nothing pending)
+    +-- StoreError                  the checkpoint store is unusable (corrupt, foreign, newer schema,
+    |                               unknown run id)
+    +-- SandboxEnvironmentError     the machine lacks something the sandbox cannot work without
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "HarnessLabError",
+    "RunStateError",
+    "SandboxEnvironmentError",
+    "StoreError",
+    "WorkspaceError",
+]
+
+
+class HarnessLabError(Exception):
+    """Base class: the message is one line a user can act on."""
+
+
+class ConfigError(HarnessLabError):
+    """A contract, scenario or evidence file is missing or malformed (the message names the file)."""
+
+
+class WorkspaceError(HarnessLabError):
+    """A workspace cannot be used as asked."""
+
+
+class RunStateError(HarnessLabError):
+    """The run's current state does not allow this call."""
+
+
+class StoreError(HarnessLabError):
+    """The checkpoint store cannot be used."""
+
+
+class SandboxEnvironmentError(HarnessLabError):
+    """The machine lacks something the sandbox needs and cannot do without."""

@@ -1,0 +1,1 @@
+"""Notebook UI for harness-lab (imports the runtime, never the reverse)."""
