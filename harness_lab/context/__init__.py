@@ -1,1 +1,38 @@
-"""context."""
+"""Layered context (seed 003, section 3): L0-L5 items, a token budget, stored references for large
+outputs, and a compression whose self-check keeps anomalies, pinned facts and failure reasons.
+
+Start at :class:`ContextManager`; the layers are described in :mod:`harness_lab.context.items`, the
+policy in :mod:`harness_lab.context.compress`, the token counter in :mod:`harness_lab.context.tokens`.
+"""
+
+from __future__ import annotations
+
+from .anomaly import ANOMALY_PATTERN, anomaly_lines, is_anomalous
+from .compress import COMPRESSION_ORDER, CompressionReport, Summarizer, default_summarizer
+from .items import ContextItem, ContextView, Freshness, Layer, Role, Status
+from .manager import INTERACTION_WINDOW, ContextManager
+from .refs import RefInfo, RefStore
+from .tokens import TokenCounter, approx_token_count, regex_token_count
+
+__all__ = [
+    "ANOMALY_PATTERN",
+    "COMPRESSION_ORDER",
+    "INTERACTION_WINDOW",
+    "CompressionReport",
+    "ContextItem",
+    "ContextManager",
+    "ContextView",
+    "Freshness",
+    "Layer",
+    "RefInfo",
+    "RefStore",
+    "Role",
+    "Status",
+    "Summarizer",
+    "TokenCounter",
+    "anomaly_lines",
+    "approx_token_count",
+    "default_summarizer",
+    "is_anomalous",
+    "regex_token_count",
+]

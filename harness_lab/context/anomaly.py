@@ -1,0 +1,59 @@
+"""Anomaly detection: which texts and lines are unexpected results that compression must keep verbatim.
+
+An anomaly is anything that did not go as expected: an error, a failure, a denial, a timeout, an HTTP
+4xx/5xx status, a mismatch, a counterexample, or a contrast word ("but", "however", "但") that so often
+marks one ("HTTP 200 but the body's code is 500"). The pattern is deliberately wide: a false positive
+only costs budget (the item is kept whole), a false negative can send the run down a wrong path.
+
+Signals, case-insensitive, matched on word boundaries::
+
+    error(s) fail(s|ed|ure|ing) exception traceback denied forbidden refused unauthori[sz]ed
+    timeout / timed out  mismatch  unexpected  invalid  not found  panic  crash(ed)  abort(ed)
+    counterexample  expected ... got  assert(ion)  but  however  although
+    HTTP/status/code followed by 4xx/5xx; a bare 500/502/503/504
+    Chinese: 错误 失败 异常 超时 拒绝 不一致 不匹配 但 却 然而 报错
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["ANOMALY_PATTERN", "anomaly_lines", "is_anomalous"]
+
+ANOMALY_PATTERN: re.Pattern[str] = re.compile(
+    r"\b(?:errors?|fail(?:s|ed|ure|ures|ing)?|exceptions?|traceback|denied|forbidden|refused"
+    r"|unauthori[sz]ed|time[d ]?out|timeouts|mismatch(?:es|ed)?|unexpected|invalid|not found"
+    r"|panic|crash(?:ed|es)?|abort(?:ed)?|counter-?examples?|assert(?:ion)?|but|however|although"
+    r"|expected\b.{0,80}\bgot)\b"
+    r"|\b(?:HTTP|status|code)\b\D{0,12}\b[45]\d\d\b"
+    r"|\b50[0-4]\b"
+    r"|错误|失败|异常|超时|拒绝|不一致|不匹配|报错|但|却|然而",
+    re.IGNORECASE,
+)
+
+
+# Substrings at least one of which every match contains. Substring tests run in C and are ~50x
+# faster than the alternation above, so a clean text (the common case) never reaches the regex.
+_PREFILTER: tuple[str, ...] = (
+    "error", "fail", "exception", "traceback", "denied", "forbidden", "refused", "unauthori",
+    "time", "mismatch", "unexpected", "invalid", "not found", "panic", "crash", "abort",
+    "counter", "assert", "but", "however", "although", "expected", "http", "status", "code", "50",
+    "错误", "失败", "异常", "超时", "拒绝", "不一致", "不匹配", "报错", "但", "却", "然而",
+)  # fmt: skip
+
+
+def _maybe(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in _PREFILTER)
+
+
+def is_anomalous(text: str) -> bool:
+    """True when any anomaly signal occurs in *text*."""
+    return _maybe(text) and ANOMALY_PATTERN.search(text) is not None
+
+
+def anomaly_lines(text: str) -> list[str]:
+    """The lines of *text* that carry an anomaly signal, verbatim and in order."""
+    if not is_anomalous(text):  # fast path: most results are clean
+        return []
+    return [line for line in text.splitlines() if ANOMALY_PATTERN.search(line)]

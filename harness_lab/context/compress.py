@@ -1,0 +1,302 @@
+"""Compression policy, the default summarizer, and the self-check that guards them.
+
+Policy (in code, :func:`compress_live`), run layer by layer in ``COMPRESSION_ORDER`` = L4, L5, L3, L2
+until the context fits its target; L0 and L1 are never touched:
+
+1. *prune*: drop stale or superseded items of the layer that carry nothing protected;
+2. *summarize* (not L5): hand the layer's unpinned items that arrived since the last pass, anomalies
+   included, to the summarizer and replace them by one summary stamped with its rounds and sources
+   (kept only if it is smaller). Earlier summaries are never re-summarized, so nothing degrades by
+   repeated summarizing and a pass costs O(new items);
+3. *drop*: remove the layer's unprotected items oldest first; an old summary carrying anomalies is
+   unpacked into just those anomalies (pinned, verbatim).
+
+"Protected" means L0/L1, pinned, anomaly, or a failure reason (:attr:`ContextItem.protected`).
+
+Self-check. Every summary is checked against the items it replaces: an anomaly whose text is not in
+the summary verbatim is a *loss*. Losses are reported (``CompressionReport.lost_*``: the self-check
+fired) and repaired: the manager re-pins the lost item, keeping it in the view verbatim next to the
+summary, so a faulty summarizer (the fault "summary drops an anomaly") is caught and cannot take the
+anomaly out of the view. After the pass the whole before/after views are compared again
+(``residual``); that list stays empty unless the policy itself is broken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .anomaly import anomaly_lines
+from .items import ContextItem, Layer
+
+__all__ = [
+    "COMPRESSION_ORDER",
+    "COMPRESSION_SOURCE_PREFIX",
+    "CompressionReport",
+    "Losses",
+    "PassResult",
+    "Summarizer",
+    "compress_live",
+    "default_summarizer",
+    "find_losses",
+]
+
+Summarizer = Callable[[list[ContextItem]], str]
+COMPRESSION_ORDER: tuple[Layer, ...] = (Layer.L4, Layer.L5, Layer.L3, Layer.L2)
+# Source of summaries made by compression; they can be unpacked back into their originals.
+COMPRESSION_SOURCE_PREFIX = "compress:"
+_NEVER_SUMMARIZED = frozenset({"resume", "feedback"})
+
+
+def default_summarizer(items: list[ContextItem]) -> str:
+    """Deterministic: one line per item (its first line; action -> first result line for an
+    interaction), anomaly items whole and anomaly lines of other items verbatim."""
+    out: list[str] = []
+    for item in items:
+        if item.anomaly:
+            out.append(f"- r{item.round} {item.source}: {item.text}")
+            continue
+        lines = [line for line in item.text.splitlines() if line.strip()]
+        first = lines[0].strip() if lines else ""
+        if item.role == "interaction" and len(lines) > 1:  # "> action" alone says little
+            first = f"{first} -> {lines[1].strip()}"
+        out.append(f"- r{item.round} {item.source}: {first}")
+        out.extend(line for line in anomaly_lines(item.text) if line.strip() not in first)
+    return "\n".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Losses:
+    """Protected content missing after a change, by kind; each entry names the item and its text."""
+
+    anomalies: tuple[str, ...] = ()
+    pinned: tuple[str, ...] = ()
+    failures: tuple[str, ...] = ()
+
+    def all(self) -> list[str]:
+        return [*self.failures, *self.anomalies, *self.pinned]
+
+    def __bool__(self) -> bool:
+        return bool(self.anomalies or self.pinned or self.failures)
+
+
+def _describe(kind: str, item: ContextItem) -> str:
+    text = item.text if len(item.text) <= 160 else item.text[:160] + "..."
+    return f"{kind} {item.id} ({item.layer.name}, round {item.round}, from {item.source}) lost: {text!r}"
+
+
+def find_losses(before: Iterable[ContextItem], after: Iterable[ContextItem]) -> Losses:
+    """Every protected item of *before* whose text is in no item of *after* verbatim."""
+    after_list = list(after)
+    by_id = {item.id: item.text for item in after_list}
+    haystack: str | None = None
+    anomalies: list[str] = []
+    pinned: list[str] = []
+    failures: list[str] = []
+    for item in before:
+        if not item.protected or by_id.get(item.id) == item.text:
+            continue
+        if haystack is None:  # built only when something moved
+            haystack = "\x00".join(by_id.values())
+        if item.text in haystack:
+            continue
+        if item.role == "feedback":
+            failures.append(_describe("failure reason", item))
+        elif item.anomaly:
+            anomalies.append(_describe("anomaly", item))
+        else:
+            pinned.append(_describe("pinned fact", item))
+    return Losses(tuple(anomalies), tuple(pinned), tuple(failures))
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionReport:
+    """What one compression pass did, and what its self-check found.
+
+    ``lost_*`` list what a summary dropped (the self-check fired; those items were re-pinned, ids in
+    ``repinned``). ``residual`` compares the whole views before and after: it must be empty.
+    """
+
+    tokens_before: int
+    tokens_after: int
+    budget_tokens: int
+    target_tokens: int
+    summarized: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    created: tuple[str, ...] = ()
+    repinned: tuple[str, ...] = ()
+    lost_anomalies: tuple[str, ...] = ()
+    lost_pinned: tuple[str, ...] = ()
+    lost_failures: tuple[str, ...] = ()
+    residual: tuple[str, ...] = ()
+    over_budget: bool = False
+    kind: Literal["compression_report"] = "compression_report"
+
+    @property
+    def fired(self) -> bool:
+        """True when the self-check caught a summary losing protected content."""
+        return bool(self.lost_anomalies or self.lost_pinned or self.lost_failures)
+
+    @property
+    def ok(self) -> bool:
+        """Nothing protected is missing from the view after the pass."""
+        return not self.residual
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "budget_tokens": self.budget_tokens,
+            "target_tokens": self.target_tokens,
+            "summarized": list(self.summarized),
+            "dropped": list(self.dropped),
+            "created": list(self.created),
+            "repinned": list(self.repinned),
+            "lost_anomalies": list(self.lost_anomalies),
+            "lost_pinned": list(self.lost_pinned),
+            "lost_failures": list(self.lost_failures),
+            "residual": list(self.residual),
+            "over_budget": self.over_budget,
+        }
+
+
+@dataclass
+class PassResult:
+    """Mutable tally of one pass, turned into a report by the manager."""
+
+    summarized: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    repinned: list[str] = field(default_factory=list)
+    lost_anomalies: list[str] = field(default_factory=list)
+    lost_pinned: list[str] = field(default_factory=list)
+    lost_failures: list[str] = field(default_factory=list)
+
+
+# make_summary(layer, originals, summarizer_text) -> summary item (registered by the manager)
+MakeSummary = Callable[[Layer, list[ContextItem], str], ContextItem]
+# restamp(item, changes) -> new version of item (recounted, registered by the manager)
+Restamp = Callable[[ContextItem, dict[str, Any]], ContextItem]
+
+
+def _is_compression_summary(item: ContextItem) -> bool:
+    return item.source.startswith(COMPRESSION_SOURCE_PREFIX)
+
+
+def _total(live: Mapping[str, ContextItem]) -> int:
+    return sum(item.tokens for item in live.values())
+
+
+def _layer_items(live: Mapping[str, ContextItem], layer: Layer) -> list[ContextItem]:
+    return sorted((i for i in live.values() if i.layer == layer), key=lambda i: i.seq)
+
+
+def _prune(live: dict[str, ContextItem], layer: Layer, target: int, result: PassResult) -> None:
+    total = _total(live)
+    for item in _layer_items(live, layer):
+        if total <= target:
+            return
+        if not item.protected and (item.freshness == "stale" or item.status == "superseded"):
+            del live[item.id]
+            total -= item.tokens
+            result.dropped.append(item.id)
+
+
+def _summarize(
+    live: dict[str, ContextItem],
+    layer: Layer,
+    summarizer: Summarizer,
+    make_summary: MakeSummary,
+    restamp: Restamp,
+    result: PassResult,
+) -> None:
+    # Earlier compression summaries stay as they are (each stamped with its own rounds); only what
+    # arrived since is summarized, so a pass costs O(new items) and older exploration fades oldest
+    # first in the drop step instead of being re-summarized again and again.
+    group = [
+        i
+        for i in _layer_items(live, layer)
+        if not i.pinned and i.role not in _NEVER_SUMMARIZED and not _is_compression_summary(i)
+    ]
+    if not group:
+        return
+    summary = make_summary(layer, group, summarizer(group))
+    # Self-check of this summary against what it replaces; every loss is reported and re-pinned.
+    losses = find_losses((i for i in group if i.protected), [summary])
+    result.lost_anomalies.extend(losses.anomalies)
+    result.lost_pinned.extend(losses.pinned)
+    result.lost_failures.extend(losses.failures)
+    lost_ids = {i.id for i in group if i.protected and i.text not in summary.text}
+    repinned = [restamp(i, {"layer": layer, "pinned": True}) for i in group if i.id in lost_ids]
+    old_tokens = sum(i.tokens for i in group)
+    new_tokens = summary.tokens + sum(i.tokens for i in repinned)
+    if new_tokens >= old_tokens:
+        return  # no gain: keep the members as they are (nothing is lost that way either)
+    for item in group:
+        del live[item.id]
+    live[summary.id] = summary
+    for item in repinned:
+        live[item.id] = item
+    result.summarized.extend(i.id for i in group)
+    result.created.append(summary.id)
+    result.repinned.extend(i.id for i in repinned)
+
+
+def _drop(
+    live: dict[str, ContextItem],
+    layer: Layer,
+    target: int,
+    archive: Mapping[str, ContextItem],
+    restamp: Restamp,
+    result: PassResult,
+) -> None:
+    total = _total(live)
+    for item in _layer_items(live, layer):
+        if total <= target:
+            return
+        if not item.protected:
+            del live[item.id]
+            total -= item.tokens
+            result.dropped.append(item.id)
+        elif _is_compression_summary(item) and not item.pinned:
+            # Unpack: keep only the anomalies the summary carried, as pinned items of their own.
+            carried = [restamp(archive[c], {"layer": layer, "pinned": True}) for c in item.carries]
+            if sum(c.tokens for c in carried) >= item.tokens:
+                continue
+            del live[item.id]
+            for c in carried:
+                live[c.id] = c
+            total += sum(c.tokens for c in carried) - item.tokens
+            result.dropped.append(item.id)
+            result.repinned.extend(c.id for c in carried)
+
+
+def compress_live(
+    live: dict[str, ContextItem],
+    *,
+    target: int,
+    archive: Mapping[str, ContextItem],
+    summarizer: Summarizer,
+    make_summary: MakeSummary,
+    restamp: Restamp,
+    proactive: bool = False,
+) -> PassResult:
+    """Shrink *live* (mutated in place) toward *target* tokens, layer by layer.
+
+    ``proactive`` summarizes L4 even when the context already fits (an explicit ``compress()``
+    at a milestone, as the seed advises, rather than waiting for the window to fill).
+    """
+    result = PassResult()
+    for layer in COMPRESSION_ORDER:
+        fits = _total(live) <= target
+        if fits and not (proactive and layer == Layer.L4):
+            continue
+        if not fits:
+            _prune(live, layer, target, result)
+        if layer != Layer.L5 and (proactive and layer == Layer.L4 or _total(live) > target):
+            _summarize(live, layer, summarizer, make_summary, restamp, result)
+        if _total(live) > target:
+            _drop(live, layer, target, archive, restamp, result)
+    return result

@@ -1,0 +1,211 @@
+"""Typed context records: the layers, one item, and the frozen view a model sees.
+
+Layers (seed 003, section 3.2), highest priority first::
+
+    L0  system prompt, tool definitions, safety constraints      never compressed
+    L1  the user's task and its acceptance criteria               never compressed
+    L2  current subtask + the last 3 interactions                 kept whole; compressed last
+    L3  conclusions of finished subtasks, summaries               keep the conclusion, drop the process
+    L4  early exploration (interactions older than the last 3)   compressed or dropped first
+    L5  references to large tool outputs stored outside          reference + short summary
+
+Items are immutable; the manager replaces an item (``dataclasses.replace`` + a recount) when its
+layer, freshness or status changes, so a view taken earlier never changes under its reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Literal, cast
+
+__all__ = [
+    "ContextItem",
+    "ContextView",
+    "Freshness",
+    "Layer",
+    "Role",
+    "Status",
+    "item_header",
+]
+
+Freshness = Literal["fresh", "stale"]
+Status = Literal["current", "superseded"]
+# What produced an item; compression and the self-check treat roles differently.
+Role = Literal[
+    "note",  # ctx.add()
+    "interaction",  # ctx.add_interaction()
+    "feedback",  # ctx.add_feedback(): a failure reason from validation (pinned, anomaly)
+    "summary",  # ctx.summarize() or a compression pass
+    "conclusion",  # ctx.finish_subtask()
+    "subtask",  # ctx.begin_subtask(): the current subtask's goal
+    "resume",  # ctx.add_resume_note()
+]
+
+
+class Layer(IntEnum):
+    """Context layers; a lower number is kept longer (L0/L1 are never compressed)."""
+
+    L0 = 0
+    L1 = 1
+    L2 = 2
+    L3 = 3
+    L4 = 4
+    L5 = 5
+
+    @property
+    def compressible(self) -> bool:
+        return self >= Layer.L2
+
+
+@dataclass(frozen=True, slots=True)
+class ContextItem:
+    """One entry of the context, with where it came from and how current it is.
+
+    ``tokens`` counts the item as rendered (header line + text + newline), computed once when the
+    item is made. ``covers`` lists the ids a summary or conclusion replaced; ``carries`` the
+    anomaly items whose text a summary holds verbatim.
+    """
+
+    id: str
+    layer: Layer
+    text: str
+    source: str
+    round: int
+    tokens: int
+    seq: int  # position within its layer (a summary takes the place of the oldest item it covers)
+    role: Role = "note"
+    pinned: bool = False
+    anomaly: bool = False
+    key: str | None = None
+    freshness: Freshness = "fresh"
+    status: Status = "current"
+    ref_id: str | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    covers: tuple[str, ...] = ()
+    carries: tuple[str, ...] = ()
+    segment: int = 0  # which subtask span the item belongs to (finish_subtask closes one)
+    kind: Literal["context_item"] = "context_item"
+
+    @property
+    def protected(self) -> bool:
+        """True for what no compression may lose: L0/L1, pinned facts, anomalies, failure reasons."""
+        return self.layer <= Layer.L1 or self.pinned or self.anomaly or self.role == "feedback"
+
+    def render(self) -> str:
+        return f"{item_header(self)}\n{self.text}\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "id": self.id,
+            "layer": self.layer.name,
+            "text": self.text,
+            "source": self.source,
+            "round": self.round,
+            "tokens": self.tokens,
+            "seq": self.seq,
+            "role": self.role,
+            "pinned": self.pinned,
+            "anomaly": self.anomaly,
+            "key": self.key,
+            "freshness": self.freshness,
+            "status": self.status,
+            "ref_id": self.ref_id,
+            "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by,
+            "covers": list(self.covers),
+            "carries": list(self.carries),
+            "segment": self.segment,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ContextItem:
+        if data.get("kind") != "context_item":
+            raise ValueError(f"not a context item: kind={data.get('kind')!r}")
+        return cls(
+            id=str(data["id"]),
+            layer=Layer[str(data["layer"])],
+            text=str(data["text"]),
+            source=str(data["source"]),
+            round=int(data["round"]),
+            tokens=int(data["tokens"]),
+            seq=int(data["seq"]),
+            role=cast(Role, data["role"]),
+            pinned=bool(data["pinned"]),
+            anomaly=bool(data["anomaly"]),
+            key=data["key"],
+            freshness=cast(Freshness, data["freshness"]),
+            status=cast(Status, data["status"]),
+            ref_id=data["ref_id"],
+            supersedes=data["supersedes"],
+            superseded_by=data["superseded_by"],
+            covers=tuple(data["covers"]),
+            carries=tuple(data["carries"]),
+            segment=int(data["segment"]),
+        )
+
+
+def item_header(item: ContextItem) -> str:
+    """The one-line stamp in front of every item: layer, round, source, freshness, status."""
+    parts = [item.layer.name, f"round {item.round}", f"from {item.source}", item.freshness]
+    if item.status == "superseded":
+        parts.append(f"superseded by {item.superseded_by}" if item.superseded_by else "superseded")
+    else:
+        parts.append("current")
+    if item.supersedes:
+        parts.append(f"supersedes {item.supersedes}")
+    if item.ref_id:
+        parts.append(f"ref {item.ref_id}")
+    if item.anomaly:
+        parts.append("anomaly")
+    if item.pinned:
+        parts.append("pinned")
+    parts.append(item.id)
+    return "[" + " | ".join(parts) + "]"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextView:
+    """What a model sees at one step: items in order, their total and the budget."""
+
+    items: tuple[ContextItem, ...]
+    total_tokens: int
+    budget_tokens: int
+    kind: Literal["context_view"] = "context_view"
+
+    @property
+    def over_budget(self) -> bool:
+        """True only when protected content alone (L0/L1, pinned, anomalies) exceeds the budget."""
+        return self.total_tokens > self.budget_tokens
+
+    def by_layer(self, layer: Layer) -> tuple[ContextItem, ...]:
+        return tuple(item for item in self.items if item.layer == layer)
+
+    def get(self, item_id: str) -> ContextItem | None:
+        for item in self.items:
+            if item.id == item_id:
+                return item
+        return None
+
+    def render(self) -> str:
+        """The text a model would see: each item's header line and text, in view order."""
+        return "".join(item.render() for item in self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "items": [item.to_dict() for item in self.items],
+            "total_tokens": self.total_tokens,
+            "budget_tokens": self.budget_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ContextView:
+        return cls(
+            items=tuple(ContextItem.from_dict(d) for d in data["items"]),
+            total_tokens=int(data["total_tokens"]),
+            budget_tokens=int(data["budget_tokens"]),
+        )
