@@ -1,0 +1,252 @@
+"""``run_command``: one child process under a network namespace, rlimits, a timeout and an output cap.
+
+Mechanisms, strongest available first (probed once per process, reported in ``capabilities`` and in
+every result's ``data["isolation"]``):
+
+* **bwrap** (bubblewrap): new network, pid and IPC namespaces, a read-only view of ``/``, a private
+  ``/tmp``, the workspace bound read-write (read-only in read-only mode), ``--die-with-parent``.
+* **unshare** (util-linux): new network and pid namespaces (``--fork --kill-child``).
+* **none**: no namespace; the network is *not* isolated and the result data says so.
+
+Process limit: RLIMIT_NPROC is ignored for root, so a root parent drops the child to an unprivileged
+uid (``setpriv`` from util-linux after the namespaces are made, ``--no-new-privs`` so setuid binaries
+cannot regain root) with RLIMIT_NPROC set in ``preexec``. The uid is derived from the workspace path
+(``1_900_000_000 + h % 2**20``) rather than ``nobody``: RLIMIT_NPROC counts every process of a uid,
+so sharing one uid between sandboxes would let one sandbox's fork bomb starve another. The
+workspace must be writable by that uid, so before each command the sandbox chowns the workspace
+entries it owns (directories and single-link regular files, never through symlinks; see
+:mod:`harness_lab.sandbox.scan`). A non-root parent cannot drop uid; it sets RLIMIT_NPROC to its
+own current process count plus the quota and says the limit is per-user.
+
+Every child starts a new session; on timeout, output overflow or exit the whole process group gets
+SIGKILL, and with a pid namespace the kernel kills everything left in it when its init dies, so
+nothing outlives the call. The environment is rebuilt from scratch (PATH, HOME, TMPDIR, LANG): no
+variable of the parent, hence no secret, reaches the child.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from harness_lab.sandbox.policy import Quotas
+from harness_lab.tools import ToolResult
+
+__all__ = ["Isolation", "detect_isolation", "run_command", "sandbox_uid"]
+
+Isolation = dict[str, Any]
+
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_DROP_PY = (  # used only when setpriv is missing: drop uid inside the namespaces, then exec
+    "import ctypes,os,sys;u,g=int(sys.argv[1]),int(sys.argv[2]);"
+    "ctypes.CDLL(None).prctl(38,1,0,0,0);os.setgroups([]);os.setresgid(g,g,g);os.setresuid(u,u,u);"
+    "os.execvp(sys.argv[3],sys.argv[3:])"
+)
+
+
+def sandbox_uid(real_root: str) -> int:
+    """The unprivileged uid a root parent runs this workspace's commands as."""
+    h = int(hashlib.sha256(real_root.encode("utf-8", "surrogateescape")).hexdigest()[:8], 16)
+    return 1_900_000_000 + h % (1 << 20)
+
+
+def _probe(argv: list[str]) -> bool:
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=10, env={"PATH": _PATH})
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+@functools.lru_cache(maxsize=8)  # the machine does not change during a process; probing costs ~10 ms
+def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
+    """Which wrapper works here: returns sorted (key, value) pairs (hashable, for the cache)."""
+    bwrap, unshare, setpriv = shutil.which("bwrap"), shutil.which("unshare"), shutil.which("setpriv")
+    missing: list[str] = []
+    kind = "none"
+    if choice in ("auto", "bwrap") and bwrap:
+        if _probe([bwrap, "--unshare-net", "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/",
+                   "--dev", "/dev", "--proc", "/proc", "true"]):
+            kind = "bwrap"
+        else:
+            missing.append("bubblewrap is installed but cannot create namespaces here")
+    elif choice in ("auto", "bwrap"):
+        missing.append("bubblewrap not installed (apt-get install bubblewrap)")
+    if kind == "none" and choice in ("auto", "unshare"):
+        if unshare and _probe([unshare, "--net", "--pid", "--fork", "--kill-child", "true"]):
+            kind = "unshare"
+        else:
+            missing.append("unshare cannot create network/pid namespaces (needs root or user namespaces)")
+    if kind == "none":
+        missing.append("no network namespace: commands share the host network")
+    if euid != 0:
+        missing.append("not root: cannot drop to a dedicated uid; RLIMIT_NPROC counts all of this user's processes")
+    info: dict[str, Any] = {
+        "kind": kind, "bwrap": bwrap, "unshare": unshare, "setpriv": setpriv,
+        "missing": tuple(missing), "root": euid == 0,
+    }
+    return tuple(sorted(info.items()))
+
+
+def _own_process_count(uid: int) -> int:
+    count = 0
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == uid:
+                    count += 1
+            except OSError:
+                continue
+    return count
+
+
+def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only: bool,
+          uid: int | None) -> list[str]:
+    inner = list(argv)
+    if uid is not None:
+        if iso["setpriv"]:
+            inner = [iso["setpriv"], f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *inner]
+        else:
+            inner = [sys.executable, "-I", "-c", _DROP_PY, str(uid), str(uid), *inner]
+    if iso["kind"] == "bwrap":
+        net = [] if network else ["--unshare-net"]
+        bind = "--ro-bind" if read_only else "--bind"
+        return [iso["bwrap"], *net, "--unshare-pid", "--unshare-ipc", "--die-with-parent",
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777",
+                "--tmpfs", "/tmp", bind, ws, ws, "--chdir", ws, "--", *inner]
+    if iso["kind"] == "unshare":
+        net = [] if network else ["--net"]
+        return [iso["unshare"], *net, "--pid", "--fork", "--kill-child", "--", *inner]
+    return inner
+
+
+def _limits(q: Quotas, nproc: int) -> Callable[[], None]:
+    def apply() -> None:  # runs in the child between fork and exec: only async-signal-safe work
+        resource.setrlimit(resource.RLIMIT_CPU, (q.cpu_seconds, q.cpu_seconds + 1))
+        resource.setrlimit(resource.RLIMIT_AS, (q.memory_bytes, q.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (q.file_size_bytes, q.file_size_bytes))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (q.open_files, q.open_files))
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    return apply
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_command(argv: Sequence[str], *, ws: str, timeout: float, quotas: Quotas, iso: Isolation,
+                network: bool, read_only: bool, uid: int | None) -> ToolResult:
+    """Run ``argv`` in ``ws``; never raises for anything the command does."""
+    tool = "run_command"
+    env = {"PATH": _PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb",
+           "HOME": "/tmp" if iso["kind"] == "bwrap" else ws, "TMPDIR": "/tmp"}
+    nproc = quotas.max_processes if uid is not None else _own_process_count(os.getuid()) + quotas.max_processes
+    data: dict[str, Any] = {
+        "argv": list(argv), "timeout": timeout, "isolation": iso["kind"],
+        "network": "host" if network or iso["kind"] == "none" else "none (private namespace)",
+        "uid": uid if uid is not None else os.getuid(),
+        "process_limit": (f"RLIMIT_NPROC={nproc} for dedicated uid {uid}" if uid is not None
+                          else f"RLIMIT_NPROC={nproc} per user (approximate: not root)"),
+        "missing": list(iso["missing"]),
+    }
+    full = _wrap(argv, ws, iso, network, read_only, uid)
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, cwd=ws, env=env, start_new_session=True,
+                                preexec_fn=_limits(quotas, nproc), close_fds=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return ToolResult.failure(tool, f"could not start {argv[0]!r}: {exc.__class__.__name__}",
+                                  "check the program name; commands run with a minimal PATH")
+    out, why = _collect(proc, started + timeout, quotas.output_bytes)
+    elapsed = time.monotonic() - started
+    text = out.decode("utf-8", errors="replace")
+    rc = proc.returncode
+    data.update(elapsed=round(elapsed, 3), output_bytes=len(out))
+    exit_status = rc if rc is None or rc >= 0 else 128 - rc
+    if rc is not None and rc < 0:
+        data["signal"] = signal.Signals(-rc).name
+    if why == "timeout":
+        return ToolResult(status="timeout", tool=tool, content=text, data=data, retryable=True,
+                          reason=f"command ran past its {timeout:g}s timeout; its process group was killed",
+                          hint="make it faster, or ask for a tool type with a longer timeout",
+                          exit_status=exit_status)
+    if why == "output":
+        data["truncated"] = True
+        return ToolResult(status="error", tool=tool, content=text, data=data, retryable=False,
+                          reason=f"output exceeded {quotas.output_bytes} bytes; the command was killed",
+                          hint="redirect output to a file or filter it (e.g. '| tail -n 50')",
+                          exit_status=exit_status)
+    if rc != 0:
+        return ToolResult(status="error", tool=tool, content=text, data=data, retryable=False,
+                          reason=f"command exited with status {exit_status}",
+                          hint="read the output; limits: " + data["process_limit"], exit_status=exit_status)
+    return ToolResult(status="ok", tool=tool, content=text, data=data, exit_status=0)
+
+
+def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int) -> tuple[bytes, str]:
+    """Read combined output until EOF, the deadline or the cap; always kill the group after."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    buf = bytearray()
+    why = "exit"
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                why = "timeout"
+                break
+            if exited_at is None and _has_exited(proc.pid):
+                exited_at = now
+                _killpg(proc.pid)  # the leader is a zombie, so its pgid cannot be reused yet
+            if exited_at is not None and now - exited_at > 0.5:
+                break  # something escaped the group and holds the pipe; stop waiting for it
+            if not sel.select(min(deadline - now, 0.05)):
+                continue
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            buf += chunk
+            if len(buf) > cap:
+                why = "output"
+                del buf[cap:]
+                break
+    _killpg(proc.pid)
+    proc.stdout.close()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not take this long
+        proc.kill()
+        proc.wait()
+    return bytes(buf), why
+
+
+def _has_exited(pid: int) -> bool:
+    try:
+        res = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return res is not None

@@ -1,0 +1,173 @@
+"""The four file tools, each built on :class:`~harness_lab.sandbox.boundary.Boundary`.
+
+Every function returns a :class:`~harness_lab.tools.ToolResult` or raises
+:class:`~harness_lab.sandbox.boundary.Refusal` (the facade turns that into a result). Writes go to
+a fresh temporary name in the target directory and are renamed into place, so a write never goes
+*through* an existing inode (a hard link stays untouched) and a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from harness_lab.sandbox.boundary import Boundary, Refusal, check_regular
+from harness_lab.tools import ToolResult
+
+__all__ = ["Target", "delete_file", "inspect_target", "list_dir", "read_file", "write_file"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved write/delete target: its names and whether a regular file exists there now."""
+
+    names: tuple[str, ...]
+    path: str
+    exists: bool
+
+
+def read_file(b: Boundary, path: object, max_bytes: int) -> ToolResult:
+    names = b.parts(path)
+    assert isinstance(path, str)
+    fd, st = b.open_regular(names, path)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    truncated = len(raw) > max_bytes
+    raw = raw[:max_bytes]
+    try:
+        text = raw.decode("utf-8")
+        binary = False
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", errors="replace")
+        binary = True
+    rel = "/".join(names)
+    return ToolResult.success("read_file", text, path=rel, size=st.st_size, truncated=truncated,
+                              binary=binary, mechanism=b.mechanism)
+
+
+def list_dir(b: Boundary, path: object) -> ToolResult:
+    names = b.parts("." if path is None else path)
+    shown = path if isinstance(path, str) else "."
+    fd = b.open_dir(names, shown)
+    entries: list[dict[str, object]] = []
+    try:
+        for name in sorted(os.listdir(fd)):
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # vanished between listdir and stat
+            entries.append({"name": name, "type": _kind(st.st_mode), "size": st.st_size})
+    finally:
+        os.close(fd)
+    suffix = {"dir": "/", "symlink": "@", "special": "|", "file": ""}
+    lines = [f"{e['name']}{suffix[str(e['type'])]}" for e in entries]
+    content = "\n".join(lines) if lines else "(empty directory)"
+    return ToolResult.success("list_dir", content, path="/".join(names) or ".", entries=entries,
+                              mechanism=b.mechanism)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "special"
+
+
+def inspect_target(b: Boundary, path: object, tool: str) -> Target:
+    """Resolve the parent of a write/delete target and check what is there now."""
+    names = b.parts(path)
+    assert isinstance(path, str)
+    if not names:
+        raise Refusal("error", "the path names the workspace root", "name a file inside the workspace")
+    try:
+        dfd = b.open_dir(names[:-1], path)
+    except Refusal as r:
+        # A missing parent is fine for write_file (it creates directories), not for delete_file.
+        if tool == "write_file" and r.reason.endswith("does not exist"):
+            return Target(names, path, exists=False)
+        raise
+    try:
+        st = b.lstat_in(dfd, names[-1])
+    finally:
+        os.close(dfd)
+    if st is None:
+        if tool == "delete_file":
+            raise Refusal("error", f"'{path}' does not exist", "list_dir the parent to see what is there")
+        return Target(names, path, exists=False)
+    if stat.S_ISDIR(st.st_mode) and tool == "delete_file":
+        return Target(names, path, exists=True)
+    check_regular(st, path)
+    return Target(names, path, exists=True)
+
+
+def write_file(b: Boundary, target: Target, data: bytes, owner: tuple[int, int] | None) -> ToolResult:
+    dfd = b.open_dir(target.names[:-1], target.path, create=True, owner=owner)
+    name = target.names[-1]
+    tmp = f".hl-tmp-{os.urandom(6).hex()}"
+    try:
+        before = b.lstat_in(dfd, name)
+        mode = 0o644
+        if before is not None:
+            check_regular(before, target.path)  # re-check under the same dir fd, just before acting
+            mode = stat.S_IMODE(before.st_mode) & 0o777
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     mode, dir_fd=dfd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)  # umask must not change the mode an overwrite keeps
+            if owner is not None:
+                os.fchown(fd, owner[0], owner[1])
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except IsADirectoryError:
+        _discard(tmp, dfd)
+        raise Refusal("error", f"'{target.path}' is a directory", "choose a file name") from None
+    except BaseException:
+        _discard(tmp, dfd)
+        raise
+    finally:
+        os.close(dfd)
+    rel = "/".join(target.names)
+    return ToolResult.success("write_file", f"wrote {len(data)} bytes to {rel}", path=rel,
+                              bytes=len(data), overwrote=before is not None, mechanism=b.mechanism)
+
+
+def _discard(name: str, dfd: int) -> None:
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except OSError:
+        pass
+
+
+def delete_file(b: Boundary, target: Target) -> ToolResult:
+    dfd = b.open_dir(target.names[:-1], target.path)
+    name = target.names[-1]
+    try:
+        st = b.lstat_in(dfd, name)
+        if st is None:
+            raise Refusal("error", f"'{target.path}' does not exist", "list_dir the parent first")
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                os.rmdir(name, dir_fd=dfd)
+            except OSError:
+                raise Refusal("error", f"'{target.path}' is a directory that is not empty",
+                              "delete the files inside it first") from None
+            kind = "dir"
+        else:
+            check_regular(st, target.path)
+            os.unlink(name, dir_fd=dfd)
+            kind = "file"
+    finally:
+        os.close(dfd)
+    rel = "/".join(target.names)
+    return ToolResult.success("delete_file", f"deleted {rel}", path=rel, kind=kind, mechanism=b.mechanism)

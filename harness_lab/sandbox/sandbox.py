@@ -1,0 +1,240 @@
+"""The facade: one object through which every workspace tool call of a run goes.
+
+``Sandbox.call(tool, **args)`` always returns a :class:`~harness_lab.tools.ToolResult`: an unknown
+tool or bad arguments give ``status="error"``, a refusal (path escape, tool not allowed by the
+policy) gives ``status="denied"``. Before every irreversible call (``delete_file``, a ``write_file``
+that overwrites, ``run_command``) the sandbox takes a snapshot; if that snapshot fails the call is
+not executed. Snapshots also store what ``state_provider()`` returns, so a rollback hands back the
+run's state and context of that moment together with the files.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from harness_lab.errors import SandboxEnvironmentError
+from harness_lab.sandbox import fileops
+from harness_lab.sandbox.boundary import Boundary, Refusal
+from harness_lab.sandbox.command import detect_isolation, run_command, sandbox_uid
+from harness_lab.sandbox.policy import TOOLS, SandboxPolicy
+from harness_lab.sandbox.scan import Manifest, Scanner
+from harness_lab.sandbox.snapshots import (
+    SnapshotDiff,
+    SnapshotInfo,
+    SnapshotStore,
+    apply_manifest,
+    diff_manifests,
+    manifest_hash,
+)
+from harness_lab.tools import ToolResult
+
+__all__ = ["Sandbox"]
+
+StateProvider = Callable[[], dict[str, Any]]
+
+_ARGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {  # tool -> (required, optional)
+    "read_file": (frozenset({"path"}), frozenset()),
+    "write_file": (frozenset({"path", "content"}), frozenset()),
+    "list_dir": (frozenset(), frozenset({"path"})),
+    "delete_file": (frozenset({"path"}), frozenset()),
+    "run_command": (frozenset({"argv"}), frozenset({"timeout", "tool_type"})),
+}
+
+
+class Sandbox:
+    """A workspace root plus a stated policy; see the module docstring."""
+
+    def __init__(self, root: str | os.PathLike[str], policy: SandboxPolicy | None = None,
+                 snapshot_dir: str | os.PathLike[str] | None = None,
+                 state_provider: StateProvider | None = None) -> None:
+        self.policy = policy if policy is not None else SandboxPolicy()
+        self._boundary = Boundary(os.fspath(root), self.policy.path_resolution)
+        self._finalizer = weakref.finalize(self, Boundary.close, self._boundary)
+        self.root = self._boundary.real_root
+        if snapshot_dir is None:
+            snapshot_dir = tempfile.mkdtemp(prefix="harness-lab-snapshots-")
+        snap = os.path.realpath(os.fspath(snapshot_dir))
+        if snap == self.root or snap.startswith(self.root.rstrip("/") + "/"):
+            self.close()
+            raise SandboxEnvironmentError("snapshot_dir must lie outside the workspace the model can write")
+        self._store = SnapshotStore(snap)
+        self._scanner = Scanner(self._boundary.root_fd, self._store.blobs)
+        self._state_provider = state_provider
+        self.last_auto_snapshot: SnapshotInfo | None = None
+        iso = dict(detect_isolation(self.policy.isolation, os.geteuid()))
+        if self.policy.isolation != "auto" and iso["kind"] != self.policy.isolation:
+            self.close()
+            raise SandboxEnvironmentError(
+                f"policy asks for isolation {self.policy.isolation!r}, which is unavailable: {iso['missing']}")
+        self._iso = iso
+        self._uid = (self.policy.run_as_uid or sandbox_uid(self.root)) if os.geteuid() == 0 else None
+        self.capabilities: dict[str, Any] = {
+            "path_resolution": self._boundary.mechanism,
+            "openat2": self._boundary.mechanism == "openat2",
+            "isolation": iso["kind"],
+            "network_namespace": iso["kind"] != "none" and not self.policy.network_allow,
+            "pid_namespace": iso["kind"] != "none",
+            "mount_namespace": iso["kind"] == "bwrap",
+            "uid_drop": self._uid,
+            "process_limit": ("RLIMIT_NPROC under a dedicated unprivileged uid" if self._uid is not None
+                              else "RLIMIT_NPROC per user (not root: approximate)"),
+            "rlimits": ["RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC"],
+            "network_allow_enforced_per_host": False,
+            "missing": list(iso["missing"]),
+            "snapshot_dir": snap,
+        }
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the root directory descriptor (also done when the object is collected)."""
+        self._finalizer()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- tool calls ------------------------------------------------------------------------
+    def call(self, tool: str, **args: Any) -> ToolResult:
+        """Run one tool call under the policy; never raises for anything the caller passes."""
+        if not isinstance(tool, str) or tool not in TOOLS:
+            return ToolResult.failure(str(tool), f"unknown tool {tool!r}", f"use one of {sorted(TOOLS)}")
+        if not self.policy.allows(tool):
+            why = "read-only mode" if self.policy.mode == "read-only" else "policy allow-list"
+            return ToolResult.failure(tool, f"{tool} is not allowed by the sandbox policy ({why})",
+                                      f"allowed tools: {sorted(t for t in TOOLS if self.policy.allows(t))}",
+                                      status="denied")
+        required, optional = _ARGS[tool]
+        missing, unknown = required - args.keys(), args.keys() - required - optional
+        if missing or unknown:
+            return ToolResult.failure(tool, f"bad arguments: missing {sorted(missing)}, unknown {sorted(unknown)}",
+                                      f"{tool} takes {sorted(required)} and optionally {sorted(optional)}")
+        try:
+            return self._dispatch(tool, args)
+        except Refusal as r:
+            return ToolResult.failure(tool, r.reason, r.hint, status="denied" if r.status == "denied" else "error",
+                                      retryable=r.hint == "retry the call")
+        except OSError as exc:  # an unexpected filesystem error is still data, never a traceback
+            return ToolResult.failure(tool, f"{tool} failed: {exc.strerror or exc.__class__.__name__}",
+                                      "check the path and try a different approach")
+
+    def _dispatch(self, tool: str, args: dict[str, Any]) -> ToolResult:
+        b = self._boundary
+        if tool == "read_file":
+            return fileops.read_file(b, args["path"], self.policy.quotas.output_bytes)
+        if tool == "list_dir":
+            return fileops.list_dir(b, args.get("path", "."))
+        if tool == "write_file":
+            content = args["content"]
+            if not isinstance(content, str):
+                return ToolResult.failure(tool, "content must be a string", "pass content='text'")
+            data = content.encode("utf-8", errors="surrogateescape")
+            if len(data) > self.policy.quotas.file_size_bytes:
+                return ToolResult.failure(tool, f"content is {len(data)} bytes, over the file size quota "
+                                          f"of {self.policy.quotas.file_size_bytes}", "write a smaller file")
+            target = fileops.inspect_target(b, args["path"], tool)
+            auto = self._auto_snapshot(f"before write_file {target.path}") if target.exists else None
+            if isinstance(auto, ToolResult):
+                return auto
+            result = fileops.write_file(b, target, data, self._owner())
+            self._scanner.mark_dirty("/".join(target.names))
+            return _with_snapshot(result, auto)
+        if tool == "delete_file":
+            target = fileops.inspect_target(b, args["path"], tool)
+            auto = self._auto_snapshot(f"before delete_file {target.path}")
+            if isinstance(auto, ToolResult):
+                return auto
+            return _with_snapshot(fileops.delete_file(b, target), auto)
+        return self._run_command(args)
+
+    def _run_command(self, args: dict[str, Any]) -> ToolResult:
+        tool = "run_command"
+        argv = args["argv"]
+        if (not isinstance(argv, (list, tuple)) or not argv
+                or not all(isinstance(a, str) and a and "\x00" not in a for a in argv[:1])
+                or not all(isinstance(a, str) and "\x00" not in a for a in argv)):
+            return ToolResult.failure(tool, "argv must be a non-empty list of strings without NUL bytes",
+                                      "pass argv=['ls', '-l']")
+        tool_type = args.get("tool_type", "default")
+        limit = self.policy.timeouts.get(tool_type) if isinstance(tool_type, str) else None
+        if limit is None:
+            return ToolResult.failure(tool, f"unknown tool_type {tool_type!r}",
+                                      f"use one of {sorted(self.policy.timeouts)}")
+        timeout = args.get("timeout", limit)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            return ToolResult.failure(tool, "timeout must be a positive number of seconds", "pass timeout=10")
+        timeout = min(float(timeout), limit)  # a caller may shorten the policy's limit, never extend it
+        read_only = self.policy.mode == "read-only"
+        if read_only and self._iso["kind"] != "bwrap":
+            return ToolResult.failure(tool, "read-only mode needs bubblewrap to mount the workspace read-only",
+                                      "install bubblewrap, or use workspace-write mode", status="denied")
+        auto = self._auto_snapshot(f"before run_command {' '.join(argv)[:200]}", take_ownership=not read_only)
+        if isinstance(auto, ToolResult):
+            return auto
+        result = run_command(list(argv), ws=self.root, timeout=timeout, quotas=self.policy.quotas,
+                             iso=self._iso, network=bool(self.policy.network_allow),
+                             read_only=read_only, uid=self._uid)
+        return _with_snapshot(result, auto)
+
+    def _owner(self) -> tuple[int, int] | None:
+        return (self._uid, self._uid) if self._uid is not None else None
+
+    def _auto_snapshot(self, trigger: str, take_ownership: bool = False) -> SnapshotInfo | ToolResult:
+        tool = trigger.split()[1]
+        try:
+            if take_ownership and self._uid is not None:
+                os.fchown(self._boundary.root_fd, self._uid, self._uid)
+            owner = self._owner() if take_ownership else None
+            info = self._take("auto", trigger, owner)
+        except (OSError, SandboxEnvironmentError) as exc:
+            return ToolResult.failure(tool, f"the snapshot before this irreversible call failed ({exc}); "
+                                      "the call was not executed", "retry later or report the problem",
+                                      retryable=True)
+        self.last_auto_snapshot = info
+        return info
+
+    # -- snapshots -------------------------------------------------------------------------
+    def _take(self, label: str, trigger: str | None, owner: tuple[int, int] | None = None) -> SnapshotInfo:
+        entries = self._scanner.scan(owner)
+        state = self._state_provider() if self._state_provider is not None else None
+        return self._store.save(entries, label, trigger, state)
+
+    def snapshot(self, label: str = "manual") -> SnapshotInfo:
+        """Take a snapshot of the workspace (and the run state) now."""
+        return self._take(label, None)
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        """All snapshots of this store, oldest first."""
+        return self._store.infos()
+
+    def _entries(self, snap_id: str) -> Manifest:
+        if self._store.info(snap_id) is None:
+            raise KeyError(f"unknown snapshot {snap_id!r}; known: {[i.id for i in self._store.infos()]}")
+        return self._store.entries(snap_id)
+
+    def diff(self, a_id: str, b_id: str) -> SnapshotDiff:
+        """Paths added, removed and changed from snapshot ``a_id`` to ``b_id``."""
+        return diff_manifests(a_id, self._entries(a_id), b_id, self._entries(b_id))
+
+    def rollback(self, snapshot_id: str) -> SnapshotInfo:
+        """Restore the workspace to ``snapshot_id`` byte for byte; the caller restores ``run_state``."""
+        target = self._entries(snapshot_id)
+        apply_manifest(self._boundary.root_fd, self._scanner, self._store.blobs, target, self._owner())
+        info = self._store.info(snapshot_id)
+        assert info is not None
+        return info
+
+    def workspace_hash(self) -> str:
+        """sha256 over the current workspace manifest (path, kind, content hash, mode)."""
+        return manifest_hash(self._scanner.scan())
+
+
+def _with_snapshot(result: ToolResult, auto: SnapshotInfo | None) -> ToolResult:
+    if auto is None:
+        return result
+    return result.model_copy(update={"data": {**result.data, "snapshot_before": auto.id}})

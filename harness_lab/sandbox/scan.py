@@ -1,0 +1,216 @@
+"""Walking the workspace into a manifest, hashing only what changed (a stat cache), storing blobs.
+
+A manifest maps a relative path to an entry tuple:
+
+* ``("f", sha256_hex, mode)`` a regular file, content in the blob store;
+* ``("l", target, 0)``        a symbolic link (never followed, its text is the content);
+* ``("d", "", mode)``         a directory;
+* ``("s", "", 0)``            a FIFO, socket or device: listed so rollback can remove it, never read
+  and never stored in a snapshot.
+
+The walk opens every directory with O_NOFOLLOW relative to its parent's descriptor, so a symlink
+swapped in during the walk cannot lead it outside. A file is hashed again when its stat key
+(size, mtime_ns, ctime_ns, inode, device) changed, when a sandbox tool wrote it since the last
+scan, or when its timestamps were too close to the moment it was last hashed to prove it was not
+modified again within the same clock tick (git's "racily clean" problem).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Iterable
+
+__all__ = ["BlobStore", "Entry", "Manifest", "Scanner"]
+
+Entry = tuple[str, str, int]
+Manifest = dict[str, Entry]
+_StatKey = tuple[int, int, int, int, int]
+
+_RACY_NS = 50_000_000  # timestamps come from a coarse clock (one jiffy); 50 ms is well above it
+_CHUNK = 1 << 20
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class BlobStore:
+    """Content-addressed file contents: ``<dir>/<sha[:2]>/<sha[2:]>``, written once, never changed."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        self._known: set[str] = set()
+
+    def path(self, digest: str) -> str:
+        return os.path.join(self.directory, digest[:2], digest[2:])
+
+    def has(self, digest: str) -> bool:
+        if digest in self._known:
+            return True
+        if os.path.exists(self.path(digest)):
+            self._known.add(digest)
+            return True
+        return False
+
+    def put_bytes(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        if not self.has(digest):
+            self._write(digest, [data])
+        return digest
+
+    def _write(self, digest: str, chunks: Iterable[bytes]) -> None:
+        final = self.path(digest)
+        os.makedirs(os.path.dirname(final), mode=0o700, exist_ok=True)
+        tmp = f"{final}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+        with open(tmp, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+        os.replace(tmp, final)  # atomic: a reader sees the whole blob or none
+        self._known.add(digest)
+
+    def put_fd(self, fd: int, size_hint: int) -> str:
+        """Hash an open file and store its bytes (streams files too large to hold in memory)."""
+        if size_hint <= 8 * _CHUNK:
+            data = _read_all(fd)
+            return self.put_bytes(data)
+        h = hashlib.sha256()
+        tmp = os.path.join(self.directory, f"incoming-{os.getpid()}-{os.urandom(4).hex()}")
+        with open(tmp, "wb") as out:
+            while chunk := os.read(fd, _CHUNK):
+                h.update(chunk)
+                out.write(chunk)
+        digest = h.hexdigest()
+        if self.has(digest):
+            os.unlink(tmp)
+        else:
+            os.makedirs(os.path.dirname(self.path(digest)), mode=0o700, exist_ok=True)
+            os.replace(tmp, self.path(digest))
+            self._known.add(digest)
+        return digest
+
+    def read(self, digest: str) -> bytes:
+        with open(self.path(digest), "rb") as fh:
+            return fh.read()
+
+
+def _read_all(fd: int) -> bytes:
+    parts: list[bytes] = []
+    while chunk := os.read(fd, _CHUNK):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _key(st: os.stat_result) -> _StatKey:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+class Scanner:
+    """Produces manifests of one workspace; remembers hashes between scans."""
+
+    def __init__(self, root_fd: int, blobs: BlobStore) -> None:
+        self.root_fd = root_fd
+        self.blobs = blobs
+        self._cache: dict[str, tuple[_StatKey, str]] = {}
+        self._dirty: set[str] = set()
+        self.hashed_last = 0  # files actually read by the last scan (the benchmark reports it)
+
+    def mark_dirty(self, path: str) -> None:
+        """A sandbox tool changed ``path``: hash it again even if its stat key looks the same."""
+        self._dirty.add(path)
+
+    def note_content(self, path: str, st: os.stat_result, digest: str) -> None:
+        """Record a hash computed elsewhere (e.g. rollback just wrote these bytes)."""
+        self._remember(path, st, digest, time.time_ns())
+
+    def _remember(self, path: str, st: os.stat_result, digest: str, hashed_at: int) -> None:
+        if hashed_at - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
+            self._cache[path] = (_key(st), digest)
+        else:
+            self._cache.pop(path, None)  # racily clean: prove it again next time
+
+    def scan(self, owner: tuple[int, int] | None = None) -> Manifest:
+        """Walk the whole workspace. ``owner``: chown entries to this uid/gid (see command.py)."""
+        out: Manifest = {}
+        seen: set[str] = set()
+        self.hashed_last = 0
+        stack: list[tuple[int, str]] = [(os.dup(self.root_fd), "")]
+        try:
+            while stack:
+                dfd, prefix = stack.pop()
+                try:
+                    self._scan_dir(dfd, prefix, out, seen, stack, owner)
+                finally:
+                    os.close(dfd)
+        finally:
+            for dfd, _ in stack:
+                os.close(dfd)
+        for gone in set(self._cache) - seen:
+            del self._cache[gone]
+        self._dirty.clear()
+        return out
+
+    def _scan_dir(self, dfd: int, prefix: str, out: Manifest, seen: set[str],
+                  stack: list[tuple[int, str]], owner: tuple[int, int] | None) -> None:
+        with os.scandir(dfd) as it:
+            entries = list(it)
+        for entry in entries:
+            rel = prefix + entry.name
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if owner is not None and st.st_uid != owner[0]:
+                    st = _take_ownership(dfd, entry.name, st, owner)
+            except FileNotFoundError:
+                continue
+            mode = st.st_mode
+            if stat.S_ISDIR(mode):
+                out[rel] = ("d", "", stat.S_IMODE(mode) & 0o777)
+                try:
+                    stack.append((os.open(entry.name, _DIR_FLAGS, dir_fd=dfd), rel + "/"))
+                except OSError:
+                    continue  # swapped for something else mid-walk; the entry stays listed
+            elif stat.S_ISLNK(mode):
+                try:
+                    out[rel] = ("l", os.readlink(entry.name, dir_fd=dfd), 0)
+                except OSError:
+                    continue
+            elif stat.S_ISREG(mode):
+                digest = self._digest(dfd, entry.name, rel, st)
+                if digest is not None:
+                    seen.add(rel)
+                    out[rel] = ("f", digest, stat.S_IMODE(mode) & 0o777)
+            else:
+                out[rel] = ("s", "", 0)
+
+    def _digest(self, dfd: int, name: str, rel: str, st: os.stat_result) -> str | None:
+        cached = self._cache.get(rel)
+        if cached is not None and cached[0] == _key(st) and rel not in self._dirty:
+            return cached[1]
+        hashed_at = time.time_ns()
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError:
+            return None
+        try:
+            st2 = os.fstat(fd)
+            if not stat.S_ISREG(st2.st_mode):
+                return None
+            digest = self.blobs.put_fd(fd, st2.st_size)
+        finally:
+            os.close(fd)
+        self.hashed_last += 1
+        self._remember(rel, st2, digest, hashed_at)
+        return digest
+
+
+def _take_ownership(dfd: int, name: str, st: os.stat_result, owner: tuple[int, int]) -> os.stat_result:
+    # Only directories and single-link regular files: chown on a hard link would change the
+    # owner of the same inode wherever its other name lives.
+    mode = st.st_mode
+    if stat.S_ISDIR(mode) or (stat.S_ISREG(mode) and st.st_nlink == 1):
+        try:
+            os.chown(name, owner[0], owner[1], dir_fd=dfd, follow_symlinks=False)
+            return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except OSError:
+            return st
+    return st

@@ -1,0 +1,266 @@
+"""Content-addressed snapshots: records, the on-disk store, diff and rollback.
+
+Layout of a snapshot directory (kept outside the workspace, so the model cannot edit it)::
+
+    blobs/<sha[:2]>/<sha[2:]>     file contents, written once
+    manifests/<id>.json           one per snapshot: info + either the full entry table or a delta
+                                  against its parent (``base``, ``set``, ``drop``)
+
+Deltas keep the cost of a snapshot proportional to what changed, not to the size of the tree; a
+full table is written every ``_FULL_EVERY`` snapshots so no chain gets long.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import time
+from collections import OrderedDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from harness_lab.errors import SandboxEnvironmentError
+from harness_lab.sandbox.scan import BlobStore, Entry, Manifest, Scanner
+
+__all__ = ["SnapshotDiff", "SnapshotInfo", "SnapshotStore", "apply_manifest", "manifest_hash"]
+
+_FULL_EVERY = 32
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class SnapshotInfo(BaseModel):
+    """One snapshot: which workspace files and which run state it holds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    label: str
+    created_seq: int
+    files: int
+    run_state: dict[str, Any] | None = None
+    trigger: str | None = None  # e.g. "before delete_file notes/a.txt"; None for manual snapshots
+    workspace_hash: str
+    created_at: float
+
+
+class SnapshotDiff(BaseModel):
+    """Paths that differ from snapshot ``a`` to snapshot ``b`` (directories carry a trailing '/')."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    a: str
+    b: str
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    changed: tuple[str, ...]
+
+
+def manifest_hash(entries: Manifest) -> str:
+    """sha256 over the sorted (path, kind, digest, mode) lines of a manifest (specials excluded)."""
+    h = hashlib.sha256()
+    for path in sorted(entries):
+        kind, digest, mode = entries[path]
+        if kind != "s":
+            h.update(f"{path}\0{kind}\0{digest}\0{mode:o}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def _display(path: str, entry: Entry) -> str:
+    return path + "/" if entry[0] == "d" else path
+
+
+def diff_manifests(a_id: str, a: Manifest, b_id: str, b: Manifest) -> SnapshotDiff:
+    added = sorted(_display(p, e) for p, e in b.items() if p not in a)
+    removed = sorted(_display(p, e) for p, e in a.items() if p not in b)
+    changed = sorted(_display(p, b[p]) for p in a.keys() & b.keys() if a[p] != b[p])
+    return SnapshotDiff(a=a_id, b=b_id, added=tuple(added), removed=tuple(removed), changed=tuple(changed))
+
+
+class SnapshotStore:
+    """Manifests and blobs of one workspace's snapshots."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = os.path.abspath(directory)
+        self.blobs = BlobStore(os.path.join(self.directory, "blobs"))
+        self._mdir = os.path.join(self.directory, "manifests")
+        os.makedirs(self._mdir, mode=0o700, exist_ok=True)
+        self._infos: dict[str, SnapshotInfo] = {}
+        self._meta: dict[str, dict[str, Any]] = {}
+        self._cache: OrderedDict[str, Manifest] = OrderedDict()
+        self._last: tuple[str, Manifest, int] | None = None  # id, entries, chain depth
+        for name in sorted(os.listdir(self._mdir)):
+            if name.endswith(".json"):
+                self._load_meta(name[:-5])
+
+    def _load_meta(self, snap_id: str) -> dict[str, Any]:
+        if snap_id not in self._meta:
+            try:
+                with open(os.path.join(self._mdir, snap_id + ".json"), encoding="utf-8") as fh:
+                    doc: dict[str, Any] = json.load(fh)
+            except (OSError, ValueError) as exc:
+                raise SandboxEnvironmentError(f"snapshot manifest {snap_id} is unreadable: {exc}") from exc
+            self._meta[snap_id] = doc
+            self._infos[snap_id] = SnapshotInfo.model_validate(doc["info"])
+        return self._meta[snap_id]
+
+    def infos(self) -> list[SnapshotInfo]:
+        return sorted(self._infos.values(), key=lambda i: i.created_seq)
+
+    def info(self, snap_id: str) -> SnapshotInfo | None:
+        return self._infos.get(snap_id)
+
+    def entries(self, snap_id: str) -> Manifest:
+        if snap_id in self._cache:
+            self._cache.move_to_end(snap_id)
+            return self._cache[snap_id]
+        doc = self._load_meta(snap_id)
+        if "entries" in doc:
+            entries: Manifest = {p: (e[0], e[1], e[2]) for p, e in doc["entries"].items()}
+        else:
+            entries = dict(self.entries(doc["base"]))
+            for p in doc["drop"]:
+                entries.pop(p, None)
+            entries.update({p: (e[0], e[1], e[2]) for p, e in doc["set"].items()})
+        self._cache[snap_id] = entries
+        if len(self._cache) > 8:
+            self._cache.popitem(last=False)
+        return entries
+
+    def save(self, entries: Manifest, label: str, trigger: str | None,
+             run_state: dict[str, Any] | None) -> SnapshotInfo:
+        kept = {p: e for p, e in entries.items() if e[0] != "s"}
+        seq = max((i.created_seq for i in self._infos.values()), default=0) + 1
+        snap_id = f"snap-{seq:04d}"
+        info = SnapshotInfo(id=snap_id, label=label, created_seq=seq,
+                            files=sum(1 for e in kept.values() if e[0] != "d"),
+                            run_state=run_state, trigger=trigger, workspace_hash=manifest_hash(kept),
+                            created_at=time.time())
+        doc: dict[str, Any] = {"info": info.model_dump(mode="json")}
+        depth = 0
+        if self._last is not None and self._last[2] < _FULL_EVERY:
+            base_id, base, depth = self._last
+            doc["base"] = base_id
+            doc["set"] = {p: e for p, e in kept.items() if base.get(p) != e}
+            doc["drop"] = [p for p in base if p not in kept]
+            depth += 1
+        else:
+            doc["entries"] = kept
+        path = os.path.join(self._mdir, snap_id + ".json")
+        tmp = f"{path}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh, separators=(",", ":"))
+            os.replace(tmp, path)
+        except (OSError, TypeError, ValueError) as exc:
+            raise SandboxEnvironmentError(f"cannot write snapshot {snap_id}: {exc}") from exc
+        self._meta[snap_id] = doc
+        self._infos[snap_id] = info
+        self._cache[snap_id] = kept
+        self._last = (snap_id, kept, depth)
+        return info
+
+
+def apply_manifest(root_fd: int, scanner: Scanner, blobs: BlobStore, target: Manifest,
+                   owner: tuple[int, int] | None) -> dict[str, int]:
+    """Make the workspace equal ``target``: write only what differs, remove what is extra."""
+    current = scanner.scan()
+    target = {p: e for p, e in target.items() if e[0] != "s"}
+    extra = [p for p, e in current.items() if target.get(p, ("", "", -1))[0] != e[0]]
+    removed = 0
+    for path in sorted(extra, key=lambda p: p.count("/"), reverse=True):
+        if _remove(root_fd, path, current[path][0]):
+            removed += 1
+    written = 0
+    for path in sorted(target, key=lambda p: (p.count("/"), p)):
+        want = target[path]
+        have = current.get(path)
+        if have == want:
+            continue
+        written += _restore(root_fd, path, want, have, scanner, blobs, owner)
+    return {"written": written, "removed": removed}
+
+
+def _open_parent(root_fd: int, path: str) -> tuple[int, str]:
+    *dirs, name = path.split("/")
+    fd = os.dup(root_fd)
+    try:
+        for d in dirs:
+            nfd = os.open(d, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, name
+
+
+def _remove(root_fd: int, path: str, kind: str) -> bool:
+    try:
+        dfd, name = _open_parent(root_fd, path)
+    except OSError:
+        return False  # its parent is gone already
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            _rmtree_at(dfd, name)
+        else:
+            os.unlink(name, dir_fd=dfd)
+        return True
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(dfd)
+
+
+def _rmtree_at(dfd: int, name: str) -> None:
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+    try:
+        for child in os.listdir(fd):
+            st = os.stat(child, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                _rmtree_at(fd, child)
+            else:
+                os.unlink(child, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dfd)
+
+
+def _restore(root_fd: int, path: str, want: Entry, have: Entry | None, scanner: Scanner,
+             blobs: BlobStore, owner: tuple[int, int] | None) -> int:
+    kind, payload, mode = want
+    dfd, name = _open_parent(root_fd, path)
+    try:
+        if kind == "d":
+            if have is None:
+                os.mkdir(name, mode, dir_fd=dfd)
+            os.chmod(name, mode, dir_fd=dfd, follow_symlinks=False)
+            if owner is not None:
+                os.chown(name, owner[0], owner[1], dir_fd=dfd, follow_symlinks=False)
+            return 0
+        tmp = f".hl-restore-{os.urandom(6).hex()}"
+        if kind == "l":
+            os.symlink(payload, tmp, dir_fd=dfd)
+        else:
+            data = blobs.read(payload)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         mode, dir_fd=dfd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fchmod(fd, mode)
+                if owner is not None:
+                    os.fchown(fd, owner[0], owner[1])
+            finally:
+                os.close(fd)
+        # rename replaces the name, never writes through an existing inode (hard links stay intact)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        if kind == "f":
+            scanner.note_content(path, os.stat(name, dir_fd=dfd, follow_symlinks=False), payload)
+        return 1
+    finally:
+        os.close(dfd)
