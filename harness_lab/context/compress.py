@@ -86,15 +86,29 @@ def _describe(kind: str, item: ContextItem) -> str:
     return f"{kind} {item.id} ({item.layer.name}, round {item.round}, from {item.source}) lost: {text!r}"
 
 
-def find_losses(before: Iterable[ContextItem], after: Iterable[ContextItem]) -> Losses:
-    """Every protected item of *before* whose text is in no item of *after* verbatim."""
-    after_list = list(after)
-    by_id = {item.id: item.text for item in after_list}
+def find_losses(
+    before: Iterable[ContextItem],
+    after: Iterable[ContextItem],
+    carried: Callable[[str], ContextItem] | None = None,
+) -> Losses:
+    """Every protected item of *before* whose text is in no item of *after* verbatim.
+
+    A compression summary stands for the anomalies it carries: with *carried* (id -> item) each of
+    those is checked instead of the summary's whole text, so unpacking a summary into its anomalies
+    is not a loss.
+    """
+    by_id = {item.id: item.text for item in after}
     haystack: str | None = None
     anomalies: list[str] = []
     pinned: list[str] = []
     failures: list[str] = []
+    units: list[ContextItem] = []
     for item in before:
+        if carried is not None and item.carries and _is_compression_summary(item):
+            units.extend(carried(c) for c in item.carries)
+        else:
+            units.append(item)
+    for item in units:
         if not item.protected or by_id.get(item.id) == item.text:
             continue
         if haystack is None:  # built only when something moved

@@ -233,6 +233,12 @@ class ContextManager:
         for item in list(self._live.values()):
             if item.freshness == "stale" and item.layer.compressible and not item.pinned:
                 self._remove(item.id)
+                if item.source.startswith(COMPRESSION_SOURCE_PREFIX):
+                    # A summary goes stale with any one of its sources; the fresh anomalies it
+                    # carried did not, so they come back verbatim and pinned.
+                    for carried in (self._archive[c] for c in item.carries):
+                        if carried.freshness == "fresh":
+                            self._put(self._restamp(carried, layer=item.layer, pinned=True))
 
     # ------------------------------------------------------------------ reading
 
@@ -266,7 +272,7 @@ class ContextManager:
 
     def self_check(self, before: ContextView, after: ContextView) -> list[str]:
         """Every anomaly, pinned fact or failure reason in *before* that *after* lost (empty = fine)."""
-        return find_losses(before.items, after.items).all()
+        return find_losses(before.items, after.items, self._archive.__getitem__).all()
 
     # ------------------------------------------------------------------ state
 
