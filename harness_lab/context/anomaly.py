@@ -7,7 +7,7 @@ only costs budget (the item is kept whole), a false negative can send the run do
 
 Signals, case-insensitive, matched on word boundaries::
 
-    error(s) fail(s|ed|ure|ing) exception traceback denied forbidden refused unauthori[sz]ed
+    *error(s) *exception(s) (so AssertionError, KeyError...)  fail(s|ed|ure|ing)  traceback denied forbidden refused unauthori[sz]ed
     timeout / timed out  mismatch  unexpected  invalid  not found  panic  crash(ed)  abort(ed)
     counterexample  expected ... got  assert(ion)  but  however  although
     HTTP/status/code followed (within a few non-digits) by 4xx/5xx
@@ -21,11 +21,11 @@ import re
 __all__ = ["ANOMALY_PATTERN", "anomaly_lines", "is_anomalous"]
 
 ANOMALY_PATTERN: re.Pattern[str] = re.compile(
-    r"\b(?:errors?|fail(?:s|ed|ure|ures|ing)?|exceptions?|traceback|denied|forbidden|refused"
-    r"|unauthori[sz]ed|time[d ]?out|timeouts|mismatch(?:es|ed)?|unexpected|invalid|not found"
+    r"\b\w*(?:error|exception)s?\b|\b(?:fail(?:s|ed|ure|ures|ing)?|traceback|denied|forbidden|refused"
+    r"|unauthori[sz]ed|timed?\s?outs?|mismatch(?:es|ed)?|unexpected|invalid|not found"
     r"|panic|crash(?:ed|es)?|abort(?:ed)?|counter-?examples?|assert(?:ion)?|but|however|although"
     r"|expected\b.{0,80}\bgot)\b"
-    r"|\b(?:HTTP|status|code)\b\D{0,12}\b[45]\d\d\b"
+    r"|\b(?:HTTP|status|code)\b\D{0,12}\b[45]\d\d\b|\bHTTP/\d(?:\.\d)?\s+[45]\d\d\b"
     r"|错误|失败|异常|超时|拒绝|不一致|不匹配|报错|但|却|然而",
     re.IGNORECASE,
 )

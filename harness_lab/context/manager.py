@@ -67,7 +67,7 @@ class ContextManager:
             raise ValueError("budget_tokens and output_cap_bytes must be positive")
         if not 0 < low_water <= 1:
             raise ValueError("low_water must be in (0, 1]")
-        self.budget_tokens = budget_tokens
+        self._budget = budget_tokens
         # Compression aims below the budget (hysteresis), so it runs every few steps, not every step.
         self.low_water = low_water
         self.output_cap_bytes = output_cap_bytes
@@ -248,6 +248,18 @@ class ContextManager:
 
     def ref_info(self, ref_id: str) -> RefInfo:
         return self._refs.info(ref_id)
+
+    @property
+    def budget_tokens(self) -> int:
+        return self._budget
+
+    @budget_tokens.setter
+    def budget_tokens(self, value: int) -> None:
+        """Changing the budget (e.g. a budget squeeze) takes effect at the next :meth:`view`."""
+        if value <= 0:
+            raise ValueError("budget_tokens must be positive")
+        self._budget = value
+        self._view = None
 
     @property
     def total_tokens(self) -> int:

@@ -259,3 +259,13 @@ def test_invalid_arguments_are_refused() -> None:
         ContextManager(budget_tokens=0)
     with pytest.raises(ValueError):
         ContextManager.from_state({"kind": "other"})
+
+
+def test_render_puts_every_header_on_its_own_line() -> None:
+    ctx = _ctx()
+    ctx.add_interaction(1, "ls", "a", source="ls")
+    ctx.add_interaction(2, "ls", "b", source="ls")
+    lines = ctx.view().render().splitlines()
+    headers = [line for line in lines if line.startswith("[L")]
+    assert len(headers) == 4
+    assert ctx.view().render().endswith("\n")
