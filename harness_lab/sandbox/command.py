@@ -151,6 +151,44 @@ def _killpg(pgid: int) -> None:
         pass
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
+            return [int(x) for x in fh.read().split()]
+    except (OSError, ValueError):
+        pass
+    kids = []  # kernel without CONFIG_PROC_CHILDREN: scan parent pids
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        kids.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return kids
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill everything the call started without orphaning anything.
+
+    Killing the wrapper and its child at once would orphan the child (the init of the pid
+    namespace) as a zombie for the machine's init to reap. So the wrapper's children die first
+    (which takes the whole namespace with them), the wrapper reaps them and exits, then the
+    group is killed for whatever is left (only possible without a pid namespace).
+    """
+    kids = [] if _has_exited(proc.pid) else _children(proc.pid)
+    for kid in kids:
+        try:
+            os.kill(kid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + 1.0
+    while kids and not _has_exited(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    _killpg(proc.pid)
+
+
 def run_command(argv: Sequence[str], *, ws: str, timeout: float, quotas: Quotas, iso: Isolation,
                 network: bool, read_only: bool, uid: int | None) -> ToolResult:
     """Run ``argv`` in ``ws``; never raises for anything the command does."""
@@ -234,7 +272,7 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int) -> tuple[
                 why = "output"
                 del buf[cap:]
                 break
-    _killpg(proc.pid)
+    _stop(proc)
     proc.stdout.close()
     try:
         proc.wait(timeout=5)

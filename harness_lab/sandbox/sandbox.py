@@ -202,7 +202,7 @@ class Sandbox:
     def _take(self, label: str, trigger: str | None, owner: tuple[int, int] | None = None) -> SnapshotInfo:
         entries = self._scanner.scan(owner)
         state = self._state_provider() if self._state_provider is not None else None
-        return self._store.save(entries, label, trigger, state)
+        return self._store.save(entries, label, trigger, state, self._scanner.hashed_last)
 
     def snapshot(self, label: str = "manual") -> SnapshotInfo:
         """Take a snapshot of the workspace (and the run state) now."""

@@ -44,6 +44,7 @@ class SnapshotInfo(BaseModel):
     trigger: str | None = None  # e.g. "before delete_file notes/a.txt"; None for manual snapshots
     workspace_hash: str
     created_at: float
+    hashed: int = 0  # files read to take this snapshot (the rest came from the stat cache)
 
 
 class SnapshotDiff(BaseModel):
@@ -130,14 +131,14 @@ class SnapshotStore:
         return entries
 
     def save(self, entries: Manifest, label: str, trigger: str | None,
-             run_state: dict[str, Any] | None) -> SnapshotInfo:
+             run_state: dict[str, Any] | None, hashed: int = 0) -> SnapshotInfo:
         kept = {p: e for p, e in entries.items() if e[0] != "s"}
         seq = max((i.created_seq for i in self._infos.values()), default=0) + 1
         snap_id = f"snap-{seq:04d}"
         info = SnapshotInfo(id=snap_id, label=label, created_seq=seq,
                             files=sum(1 for e in kept.values() if e[0] != "d"),
                             run_state=run_state, trigger=trigger, workspace_hash=manifest_hash(kept),
-                            created_at=time.time())
+                            created_at=time.time(), hashed=hashed)
         doc: dict[str, Any] = {"info": info.model_dump(mode="json")}
         depth = 0
         if self._last is not None and self._last[2] < _FULL_EVERY:

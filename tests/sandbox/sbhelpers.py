@@ -1,0 +1,82 @@
+"""Helpers shared by the sandbox tests (imported as a plain module: tests/sandbox is on sys.path)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_lab.tools import ToolResult
+
+SECRET = "TOP-SECRET-outside-the-workspace"
+RESOLUTIONS = ["openat2", "walk"]
+
+
+def isolation_or_skip() -> None:
+    """Skip containment tests on machines that cannot provide the mechanism (never in CI)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to a dedicated uid (run the tests as root, as CI does)")
+    if not (shutil.which("bwrap") or shutil.which("unshare")):
+        pytest.skip("needs bubblewrap or util-linux unshare (apt-get install bubblewrap)")
+
+
+def guarded(fn: Callable[[], ToolResult], seconds: float = 2.0) -> ToolResult:
+    """Run one call in a thread and fail the test if it does not return in time (no hangs)."""
+    box: list[Any] = []
+    t = threading.Thread(target=lambda: box.append(fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"call did not return within {seconds} s"
+    assert box, "call raised instead of returning a ToolResult"
+    result = box[0]
+    assert isinstance(result, ToolResult)
+    return result
+
+
+def build_world(base: Path) -> dict[str, Path]:
+    """ws/ with every kind of trap in it, plus outside/ and ws-evil/ holding secrets."""
+    ws, outside, evil = base / "ws", base / "outside", base / "ws-evil"
+    for d in (ws, outside, evil, ws / "sub"):
+        d.mkdir(parents=True)
+    (outside / "secret.txt").write_text(SECRET)
+    (evil / "secret.txt").write_text(SECRET)
+    (ws / "real.txt").write_text("inside")
+    (ws / "sub" / "inner.txt").write_text("inner")
+    links = {
+        "link_file": str(outside / "secret.txt"),
+        "link_rel": "../outside/secret.txt",
+        "link_dir": str(outside),
+        "link_dir_rel": "../outside",
+        "dangling": "/nonexistent/nowhere",
+        "inside_link": "real.txt",
+        "loop1": "loop2",
+        "loop2": "loop1",
+        "self_loop": "self_loop",
+        "proc_root": "/proc/self/root",
+        "proc_cwd": "/proc/self/cwd",
+        "proc_fd": "/proc/self/fd/0",
+        "sub/up": "..",
+        "sub/up2": "../../outside",
+    }
+    for name, target in links.items():
+        os.symlink(target, ws / name)
+    os.link(outside / "secret.txt", ws / "hard")
+    os.mkfifo(ws / "fifo")
+    if os.geteuid() == 0:
+        os.mknod(ws / "devnull", 0o666 | 0o020000, os.makedev(1, 3))
+    return {"ws": ws, "outside": outside, "evil": evil}
+
+
+def outside_state(world: dict[str, Path]) -> list[tuple[str, str, int]]:
+    """Everything about the outside that an escape could change."""
+    out = []
+    for d in (world["outside"], world["evil"]):
+        for p in sorted(d.rglob("*")):
+            st = p.lstat()
+            out.append((str(p), p.read_text() if p.is_file() else "", st.st_mtime_ns))
+    return out
