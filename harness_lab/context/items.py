@@ -91,8 +91,9 @@ class ContextItem:
 
     @property
     def protected(self) -> bool:
-        """True for what no compression may lose: L0/L1, pinned facts, anomalies, failure reasons."""
-        return self.layer <= Layer.L1 or self.pinned or self.anomaly or self.role == "feedback"
+        """True for what no compression may lose: L0/L1, pinned facts, anomalies, failure reasons
+        (feedback is made pinned and anomalous; a superseded one is released)."""
+        return self.layer <= Layer.L1 or self.pinned or self.anomaly
 
     def render(self) -> str:
         return f"{item_header(self)}\n{self.text}\n"

@@ -105,20 +105,30 @@ class ContextManager:
         return self._new(layer, text, source, round, pinned=pinned, anomaly=anomaly, key=key, ref_id=ref_id)
 
     def add_interaction(
-        self, round: int, action: str, result: str, *, source: str, anomaly: bool | None = None
+        self,
+        round: int,
+        action: str,
+        result: str,
+        *,
+        source: str,
+        anomaly: bool | None = None,
+        key: str | None = None,
     ) -> ContextItem:
-        """Record an action and its result; the last 3 stay whole in L2, older ones move to L4."""
+        """Record an action and its result; the last 3 stay whole in L2, older ones move to L4.
+
+        *key* names the external state the result came from (e.g. a file path) for
+        :meth:`mark_stale`; ``anomaly=None`` detects anomalies in *result*.
+        """
         flagged = is_anomalous(result) if anomaly is None else anomaly
         if self._too_large(result):
             info: RefInfo = self._refs.put(result, source=source, round=round)
             item = self._new(
                 Layer.L5, describe_large_output(action, result, info), source, round,
-                role="interaction", anomaly=flagged, ref_id=info.ref_id,
+                role="interaction", anomaly=flagged, ref_id=info.ref_id, key=key,
             )  # fmt: skip
         else:
-            item = self._new(
-                Layer.L2, f"> {action}\n{result}", source, round, role="interaction", anomaly=flagged
-            )
+            text = f"> {action}\n{result}"
+            item = self._new(Layer.L2, text, source, round, role="interaction", anomaly=flagged, key=key)
         self._window.append(item.id)
         while len(self._window) > INTERACTION_WINDOW:
             old = self._live.get(self._window.pop(0))
@@ -126,9 +136,19 @@ class ContextManager:
                 self._put(self._restamp(old, layer=Layer.L4))
         return item
 
-    def add_feedback(self, round: int, text: str, *, source: str) -> ContextItem:
-        """A failure reason from validation: pinned and an anomaly, so it reaches every later view."""
-        return self._new(Layer.L2, text, source, round, role="feedback", pinned=True, anomaly=True)
+    def add_feedback(self, round: int, text: str, *, source: str, key: str | None = None) -> ContextItem:
+        """A failure reason from validation: pinned and an anomaly, so it reaches every later view.
+
+        Feedback accumulates (each stays pinned) unless it has a *key*: a later feedback with the same
+        key supersedes the earlier one, which stays visible but unpinned, so compression may fold it
+        (use it for repeating warnings such as a budget alert).
+        """
+        item = self._new(Layer.L2, text, source, round, role="feedback", pinned=True, anomaly=True, key=key)
+        earlier = self._current_with_key(key, exclude=item.id, roles=("feedback",))
+        for old in earlier:  # no longer an open failure: let compression fold it
+            self._store(self._restamp(old, pinned=False, anomaly=False))
+        self._supersede(item, [self._archive[i.id] for i in earlier])
+        return self._live[item.id]
 
     def begin_subtask(self, name: str, goal: str, *, round: int) -> ContextItem:
         """Open a subtask: its goal sits in L2 until :meth:`finish_subtask` collapses it."""
@@ -198,7 +218,7 @@ class ContextManager:
         """After a resume the view starts with this note (what was done, what is finished, where it
         stuck). An earlier resume note is marked superseded and unpinned."""
         item = self._new(Layer.L2, text, "resume", round, role="resume", pinned=True, key="resume")
-        earlier = [i for i in self._current_with_key("resume", exclude=item.id) if i.role == "resume"]
+        earlier = self._current_with_key("resume", exclude=item.id, roles=("resume",))
         for old in earlier:
             self._put(self._restamp(old, pinned=False))
         self._supersede(item, [self._archive[i.id] for i in earlier])
@@ -223,7 +243,7 @@ class ContextManager:
             item = self._archive[item_id]
             if item.freshness != "stale":
                 item = self._restamp(item, freshness="stale")
-                self._put(item) if item_id in self._live else self._archive.__setitem__(item_id, item)
+                self._store(item)
             if item_id in self._live:
                 marked.append(item)
         return marked
@@ -386,17 +406,25 @@ class ContextManager:
         self._archive[item.id] = item
         self._view = None
 
+    def _store(self, item: ContextItem) -> None:
+        """Record a new version: in the view if the item is there, else only in the record."""
+        if item.id in self._live:
+            self._put(item)
+        else:
+            self._archive[item.id] = item
+
     def _remove(self, item_id: str) -> None:
         self._total -= self._live.pop(item_id).tokens
         self._view = None
 
-    def _current_with_key(self, key: str | None, *, exclude: str) -> list[ContextItem]:
+    def _current_with_key(
+        self, key: str | None, *, exclude: str, roles: tuple[str, ...] = ("summary", "conclusion")
+    ) -> list[ContextItem]:
         if key is None:
             return []
         return [
             i for i in self._archive.values()
-            if i.key == key and i.status == "current" and i.id != exclude
-            and (i.role in _SUMMARIZABLE_ROLES or i.role == "resume")
+            if i.key == key and i.status == "current" and i.id != exclude and i.role in roles
         ]  # fmt: skip
 
     def _supersede(self, item: ContextItem, targets: list[ContextItem]) -> None:
@@ -404,7 +432,7 @@ class ContextManager:
             return
         for old in targets:
             new = self._restamp(old, status="superseded", superseded_by=item.id)
-            self._put(new) if old.id in self._live else self._archive.__setitem__(old.id, new)
+            self._store(new)
         self._put(self._restamp(self._live[item.id], supersedes=",".join(t.id for t in targets)))
 
     def _make_summary(self, layer: Layer, group: list[ContextItem], body: str) -> ContextItem:

@@ -269,3 +269,21 @@ def test_render_puts_every_header_on_its_own_line() -> None:
     headers = [line for line in lines if line.startswith("[L")]
     assert len(headers) == 4
     assert ctx.view().render().endswith("\n")
+
+
+def test_feedback_with_a_key_supersedes_and_releases_the_earlier_one() -> None:
+    ctx = _ctx()
+    first = ctx.add_feedback(3, "budget at 80%", source="gates", key="budget")
+    loose = ctx.add_feedback(4, "pytest failed", source="validator")
+    second = ctx.add_feedback(5, "budget at 90%", source="gates", key="budget")
+    view = ctx.view()
+    old = view.get(first.id)
+    assert old is not None and old.status == "superseded" and not old.protected
+    assert second.supersedes == first.id and second.protected
+    assert view.get(loose.id) == loose  # no key: untouched
+
+
+def test_interaction_key_lets_mark_stale_find_it() -> None:
+    ctx = _ctx()
+    item = ctx.add_interaction(1, "read", "port: 1", source="step 1:read_file", key="config.yaml")
+    assert [i.id for i in ctx.mark_stale("config.yaml")] == [item.id]
