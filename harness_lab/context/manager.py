@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 from .anomaly import is_anomalous
@@ -49,6 +50,7 @@ __all__ = ["INTERACTION_WINDOW", "ContextManager"]
 INTERACTION_WINDOW = 3  # interactions kept whole in L2 (seed 003, 3.2)
 _STATE_VERSION = 1
 _SUMMARIZABLE_ROLES = frozenset({"summary", "conclusion"})
+_ORDER = attrgetter("layer", "seq")
 
 
 class ContextManager:
@@ -489,12 +491,12 @@ class ContextManager:
         return report
 
     def _build_view(self) -> ContextView:
-        resume = [i for i in self._live.values() if i.role == "resume" and i.status == "current"]
-        rest = sorted(
-            (i for i in self._live.values() if not (i.role == "resume" and i.status == "current")),
-            key=lambda i: (i.layer, i.seq, _id_number(i.id)),
-        )
-        return ContextView(tuple(resume + rest), self._total, self.budget_tokens)
+        # Stable sort by (layer, seq); ties keep insertion order, which state() preserves.
+        items = sorted(self._live.values(), key=_ORDER)
+        resume = [i for i in items if i.role == "resume" and i.status == "current"]
+        if resume:
+            items = resume + [i for i in items if i not in resume]
+        return ContextView(tuple(items), self._total, self.budget_tokens)
 
 
 def _set_tokens(item: ContextItem, tokens: int) -> None:
