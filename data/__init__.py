@@ -1,0 +1,1 @@
+"""Shipped lab data: contracts, scenarios, evidence notes (test material), report samples."""

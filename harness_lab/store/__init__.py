@@ -1,1 +1,3 @@
-"""store."""
+"""Checkpoint stores: embedded SQLite (default) and an in-memory double."""
+
+__all__: list[str] = []

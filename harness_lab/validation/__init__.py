@@ -1,1 +1,6 @@
-"""validation."""
+"""Validators: the report contract (structural), acceptance receipts, optional semantic review."""
+
+from .receipt import Receipt, sha256_hex
+from .report import CheckFailure, ReportVerdict, check_report, find_citations
+
+__all__ = ["CheckFailure", "Receipt", "ReportVerdict", "check_report", "find_citations", "sha256_hex"]

@@ -1,0 +1,43 @@
+"""Reading YAML/JSON config files with one-line errors that name the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import ConfigError
+
+__all__ = ["load_mapping", "validate_file"]
+
+
+def load_mapping(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    is_json = path.suffix == ".json"
+    try:
+        raw = json.loads(text) if is_json else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        reason = str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: not valid {'JSON' if is_json else 'YAML'}: {reason}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def validate_file(model: type[BaseModel], path: Path) -> Any:
+    """Load ``path`` and validate it as ``model``; the first problem becomes a one-line ConfigError."""
+    raw = load_mapping(path)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"{path}: field {where}: {first['msg']}") from None

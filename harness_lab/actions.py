@@ -1,0 +1,232 @@
+"""Typed proposals: what a proposer may *ask* for, and how a raw proposal is parsed.
+
+A proposal is a claim, never a fact. :func:`parse_proposal` turns whatever a proposer returned
+into a :class:`Proposal` whose ``action`` is a typed record, or whose ``error`` says why not.
+Fields an action does not define (``verified: true``, ``"I checked all sources"``) land in
+``claims``: recorded, never trusted. Unknown kinds, bad arguments and malformed proposals are
+data fed back to the proposer, never a crash. Kinds that would change the contract, the
+validator or the run state are parsed as :class:`ForbiddenAction` and end the run BLOCKED.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+__all__ = [
+    "FORBIDDEN_KINDS",
+    "TOOL_KINDS",
+    "Action",
+    "DeleteFile",
+    "Finish",
+    "ForbiddenAction",
+    "GatedAction",
+    "ListDir",
+    "Proposal",
+    "ProposalError",
+    "ReadEvidence",
+    "ReadFile",
+    "ReadRef",
+    "RunCommand",
+    "WriteFile",
+    "WriteReport",
+    "parse_proposal",
+]
+
+# Requests that would change what decides: the contract, the validator, the run state.
+FORBIDDEN_KINDS = frozenset(
+    {"set_state", "set_run_state", "modify_contract", "replace_validator", "mark_verified", "write_run_state"}
+)
+# External side effects that exist only behind a human gate (contract human_gate.required_for).
+EXTERNAL_KINDS = frozenset({"push", "release", "production_write", "send_message", "escalate_permission"})
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str
+
+    @property
+    def gate_category(self) -> str:
+        """The human-gate category this action falls under (matched against the contract)."""
+        return self.kind
+
+    @property
+    def is_tool_call(self) -> bool:
+        return True
+
+
+class ReadEvidence(_Action):
+    kind: Literal["read_evidence"] = "read_evidence"
+    id: str = Field(min_length=1)
+
+
+class WriteReport(_Action):
+    kind: Literal["write_report"] = "write_report"
+    text: str
+
+
+class Finish(_Action):
+    kind: Literal["finish"] = "finish"
+
+    @property
+    def is_tool_call(self) -> bool:
+        return False
+
+
+class ListDir(_Action):
+    kind: Literal["list_dir"] = "list_dir"
+    path: str = "."
+
+
+class ReadFile(_Action):
+    kind: Literal["read_file"] = "read_file"
+    path: str = Field(min_length=1)
+
+
+class WriteFile(_Action):
+    kind: Literal["write_file"] = "write_file"
+    path: str = Field(min_length=1)
+    content: str
+
+
+class DeleteFile(_Action):
+    kind: Literal["delete_file"] = "delete_file"
+    path: str = Field(min_length=1)
+
+    @property
+    def gate_category(self) -> str:
+        return "delete"
+
+
+class RunCommand(_Action):
+    kind: Literal["run_command"] = "run_command"
+    argv: tuple[str, ...] = Field(min_length=1)
+    timeout: float | None = Field(default=None, gt=0)
+    tool_type: str = "default"
+
+
+class ReadRef(_Action):
+    kind: Literal["read_ref"] = "read_ref"
+    ref: str = Field(min_length=1)
+    start: int = Field(default=0, ge=0)
+    end: int | None = Field(default=None, ge=0)
+
+
+class GatedAction(_Action):
+    """An external side effect (push, release, send_message, ...): runs only after approval."""
+
+    kind: Literal["push", "release", "production_write", "send_message", "escalate_permission"]
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ForbiddenAction(_Action):
+    """A request to change the contract, the validator or the run state: never executed."""
+
+    kind: Literal["forbidden"] = "forbidden"
+    requested_kind: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def is_tool_call(self) -> bool:
+        return False
+
+
+Action = Annotated[
+    ReadEvidence | WriteReport | Finish | ListDir | ReadFile | WriteFile | DeleteFile | RunCommand | ReadRef | GatedAction | ForbiddenAction,
+    Field(discriminator="kind"),
+]
+_ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
+_MODELS: dict[str, type[_Action]] = {
+    "read_evidence": ReadEvidence, "write_report": WriteReport, "finish": Finish,
+    "list_dir": ListDir, "read_file": ReadFile, "write_file": WriteFile, "delete_file": DeleteFile,
+    "run_command": RunCommand, "read_ref": ReadRef,
+}
+TOOL_KINDS = frozenset(_MODELS) | EXTERNAL_KINDS
+
+
+class ProposalError(BaseModel):
+    """Why a raw proposal could not become an action; fed back to the proposer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["proposal_error"] = "proposal_error"
+    code: Literal["malformed", "unknown_kind", "bad_arguments"]
+    message: str
+    hint: str
+
+
+class Proposal(BaseModel):
+    """One decision of the proposer, as parsed by the runtime."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["proposal"] = "proposal"
+    raw: Any
+    action: Action | None = None
+    error: ProposalError | None = None
+    claims: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def args_sha256(self) -> str:
+        """Hash of the exact action to run: what a human approves is what executes."""
+        payload = self.action.model_dump(mode="json") if self.action is not None else self.raw
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+    def describe(self) -> str:
+        if self.action is None:
+            return f"invalid proposal ({self.error.code if self.error else '?'})"
+        args = self.action.model_dump(mode="json", exclude={"kind"})
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
+        return f"{self.action.kind}({shown})"
+
+
+def parse_proposal(raw: object) -> Proposal:
+    """Parse whatever a proposer returned; never raises."""
+    if isinstance(raw, Proposal):
+        return raw
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("kind"), str):
+        return Proposal(raw=_jsonable(raw), error=ProposalError(
+            code="malformed", message=f"a proposal must be a mapping with a string 'kind', got {_short(raw)}",
+            hint='propose e.g. {"kind": "read_evidence", "id": "..."}'))
+    raw_map = dict(raw)
+    kind = raw_map["kind"]
+    if kind in FORBIDDEN_KINDS:
+        args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
+        return Proposal(raw=_jsonable(raw_map), action=ForbiddenAction(requested_kind=kind, args=args))
+    if kind in EXTERNAL_KINDS:
+        args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
+        return Proposal(raw=_jsonable(raw_map), action=GatedAction.model_validate({"kind": kind, "args": args}))
+    model = _MODELS.get(kind)
+    if model is None:
+        return Proposal(raw=_jsonable(raw_map), error=ProposalError(
+            code="unknown_kind", message=f"unknown action kind {kind!r}",
+            hint="allowed kinds: " + ", ".join(sorted(TOOL_KINDS))))
+    fields = set(model.model_fields)
+    args = {k: v for k, v in raw_map.items() if k in fields}
+    claims = {k: _jsonable(v) for k, v in raw_map.items() if k not in fields}
+    try:
+        action = _ACTION_ADAPTER.validate_python(args)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"][1:]) or kind
+        return Proposal(raw=_jsonable(raw_map), claims=claims, error=ProposalError(
+            code="bad_arguments", message=f"{kind}: argument {where}: {first['msg']}",
+            hint=f"{kind} takes: " + ", ".join(sorted(fields - {'kind'})) if fields - {"kind"} else f"{kind} takes no arguments"))
+    return Proposal(raw=_jsonable(raw_map), action=action, claims=claims)
+
+
+def _jsonable(value: object) -> Any:
+    try:
+        return json.loads(json.dumps(value, default=repr))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

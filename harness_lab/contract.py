@@ -1,0 +1,141 @@
+"""The control contract: six fields, each with one owner, one copy every layer reads.
+
+| field          | owner                | here                                        |
+|----------------|----------------------|---------------------------------------------|
+| trigger        | external system      | :class:`Trigger`                            |
+| goal           | user approves        | :class:`Goal`                               |
+| verification   | project validators   | :class:`Verification` (report task contract)|
+| stop + budget  | scheduler            | :class:`Stop`, :class:`Budget`              |
+| memory         | checkpoint store     | :class:`Memory` (what to persist / exclude) |
+| human_gate     | user approves        | :class:`HumanGate`                          |
+
+The version is the sha256 of the canonical JSON form, so any change of any field (even one a model
+only *suggested*) yields a different version, visible in every receipt and checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._files import validate_file
+
+__all__ = [
+    "DEFAULT_GATED_KINDS",
+    "Budget",
+    "ControlContract",
+    "Goal",
+    "HumanGate",
+    "Memory",
+    "ReportContract",
+    "Stop",
+    "Trigger",
+    "Verification",
+    "canonical_json",
+    "load_contract",
+]
+
+DEFAULT_GATED_KINDS: tuple[str, ...] = (
+    "push",
+    "release",
+    "delete",
+    "production_write",
+    "send_message",
+    "escalate_permission",
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Trigger(_Frozen):
+    source: str = "manual"
+    condition: str = "a user asked for this run"
+    still_valid: bool = True
+
+
+class Goal(_Frozen):
+    text: str
+    approved_by: str = "user"
+
+
+class ReportContract(_Frozen):
+    """Seed 004's task contract for a research report."""
+
+    path: str = "report.md"
+    # Each section is a list of accepted names (English and Chinese), matched case-insensitively.
+    sections: tuple[tuple[str, ...], ...] = (
+        ("Conclusion", "结论"),
+        ("Evidence", "证据"),
+        ("Limitations", "局限"),
+    )
+    min_distinct_citations: int = Field(default=2, ge=0)
+
+
+class Verification(_Frozen):
+    report: ReportContract = ReportContract()
+    checks: tuple[str, ...] = ("format", "functional", "goal")
+    max_repairs: int = Field(default=3, ge=0)
+
+
+class Budget(_Frozen):
+    max_decisions: int = Field(default=8, ge=1)
+    max_tool_calls: int = Field(default=5, ge=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    wall_clock_seconds: float | None = Field(default=None, gt=0)
+
+
+class Stop(_Frozen):
+    success: str = "all verification checks pass"
+    failure: str = "same root cause failed twice"
+    budget: Budget = Budget()
+
+
+class Memory(_Frozen):
+    persist: tuple[str, ...] = ("current_scope", "decisions", "failures", "next_action")
+    exclude: tuple[str, ...] = ("secrets", "raw_credentials")
+
+
+class HumanGate(_Frozen):
+    required_for: tuple[str, ...] = DEFAULT_GATED_KINDS
+    timeout_seconds: float | None = Field(default=None, gt=0)
+
+
+class ControlContract(_Frozen):
+    name: str
+    kind: Literal["control_contract"] = "control_contract"
+    trigger: Trigger = Trigger()
+    goal: Goal
+    verification: Verification = Verification()
+    stop: Stop = Stop()
+    memory: Memory = Memory()
+    human_gate: HumanGate = HumanGate()
+
+    @property
+    def version(self) -> str:
+        # Not cached: model_copy() would carry a cached value over to a changed copy.
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
+
+    @property
+    def budget(self) -> Budget:
+        return self.stop.budget
+
+    def with_budget(self, **limits: int | float | None) -> ControlContract:
+        """A copy with some budget limits replaced (a new version)."""
+        budget = self.stop.budget.model_copy(update=limits)
+        return self.model_copy(update={"stop": self.stop.model_copy(update={"budget": budget})})
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def load_contract(path: str | Path) -> ControlContract:
+    """Load and validate a contract from YAML or JSON; bad input is a one-line ConfigError."""
+    contract: ControlContract = validate_file(ControlContract, Path(path))
+    return contract

@@ -1,0 +1,63 @@
+"""The evidence catalogue: local notes, one per file, the file's stem being its id.
+
+``data/evidence/<id>.md`` with ids matching ``[a-z0-9_-]+``. The shipped notes are test material
+for the lab, not real sources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ConfigError
+
+__all__ = ["EVIDENCE_ID", "EvidenceCatalogue", "EvidenceNote"]
+
+EVIDENCE_ID = re.compile(r"[a-z0-9_-]+")
+
+
+@dataclass(frozen=True)
+class EvidenceNote:
+    id: str
+    data: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+class EvidenceCatalogue(Mapping[str, EvidenceNote]):
+    """Read-only mapping id -> note."""
+
+    def __init__(self, notes: Mapping[str, EvidenceNote]) -> None:
+        self._notes = dict(notes)
+
+    @classmethod
+    def from_dir(cls, directory: str | Path) -> EvidenceCatalogue:
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise ConfigError(f"{directory}: evidence directory not found")
+        notes: dict[str, EvidenceNote] = {}
+        for path in sorted(directory.glob("*.md")):
+            if path.name.lower() == "readme.md":
+                continue
+            if not EVIDENCE_ID.fullmatch(path.stem):
+                raise ConfigError(f"{path}: evidence id {path.stem!r} must match [a-z0-9_-]+")
+            notes[path.stem] = EvidenceNote(id=path.stem, data=path.read_bytes())
+        return cls(notes)
+
+    def __getitem__(self, key: str) -> EvidenceNote:
+        return self._notes[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._notes)
+
+    def __len__(self) -> int:
+        return len(self._notes)

@@ -1,0 +1,112 @@
+"""Executes approved actions: evidence reads, report writes, workspace tools, gated effects.
+
+Every path returns a :class:`ToolResult`; an exception inside a tool becomes a structured error
+(no traceback reaches the model), and an empty result from a read tool is never a success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .actions import (
+    DeleteFile,
+    GatedAction,
+    ListDir,
+    ReadEvidence,
+    ReadFile,
+    ReadRef,
+    RunCommand,
+    WriteFile,
+    WriteReport,
+    _Action,
+)
+from .evidence import EvidenceCatalogue
+from .sandbox import Sandbox
+from .tools import ToolResult
+
+__all__ = ["READ_TOOLS", "ExternalEffects", "Outbox", "ToolExecutor"]
+
+READ_TOOLS = frozenset({"read_evidence", "read_file", "read_ref", "list_dir"})
+
+
+class ExternalEffects(Protocol):
+    """Where approved external side effects (push, send_message, ...) go."""
+
+    def apply(self, action: GatedAction, idempotency_key: str) -> ToolResult: ...
+
+
+@dataclass
+class Outbox:
+    """The lab's stand-in for the outside world: records each effect once per idempotency key."""
+
+    sent: dict[str, GatedAction] = field(default_factory=dict)
+
+    def apply(self, action: GatedAction, idempotency_key: str) -> ToolResult:
+        if idempotency_key in self.sent:
+            return ToolResult.success(action.kind, "already applied (idempotent replay)", key=idempotency_key)
+        self.sent[idempotency_key] = action
+        return ToolResult.success(action.kind, f"{action.kind} applied", key=idempotency_key)
+
+
+@dataclass
+class ToolExecutor:
+    sandbox: Sandbox
+    evidence: EvidenceCatalogue
+    report_path: str
+    read_ref: Callable[[str, int, int | None], str]
+    effects: ExternalEffects
+    observed: dict[str, str] = field(default_factory=dict)  # evidence id -> sha256 read in this run
+
+    def execute(self, action: _Action, idempotency_key: str) -> ToolResult:
+        kind = action.kind
+        try:
+            result = self._dispatch(action, idempotency_key)
+        except Exception as exc:  # a broken tool is data for the model, not a crash of the harness
+            return ToolResult.failure(
+                kind, f"tool raised {type(exc).__name__}: {str(exc)[:200]}",
+                "the tool failed internally; try a different approach or report the limitation",
+                retryable=True,
+            )
+        return _never_empty_success(result) if kind in READ_TOOLS else result
+
+    def _dispatch(self, action: _Action, key: str) -> ToolResult:
+        if isinstance(action, ReadEvidence):
+            return self._read_evidence(action.id)
+        if isinstance(action, WriteReport):
+            return self.sandbox.call("write_file", path=self.report_path, content=action.text)
+        if isinstance(action, (ReadFile, ListDir, DeleteFile)):
+            return self.sandbox.call(action.kind, path=action.path)
+        if isinstance(action, WriteFile):
+            return self.sandbox.call("write_file", path=action.path, content=action.content)
+        if isinstance(action, RunCommand):
+            return self.sandbox.call(
+                "run_command", argv=list(action.argv), timeout=action.timeout, tool_type=action.tool_type
+            )
+        if isinstance(action, ReadRef):
+            return ToolResult.success("read_ref", self.read_ref(action.ref, action.start, action.end))
+        if isinstance(action, GatedAction):
+            return self.effects.apply(action, key)
+        kind = action.kind
+        return ToolResult.failure(kind, f"{kind} is not a tool", "propose a tool action")
+
+    def _read_evidence(self, evidence_id: str) -> ToolResult:
+        note = self.evidence.get(evidence_id)
+        if note is None:
+            return ToolResult.failure(
+                "read_evidence", f"no evidence with id {evidence_id!r}",
+                "known ids: " + ", ".join(sorted(self.evidence)),
+            )
+        self.observed[evidence_id] = note.sha256
+        return ToolResult.success("read_evidence", note.text, id=evidence_id, sha256=note.sha256)
+
+
+def _never_empty_success(result: ToolResult) -> ToolResult:
+    if result.ok and not (result.content or "").strip():
+        return ToolResult.failure(
+            result.tool, "the tool returned an empty result",
+            "an empty read is not evidence; check the path or id, or try another source",
+            retryable=True,
+        )
+    return result

@@ -1,0 +1,102 @@
+"""Loop gates, enforced outside the model (seed 003): budgets checked *before* a call,
+an 80% token warning, a wall-clock limit, and convergence detection.
+
+Convergence: the same tool with near-identical arguments three times in a row is refused with a
+hint; if the proposer repeats it once more after the hint, the run stops (no progress).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .actions import Proposal
+from .clock import Clock
+from .contract import Budget
+from .events import StopReason, Usage
+
+__all__ = ["ConvergenceVerdict", "LoopGates"]
+
+ConvergenceVerdict = Literal["ok", "hint", "stop"]
+
+
+@dataclass
+class LoopGates:
+    budget: Budget
+    clock: Clock
+    started_at: float | None = None
+    repeat_limit: int = 3
+    similarity: float = 0.9
+    warn_fraction: float = 0.8
+    _recent: list[str] = field(default_factory=list)
+    _hinted: bool = False
+    _warned: bool = False
+
+    def start(self) -> None:
+        if self.started_at is None:
+            self.started_at = self.clock.now()
+
+    def elapsed(self) -> float:
+        return 0.0 if self.started_at is None else self.clock.now() - self.started_at
+
+    def before_decision(self, usage: Usage) -> StopReason | None:
+        b = self.budget
+        if usage.decisions >= b.max_decisions:
+            return StopReason(code="decision_budget", message=f"decision budget spent ({usage.decisions}/{b.max_decisions})")
+        if b.max_tokens is not None and usage.tokens >= b.max_tokens:
+            return StopReason(code="token_budget", message=f"token budget spent ({usage.tokens}/{b.max_tokens})")
+        if b.wall_clock_seconds is not None and self.elapsed() >= b.wall_clock_seconds:
+            return StopReason(code="wall_clock", message=f"wall-clock limit reached ({self.elapsed():.1f}s/{b.wall_clock_seconds}s)")
+        return None
+
+    def before_tool_call(self, usage: Usage) -> StopReason | None:
+        if usage.tool_calls >= self.budget.max_tool_calls:
+            return StopReason(
+                code="tool_budget",
+                message=f"tool-call budget spent ({usage.tool_calls}/{self.budget.max_tool_calls}); call not made",
+            )
+        return None
+
+    def token_warning(self, usage: Usage) -> str | None:
+        """Once, when token use first reaches the warning fraction of the budget."""
+        limit = self.budget.max_tokens
+        if limit is None or self._warned or usage.tokens < self.warn_fraction * limit:
+            return None
+        self._warned = True
+        return f"budget warning: {usage.tokens}/{limit} tokens used ({usage.tokens / limit:.0%}); converge and finish"
+
+    def convergence(self, proposal: Proposal) -> ConvergenceVerdict:
+        """Judge a tool-call proposal against the last ones (call before executing it)."""
+        key = _fingerprint(proposal)
+        same = [k for k in self._recent[-(self.repeat_limit - 1) :] if _similar(k, key, self.similarity)]
+        self._recent = [*self._recent[-(self.repeat_limit * 2) :], key]
+        if len(same) < self.repeat_limit - 1:
+            self._hinted = self._hinted and bool(same)
+            return "ok"
+        if self._hinted:
+            return "stop"
+        self._hinted = True
+        return "hint"
+
+    def state(self) -> dict[str, object]:
+        return {"recent": list(self._recent), "hinted": self._hinted, "warned": self._warned}
+
+    def restore(self, state: dict[str, object]) -> None:
+        recent = state.get("recent", [])
+        self._recent = [str(k) for k in recent] if isinstance(recent, list) else []
+        self._hinted = bool(state.get("hinted", False))
+        self._warned = bool(state.get("warned", False))
+
+
+def _fingerprint(proposal: Proposal) -> str:
+    payload = proposal.action.model_dump(mode="json") if proposal.action is not None else proposal.raw
+    return json.dumps(payload, sort_keys=True, default=str)
+
+
+def _similar(a: str, b: str, threshold: float) -> bool:
+    if a == b:
+        return True
+    kind_a, kind_b = json.loads(a).get("kind"), json.loads(b).get("kind")
+    return bool(kind_a == kind_b and difflib.SequenceMatcher(None, a, b).ratio() >= threshold)

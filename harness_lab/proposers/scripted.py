@@ -1,0 +1,50 @@
+"""Deterministic proposers: a scripted action list, and a plain Python function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from ..context import ContextView
+
+__all__ = ["FunctionProposer", "ScriptedProposer"]
+
+
+class ScriptedProposer:
+    """Proposes a fixed list of raw actions in order.
+
+    When the script runs out, ``then="repeat_last"`` keeps proposing the last action (seed 004:
+    a rejected script keeps asking to finish, so the loop must stop it), ``then="finish"`` proposes
+    ``finish``.
+    """
+
+    def __init__(self, actions: Sequence[object], then: Literal["repeat_last", "finish"] = "repeat_last") -> None:
+        if not actions:
+            raise ValueError("a scripted proposer needs at least one action")
+        self.actions = list(actions)
+        self.then = then
+        self.position = 0
+
+    def propose(self, view: ContextView) -> object:
+        if self.position < len(self.actions):
+            action = self.actions[self.position]
+        else:
+            action = self.actions[-1] if self.then == "repeat_last" else {"kind": "finish"}
+        self.position += 1
+        return action
+
+    def state(self) -> dict[str, Any]:
+        return {"position": self.position}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.position = int(state["position"])
+
+
+class FunctionProposer:
+    """Wraps a plain function ``fn(view) -> raw proposal``."""
+
+    def __init__(self, fn: Callable[[ContextView], object]) -> None:
+        self.fn = fn
+
+    def propose(self, view: ContextView) -> object:
+        return self.fn(view)

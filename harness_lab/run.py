@@ -1,0 +1,363 @@
+"""A single-steppable run: propose -> gate -> execute -> observe -> validate.
+
+The model only proposes; this module decides. ``step()`` is synchronous and returns one
+:class:`~harness_lab.events.StepRecord`; ``pending`` shows the next proposal before it executes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ._run_setup import initial_context, read_report_snapshot
+from .actions import Finish, ForbiddenAction, Proposal, parse_proposal
+from .approval import ApprovalRequest, Approver, AskHuman
+from .clock import Clock, SystemClock
+from .context import ContextManager
+from .contract import ControlContract, load_contract
+from .errors import RunStateError, WorkspaceError
+from .events import (
+    Decision,
+    Event,
+    HumanDecided,
+    Note,
+    Proposed,
+    Restored,
+    StateChanged,
+    StepRecord,
+    StopReason,
+    ToolCalled,
+    Usage,
+)
+from .evidence import EvidenceCatalogue
+from .executor import ExternalEffects, Outbox, ToolExecutor
+from .gates import LoopGates
+from .paths import data_dir
+from .proposers.base import Proposer, ProposerOutput, StatefulProposer
+from .proposers.scripted import ScriptedProposer
+from .sandbox import Sandbox
+from .scenarios import load_scenario
+from .states import RunState, can_transition
+from .tools import ToolResult
+from .validation import Receipt, ReportVerdict, check_report, sha256_hex
+
+__all__ = ["Run"]
+
+
+class Run:
+    def __init__(
+        self,
+        *,
+        contract: ControlContract,
+        proposer: Proposer,
+        evidence: EvidenceCatalogue,
+        workspace: str | Path | None = None,
+        validation: bool = True,
+        approver: Approver | None = None,
+        clock: Clock | None = None,
+        effects: ExternalEffects | None = None,
+        run_id: str = "run",
+        resume: bool = False,
+    ) -> None:
+        self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
+        self.run_id = run_id
+        self.workspace = Path(workspace) if workspace else Path(tempfile.mkdtemp(prefix="harness-lab-ws-"))
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        if not resume and (self.workspace / contract.verification.report.path).exists():
+            raise WorkspaceError(
+                f"{self.workspace}: already holds a draft {contract.verification.report.path}; "
+                "start a new run in a fresh directory, or resume the old run explicitly"
+            )
+        self.approver: Approver = approver or AskHuman()
+        self.clock: Clock = clock or SystemClock()
+        self.context = initial_context(contract, evidence)
+        self.gates = LoopGates(contract.budget, self.clock)
+        self.sandbox = Sandbox(self.workspace, state_provider=self.capture)
+        self.executor = ToolExecutor(
+            self.sandbox, evidence, contract.verification.report.path,
+            lambda ref, start, end: self.context.read_ref(ref, start, end), effects or Outbox(),
+        )
+        self.state: RunState = RunState.CREATED
+        self.stop_reason: StopReason | None = None
+        self.usage = Usage()
+        self.step_no = 0
+        self.records: list[StepRecord] = []
+        self.events: list[Event] = []
+        self.receipt: Receipt | None = None
+        self.accepted_bytes: bytes | None = None
+        self.waiting: ApprovalRequest | None = None
+        self._pending: Proposal | None = None
+        self._step_events: list[Event] = []
+        self._seq = 0
+
+    # -- the caller drives -------------------------------------------------------------------
+    @property
+    def pending(self) -> Proposal | None:
+        """The next proposal, inspectable before it executes (asks the proposer at most once)."""
+        if self.state.terminal:
+            return None
+        if self.waiting is None and self._pending is None and self.gates.before_decision(self.usage) is None:
+            self._pending = self._ask_proposer()
+        return self._pending
+
+    def step(self) -> StepRecord:
+        """One decision: propose -> gate -> execute -> observe -> validate."""
+        self._open_step()
+        if self.waiting is not None:
+            if (timeout := self._gate_timed_out()) is None:
+                raise RunStateError(f"run {self.run_id} waits for a human: call approve() or reject(reason)")
+            self.waiting, self._pending = None, None
+            return self._close(None, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
+        if (stop := self.gates.before_decision(self.usage)) is not None:
+            return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
+        proposal = self.pending
+        assert proposal is not None
+        self._pending = None
+        self.usage = self.usage.model_copy(update={"decisions": self.usage.decisions + 1})
+        decision, stop = self._gate(proposal)
+        self._emit(Proposed, proposal=proposal, decision=decision)
+        result = self._execute(proposal) if decision.verdict == "execute" else None
+        self._observe(proposal, decision, result)
+        verdict = self._validate() if decision.verdict == "validate" else None
+        return self._close(proposal, decision, result=result, verdict=verdict, stop=stop)
+
+    def run(self, *, until: RunState | None = None, max_steps: int | None = None) -> RunState:
+        """Step until a terminal state, a human gate, the state ``until``, or ``max_steps`` steps."""
+        taken = 0
+        while not self.state.terminal and self.waiting is None and self.state != until:
+            if max_steps is not None and taken >= max_steps:
+                break
+            self.step()
+            taken += 1
+        return self.state
+
+    @classmethod
+    def from_scenario(
+        cls,
+        name: str,
+        *,
+        validation: bool = True,
+        workspace: str | Path | None = None,
+        approver: Approver | None = None,
+        clock: Clock | None = None,
+        run_id: str | None = None,
+    ) -> Run:
+        """A run of a shipped scenario (``data/scenarios/<name>.yaml``) with its scripted proposer."""
+        scenario = load_scenario(name)
+        root = data_dir()
+        return cls(
+            contract=load_contract(root / "contracts" / f"{scenario.contract}.yaml"),
+            proposer=ScriptedProposer(scenario.actions, then=scenario.then),
+            evidence=EvidenceCatalogue.from_dir(root / "evidence"),
+            workspace=workspace, validation=validation, approver=approver, clock=clock,
+            run_id=run_id or scenario.id,
+        )
+
+    # -- the human gate -------------------------------------------------------------------------
+    def approve(self, *, by: str = "human", args_sha256: str | None = None) -> StepRecord:
+        """Execute the parked proposal: exactly the action that was approved."""
+        request, proposal = self._require_waiting()
+        if args_sha256 is not None and args_sha256 != request.args_sha256:
+            raise RunStateError("the approved arguments differ from the pending action's; nothing executed")
+        self._open_step()
+        self.waiting, self._pending = None, None
+        self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
+        self._transition(RunState.RUNNING, f"{request.category} approved by {by}")
+        decision = Decision(verdict="approved", reason=f"approved by {by}")
+        result = self._execute(proposal)
+        self._observe(proposal, decision, result)
+        return self._close(proposal, decision, result=result)
+
+    def reject(self, reason: str, *, by: str = "human") -> StepRecord:
+        """Refuse the parked proposal: the run stops safely, with the reason kept."""
+        request, proposal = self._require_waiting()
+        self._open_step()
+        self.waiting, self._pending = None, None
+        self._emit(HumanDecided, approved=False, reason=reason, args_sha256=request.args_sha256, by=by)
+        stop = StopReason(code="human_rejected", message=f"{request.category} rejected by {by}: {reason}")
+        return self._close(proposal, Decision(verdict="rejected", reason=reason), stop=stop)
+
+    def _require_waiting(self) -> tuple[ApprovalRequest, Proposal]:
+        if self.waiting is None or self._pending is None:
+            raise RunStateError(f"run {self.run_id} is {self.state.value}: nothing waits for approval")
+        return self.waiting, self._pending
+
+    def _gate_timed_out(self) -> StopReason | None:
+        limit = self.contract.human_gate.timeout_seconds
+        if self.waiting is None or limit is None or self.clock.now() - self.waiting.requested_at < limit:
+            return None
+        return StopReason(code="human_timeout", message=f"no human decision within {limit}s; stopped safely")
+
+    # -- snapshots ------------------------------------------------------------------------------
+    def rollback(self, snapshot_id: str) -> None:
+        """Restore the workspace files *and* the run's state and context to a snapshot."""
+        info = self.sandbox.rollback(snapshot_id)
+        if info.run_state is None:
+            raise RunStateError(f"snapshot {snapshot_id} holds no run state")
+        self.restore(info.run_state, source=f"snapshot {snapshot_id}")
+
+    # -- the five parts of a step ---------------------------------------------------------------
+    def _ask_proposer(self) -> Proposal:
+        view = self.context.view()
+        out = self.proposer.propose(view)
+        raw, tokens = (out.raw, out.tokens) if isinstance(out, ProposerOutput) else (out, None)
+        proposal = parse_proposal(raw)
+        spent = tokens if tokens is not None else view.total_tokens + self.context.counter(str(proposal.raw))
+        self.usage = self.usage.model_copy(update={"tokens": self.usage.tokens + spent})
+        return proposal
+
+    def _gate(self, proposal: Proposal) -> tuple[Decision, StopReason | None]:
+        action = proposal.action
+        if action is None:
+            return Decision(verdict="refuse", reason=proposal.error.message if proposal.error else "invalid"), None
+        if isinstance(action, ForbiddenAction):
+            why = f"{action.requested_kind} would change the contract, validator or run state"
+            return Decision(verdict="block", reason=why), StopReason(code="forbidden_action", message=why)
+        if isinstance(action, Finish):
+            return Decision(verdict="validate", reason="finish is a claim: validate the artifact"), None
+        if (stop := self.gates.before_tool_call(self.usage)) is not None:
+            return Decision(verdict="exhaust", reason=stop.message), stop
+        convergence = self.gates.convergence(proposal)
+        if convergence == "stop":
+            why = "same tool with near-identical arguments again after a hint: no progress"
+            return Decision(verdict="block", reason=why), StopReason(code="no_progress", message=why)
+        if convergence == "hint":
+            return Decision(verdict="refuse", reason="repeated the same call 3 times; change approach"), None
+        if action.gate_category in self.contract.human_gate.required_for:
+            return self._human_gate(proposal)
+        return Decision(verdict="execute", reason="allowed tool call within budget"), None
+
+    def _human_gate(self, proposal: Proposal) -> tuple[Decision, StopReason | None]:
+        assert proposal.action is not None
+        request = ApprovalRequest(
+            step=self.step_no, action_kind=proposal.action.kind, category=proposal.action.gate_category,
+            args=proposal.action.model_dump(mode="json"), args_sha256=proposal.args_sha256,
+            requested_at=self.clock.now(),
+        )
+        answer = self.approver.decide(request)
+        if answer is None:
+            self.sandbox.snapshot(label=f"gate before step {self.step_no}")
+            self.waiting, self._pending = request, proposal
+            return Decision(verdict="park", reason=f"{request.category} needs human approval"), None
+        self._emit(HumanDecided, approved=answer.approved, reason=answer.reason,
+                   args_sha256=request.args_sha256, by=answer.by)
+        if answer.approved:
+            return Decision(verdict="execute", reason=f"approved by {answer.by}"), None
+        return Decision(verdict="rejected", reason=answer.reason), StopReason(code="human_rejected", message=answer.reason)
+
+    def _execute(self, proposal: Proposal) -> ToolResult:
+        assert proposal.action is not None
+        self.usage = self.usage.model_copy(update={"tool_calls": self.usage.tool_calls + 1})
+        result = self.executor.execute(proposal.action, idempotency_key=f"{self.run_id}:{self.step_no}")
+        self._emit(ToolCalled, tool=result.tool, result=result)
+        return result
+
+    def _observe(self, proposal: Proposal, decision: Decision, result: ToolResult | None) -> None:
+        if proposal.claims:
+            self._emit(Note, topic="claims_ignored", message="claims in the proposal are recorded, never trusted",
+                       data=proposal.claims)
+        if result is not None:
+            text = result.content if result.ok else str(result.for_model())
+            self.context.add_interaction(self.step_no, proposal.describe(), text or "", source=f"step {self.step_no}:{result.tool}")
+        elif decision.verdict == "refuse":
+            hint = proposal.error.hint if proposal.error else decision.reason
+            self.context.add_feedback(self.step_no, f"refused: {decision.reason}; {hint}", source=f"step {self.step_no}:gate")
+        if (warning := self.gates.token_warning(self.usage)) is not None:
+            self.context.add_feedback(self.step_no, warning, source="gates")
+            self._emit(Note, topic="budget_warning", message=warning)
+
+    def _validate(self) -> ReportVerdict | None:
+        self._transition(RunState.VALIDATING, "finish proposed: validating the artifact, not the claim")
+        report = self.contract.verification.report
+        snapshot = read_report_snapshot(self.workspace, report.path)
+        verdict = check_report(snapshot, self.executor.observed, self.evidence, report) if self.validation else None
+        if verdict is not None and not verdict.accepted:
+            self.context.add_feedback(self.step_no, "finish rejected: " + "; ".join(verdict.reasons),
+                                      source=f"step {self.step_no}:validator")
+            self._transition(RunState.RUNNING, "checks failed: " + "; ".join(verdict.reasons))
+            return verdict
+        self.accepted_bytes = snapshot
+        self.receipt = Receipt(
+            artifact_path=report.path, artifact_sha256=_sha(snapshot), contract_version=self.contract.version,
+            evidence_sha256=dict(self.executor.observed), step=self.step_no,
+            structural="passed" if verdict is not None else "not_run",
+        )
+        self._transition(RunState.REVIEW_READY, "all checks passed" if verdict else "validation disabled: finish accepted unchecked")
+        self.stop_reason = StopReason(code="checks_passed" if verdict else "finish_unvalidated",
+                                      message="mechanical checks passed; ready for human review"
+                                      if verdict else "finish accepted without validation")
+        return verdict
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def _open_step(self) -> None:
+        if self.state.terminal:
+            raise RunStateError(f"run {self.run_id} is {self.state.value} ({self.stop_reason.code if self.stop_reason else '?'}); it takes no more steps")
+        self.gates.start()
+        self.step_no += 1
+        self._before = self.state
+        if self.state is RunState.CREATED:
+            self._transition(RunState.RUNNING, "run started")
+
+    def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
+               verdict: ReportVerdict | None = None, stop: StopReason | None = None) -> StepRecord:
+        if stop is not None:
+            target = RunState.EXHAUSTED if decision.verdict == "exhaust" else RunState.BLOCKED
+            self._transition(target, stop.message)
+            self.stop_reason = stop
+        elif decision.verdict == "park":
+            self._transition(RunState.WAITING_FOR_HUMAN, decision.reason)
+        self.usage = self.usage.model_copy(update={"elapsed_s": self.gates.elapsed()})
+        record = StepRecord(step=self.step_no, state_before=self._before, state_after=self.state,
+                            proposal=proposal, decision=decision, tool_result=result, verdict=verdict,
+                            usage=self.usage, events=tuple(self._step_events))
+        self._step_events = []
+        self.records.append(record)
+        return record
+
+    def _transition(self, after: RunState, reason: str) -> None:
+        """The one place the run's state changes; every change is an event."""
+        if not can_transition(self.state, after):
+            raise RunStateError(f"illegal transition {self.state.value} -> {after.value}")
+        before, self.state = self.state, after
+        self._emit(StateChanged, before=before, after=after, reason=reason)
+
+    def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
+        self._seq += 1
+        event = event_type(seq=self._seq, step=self.step_no, **fields)
+        self._step_events.append(event)
+        self.events.append(event)
+
+    def capture(self) -> dict[str, Any]:
+        """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets."""
+        return {
+            "state": self.state.value,
+            "stop_reason": self.stop_reason.model_dump(mode="json") if self.stop_reason else None,
+            "observed": dict(self.executor.observed),
+            "context": self.context.state(),
+            "gates": self.gates.state(),
+            "proposer": self.proposer.state() if isinstance(self.proposer, StatefulProposer) else None,
+            "receipt": self.receipt.model_dump(mode="json") if self.receipt else None,
+            "waiting": self.waiting.model_dump(mode="json") if self.waiting else None,
+            "pending": self._pending.raw if self._pending is not None else None,
+        }
+
+    def restore(self, captured: dict[str, Any], *, source: str) -> None:
+        """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent."""
+        self.state = RunState(captured["state"])
+        self.stop_reason = StopReason.model_validate(captured["stop_reason"]) if captured["stop_reason"] else None
+        self.executor.observed = dict(captured["observed"])
+        self.context = ContextManager.from_state(captured["context"])
+        self.gates.restore(captured["gates"])
+        if captured["proposer"] is not None and isinstance(self.proposer, StatefulProposer):
+            self.proposer.restore(captured["proposer"])
+        self.receipt = Receipt.model_validate(captured["receipt"]) if captured["receipt"] else None
+        self.accepted_bytes = None if self.receipt is None else self.accepted_bytes
+        self.waiting = ApprovalRequest.model_validate(captured["waiting"]) if captured["waiting"] else None
+        self._pending = parse_proposal(captured["pending"]) if captured["pending"] is not None else None
+        self._emit(Restored, source=source, state=self.state)
+
+
+def _sha(data: bytes | None) -> str:
+    return sha256_hex(data or b"")

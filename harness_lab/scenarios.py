@@ -1,0 +1,61 @@
+"""Scenario files (``data/scenarios/<id>.yaml``): a scripted action list plus fixed labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._files import validate_file
+from .errors import ConfigError
+from .paths import data_dir
+
+__all__ = ["Scenario", "list_scenarios", "load_scenario"]
+
+
+class Labels(BaseModel):
+    """Ground truth fixed before any run; studies score against these, never the validator."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    acceptable_reports: tuple[int, ...] = Field(
+        default=(), description="indexes of the scripted write_report actions whose text is an acceptable report"
+    )
+    note: str = ""
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    title: str
+    contract: str = "report_task"
+    then: Literal["repeat_last", "finish"] = "repeat_last"
+    labels: Labels
+    expected: dict[str, Any] = Field(default_factory=dict)
+    actions: tuple[dict[str, Any], ...] = Field(min_length=1)
+
+    def acceptable_texts(self) -> set[bytes]:
+        """The report bytes a correct harness may accept for this scenario (fixed before any run)."""
+        return {str(self.actions[i].get("text", "")).encode() for i in self.labels.acceptable_reports}
+
+    def is_acceptable(self, accepted: bytes | None) -> bool:
+        return accepted is not None and accepted in self.acceptable_texts()
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml", ".json"):
+        path = data_dir() / "scenarios" / f"{name_or_path}.yaml"
+        if not path.exists():
+            known = ", ".join(list_scenarios())
+            raise ConfigError(f"{path}: no scenario named {str(name_or_path)!r}; known: {known}")
+    scenario: Scenario = validate_file(Scenario, path)
+    return scenario
+
+
+def list_scenarios() -> list[str]:
+    """Every shipped scenario id, sorted (the seed's table order lives in ``experiments``)."""
+    folder = data_dir() / "scenarios"
+    return sorted(p.stem for p in folder.glob("*.yaml"))

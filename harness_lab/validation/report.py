@@ -1,0 +1,148 @@
+"""Seed 004's report contract, checked against one snapshot of the report's bytes.
+
+Checks, in order: the report exists and is non-empty; each required section (Markdown heading of
+any level whose text is the section name, case-insensitive; English or Chinese) exists and has a
+non-empty body; every citation marker is well formed (all ``[E:`` markers are scanned first, so
+``[E:UNKNOWN]``, ``[E:]``, ``[E: x]`` and an unclosed ``[E:`` are errors, not ignored); every cited
+id is a known evidence id *and* was read in this run; at least N distinct such ids are cited.
+
+Passing means "structurally conforming", never "factually supported".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ..contract import ReportContract
+from ..evidence import EVIDENCE_ID
+
+__all__ = ["CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
+
+CheckCode = Literal[
+    "report_missing",
+    "report_empty",
+    "report_not_text",
+    "section_missing",
+    "section_empty",
+    "citation_malformed",
+    "citation_unknown",
+    "citation_not_read",
+    "too_few_citations",
+]
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_MARKER = "[E:"
+
+
+class CheckFailure(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["check_failure"] = "check_failure"
+    code: CheckCode
+    message: str
+
+
+class ReportVerdict(BaseModel):
+    """The structural verdict on one report snapshot."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["report_verdict"] = "report_verdict"
+    layer: Literal["structural"] = "structural"
+    accepted: bool
+    errors: tuple[CheckFailure, ...] = ()
+    cited: tuple[str, ...] = ()
+
+    @property
+    def reasons(self) -> list[str]:
+        return [f"{e.code}: {e.message}" for e in self.errors]
+
+
+def check_report(
+    snapshot: bytes | None,
+    read_ids: Collection[str],
+    known_ids: Collection[str],
+    contract: ReportContract,
+) -> ReportVerdict:
+    errors: list[CheckFailure] = []
+
+    def fail(code: CheckCode, message: str) -> None:
+        errors.append(CheckFailure(code=code, message=message))
+
+    if snapshot is None:
+        fail("report_missing", f"no report at {contract.path}")
+        return ReportVerdict(accepted=False, errors=tuple(errors))
+    try:
+        text = snapshot.decode("utf-8")
+    except UnicodeDecodeError:
+        fail("report_not_text", f"{contract.path} is not UTF-8 text")
+        return ReportVerdict(accepted=False, errors=tuple(errors))
+    if not text.strip():
+        fail("report_empty", f"{contract.path} is empty")
+        return ReportVerdict(accepted=False, errors=tuple(errors))
+
+    bodies = _section_bodies(text)
+    for names in contract.sections:
+        found = [bodies[n.casefold()] for n in names if n.casefold() in bodies]
+        label = " / ".join(names)
+        if not found:
+            fail("section_missing", f"section {label} is missing")
+        elif not any(body.strip() for body in found):
+            fail("section_empty", f"section {label} is empty")
+
+    cited, malformed = find_citations(text)
+    for marker in malformed:
+        fail("citation_malformed", f"malformed citation marker {marker!r}; use [E:<id>] with id [a-z0-9_-]+")
+    valid: list[str] = []
+    for cid in dict.fromkeys(cited):
+        if cid not in known_ids:
+            fail("citation_unknown", f"cites unknown evidence id {cid!r}")
+        elif cid not in read_ids:
+            fail("citation_not_read", f"cites {cid!r}, which was not read in this run")
+        else:
+            valid.append(cid)
+    if len(valid) < contract.min_distinct_citations:
+        fail(
+            "too_few_citations",
+            f"cites {len(valid)} distinct evidence item(s) read in this run; "
+            f"at least {contract.min_distinct_citations} required",
+        )
+    return ReportVerdict(accepted=not errors, errors=tuple(errors), cited=tuple(dict.fromkeys(cited)))
+
+
+def find_citations(text: str) -> tuple[list[str], list[str]]:
+    """Every ``[E:`` marker: (well-formed ids in order, malformed markers as written)."""
+    ids: list[str] = []
+    malformed: list[str] = []
+    start = text.find(_MARKER)
+    while start != -1:
+        close = text.find("]", start)
+        following = text.find(_MARKER, start + len(_MARKER))
+        if close == -1 or (following != -1 and following < close):
+            end = following if following != -1 else len(text)
+            malformed.append(text[start:end].split("\n", 1)[0])
+        else:
+            cid = text[start + len(_MARKER) : close]
+            if EVIDENCE_ID.fullmatch(cid):
+                ids.append(cid)
+            else:
+                malformed.append(text[start : close + 1])
+        start = following
+    return ids, malformed
+
+
+def _section_bodies(text: str) -> dict[str, str]:
+    """Heading text (casefolded) -> body up to the next heading of the same or a higher level."""
+    lines = text.splitlines()
+    headings = [(i, len(m.group(1)), m.group(2)) for i, line in enumerate(lines) if (m := _HEADING.match(line))]
+    bodies: dict[str, str] = {}
+    for n, (i, level, title) in enumerate(headings):
+        end = next((j for j, lvl, _ in headings[n + 1 :] if lvl <= level), len(lines))
+        body = "\n".join(line for line in lines[i + 1 : end] if not _HEADING.match(line))
+        key = title.strip().casefold()
+        bodies[key] = bodies.get(key, "") + body
+    return bodies

@@ -1,0 +1,114 @@
+"""The command line and bad-input handling: one line naming the file, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness_lab.cli import main
+from harness_lab.contract import load_contract
+from harness_lab.errors import ConfigError
+from harness_lab.paths import data_dir
+from harness_lab.run import Run
+from harness_lab.scenarios import load_scenario
+
+GOOD = (data_dir() / "reports" / "conforming.md").read_text(encoding="utf-8")
+
+
+def test_contract_version_is_sha256_of_canonical_form(contract) -> None:
+    assert len(contract.version) == 64
+    assert contract.with_budget(max_decisions=9).version != contract.version
+    assert load_contract(Path(__file__).parents[1] / "data/contracts/report_task.yaml").version == contract.version
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("name: x\n", "field goal: Field required"),
+        ("name: [unclosed\n", "not valid YAML"),
+        ("- a list\n", "expected a mapping"),
+        ("name: x\ngoal: {text: g}\nstop: {budget: {max_decisions: 0}}\n", "field stop.budget.max_decisions"),
+    ],
+)
+def test_malformed_contract_is_one_line_naming_the_file(tmp_path, content: str, fragment: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        load_contract(path)
+    message = str(info.value)
+    assert str(path) in message and fragment in message and "\n" not in message
+
+
+def test_missing_scenario_names_the_file_and_known_ids() -> None:
+    with pytest.raises(ConfigError, match="no scenario named 'nope'.*conforming_report"):
+        load_scenario("nope")
+
+
+def test_malformed_scenario_file(tmp_path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("id: s\ntitle: t\nlabels: {acceptable_reports: []}\nactions: []\n")
+    with pytest.raises(ConfigError, match=r"s\.yaml: field actions"):
+        load_scenario(path)
+
+
+def _check(tmp_path: Path, text: str, *read: str, capsys) -> tuple[int, dict]:
+    report = tmp_path / "r.md"
+    report.write_text(text)
+    args = ["check-report", str(report)] + [a for r in read for a in ("--read", r)]
+    code = main(args)
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_check_report_accepts_and_rejects(tmp_path, capsys) -> None:
+    code, out = _check(tmp_path, GOOD, "harness-boundary", "acceptance-snapshot", capsys=capsys)
+    assert code == 0 and out == {"accepted": True, "errors": []}
+    code, out = _check(tmp_path, GOOD, "harness-boundary", capsys=capsys)
+    assert code == 1 and out["accepted"] is False
+    assert {e["code"] for e in out["errors"]} == {"citation_not_read", "too_few_citations"}
+
+
+def test_check_report_custom_evidence_dir(tmp_path, capsys) -> None:
+    ev = tmp_path / "ev"
+    ev.mkdir()
+    for name in ("harness-boundary", "acceptance-snapshot"):
+        (ev / f"{name}.md").write_text("note")
+    report = tmp_path / "r.md"
+    report.write_text(GOOD)
+    assert main(["check-report", str(report), "--read", "harness-boundary", "--read", "acceptance-snapshot",
+                 "--evidence", str(ev)]) == 0
+    capsys.readouterr()
+    (ev / "acceptance-snapshot.md").unlink()
+    assert main(["check-report", str(report), "--read", "harness-boundary", "--read", "acceptance-snapshot",
+                 "--evidence", str(ev)]) == 1
+
+
+def test_bad_usage_exits_2_with_one_line(tmp_path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "harness_lab.cli", "check-report", str(tmp_path / "missing.md")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "missing.md" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "harness_lab.cli", "run", "no-such-scenario"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "no-such-scenario" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_command_prints_steps_and_final_state(capsys) -> None:
+    assert main(["run", "missing_section_then_fixed", "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 7
+    final = json.loads(lines[-1])
+    assert final["final_state"] == "REVIEW_READY" and final["receipt"]["step"] == 6
+    assert main(["run", "missing_section_then_fixed", "--no-validation"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("final: REVIEW_READY")
+
+
+def test_from_scenario_single_steps() -> None:
+    run = Run.from_scenario("missing_section_then_fixed", validation=True)
+    rec = run.step()
+    assert rec.state_before.value == "CREATED" and rec.state_after.value == "RUNNING"
+    assert run.pending is not None
+    assert run.run().value == "REVIEW_READY"
