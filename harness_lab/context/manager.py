@@ -222,7 +222,7 @@ class ContextManager:
         item = self._new(Layer.L2, text, "resume", round, role="resume", pinned=True, key="resume")
         earlier = self._current_with_key("resume", exclude=item.id, roles=("resume",))
         for old in earlier:
-            self._put(self._restamp(old, pinned=False))
+            self._store(self._restamp(old, pinned=False))
         self._supersede(item, [self._archive[i.id] for i in earlier])
         return self._live[item.id]
 
@@ -233,12 +233,13 @@ class ContextManager:
         prefix, e.g. ``config.yaml`` matches ``read_file:config.yaml``) stale, along with summaries
         and conclusions built from them. Returns the stale versions of the items still in the view."""
         hit: set[str] = set()
+        # One pass suffices: the record is in creation order and a summary only covers older items,
+        # so staleness reaches summaries of summaries too.
         for item in self._archive.values():
             tail = item.source.split(":", 1)[-1]
-            if key_or_source in (item.key, item.source, tail):
-                hit.add(item.id)
-        for item in self._archive.values():
-            if item.role in _SUMMARIZABLE_ROLES and hit.intersection(item.covers):
+            if key_or_source in (item.key, item.source, tail) or (
+                item.role in _SUMMARIZABLE_ROLES and hit.intersection(item.covers)
+            ):
                 hit.add(item.id)
         marked: list[ContextItem] = []
         for item_id in sorted(hit, key=_id_number):

@@ -287,3 +287,15 @@ def test_interaction_key_lets_mark_stale_find_it() -> None:
     ctx = _ctx()
     item = ctx.add_interaction(1, "read", "port: 1", source="step 1:read_file", key="config.yaml")
     assert [i.id for i in ctx.mark_stale("config.yaml")] == [item.id]
+
+
+def test_stale_reaches_a_compression_summary_of_conclusions() -> None:
+    ctx = _ctx(budget=100_000, low_water=1.0)
+    ctx.add_interaction(1, "read_file db.yaml", "db: sqlite", source="read_file:db.yaml")
+    done = ctx.finish_subtask("inspect", "db backend is sqlite " + "x " * 40, round=2)
+    for k in range(3):
+        ctx.summarize(f"note {k} " + "y " * 40, round=3 + k, source="model")
+    ctx.budget_tokens = ctx.view().total_tokens - 10  # L3 must be summarized
+    summary = next(i for i in ctx.view().by_layer(Layer.L3) if i.source == "compress:L3")
+    assert done.id in summary.covers
+    assert summary.id in {i.id for i in ctx.mark_stale("db.yaml")}
