@@ -8,10 +8,11 @@ policy in :mod:`harness_lab.context.compress`, the token counter in :mod:`harnes
 from __future__ import annotations
 
 from .anomaly import ANOMALY_PATTERN, anomaly_lines, is_anomalous
-from .compress import COMPRESSION_ORDER, CompressionReport, Summarizer, default_summarizer
+from .compress import COMPRESSION_ORDER, Summarizer, default_summarizer
 from .items import ContextItem, ContextView, Freshness, Layer, Role, Status
 from .manager import INTERACTION_WINDOW, ContextManager
 from .refs import RefInfo, RefStore
+from .selfcheck import CompressionReport, find_losses
 from .tokens import TokenCounter, approx_token_count, regex_token_count
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "anomaly_lines",
     "approx_token_count",
     "default_summarizer",
+    "find_losses",
     "is_anomalous",
     "regex_token_count",
 ]

@@ -23,29 +23,26 @@ anomaly out of the view. After the pass the whole before/after views are compare
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from .anomaly import anomaly_lines
-from .items import ContextItem, Layer
+from .items import COMPRESSION_SOURCE_PREFIX, ContextItem, ContextView, Layer
+from .record import ItemRecord
+from .selfcheck import CompressionReport, find_losses
 
 __all__ = [
     "COMPRESSION_ORDER",
-    "COMPRESSION_SOURCE_PREFIX",
-    "CompressionReport",
-    "Losses",
     "PassResult",
     "Summarizer",
     "compress_live",
     "default_summarizer",
-    "find_losses",
+    "run_pass",
 ]
 
 Summarizer = Callable[[list[ContextItem]], str]
 COMPRESSION_ORDER: tuple[Layer, ...] = (Layer.L4, Layer.L5, Layer.L3, Layer.L2)
-# Source of summaries made by compression; they can be unpacked back into their originals.
-COMPRESSION_SOURCE_PREFIX = "compress:"
 _NEVER_SUMMARIZED = frozenset({"resume", "feedback"})
 
 
@@ -66,116 +63,6 @@ def default_summarizer(items: list[ContextItem]) -> str:
     return "\n".join(out)
 
 
-@dataclass(frozen=True, slots=True)
-class Losses:
-    """Protected content missing after a change, by kind; each entry names the item and its text."""
-
-    anomalies: tuple[str, ...] = ()
-    pinned: tuple[str, ...] = ()
-    failures: tuple[str, ...] = ()
-
-    def all(self) -> list[str]:
-        return [*self.failures, *self.anomalies, *self.pinned]
-
-    def __bool__(self) -> bool:
-        return bool(self.anomalies or self.pinned or self.failures)
-
-
-def _describe(kind: str, item: ContextItem) -> str:
-    text = item.text if len(item.text) <= 160 else item.text[:160] + "..."
-    return f"{kind} {item.id} ({item.layer.name}, round {item.round}, from {item.source}) lost: {text!r}"
-
-
-def find_losses(
-    before: Iterable[ContextItem],
-    after: Iterable[ContextItem],
-    carried: Callable[[str], ContextItem] | None = None,
-) -> Losses:
-    """Every protected item of *before* whose text is in no item of *after* verbatim.
-
-    A compression summary stands for the anomalies it carries: with *carried* (id -> item) each of
-    those is checked instead of the summary's whole text, so unpacking a summary into its anomalies
-    is not a loss.
-    """
-    by_id = {item.id: item.text for item in after}
-    haystack: str | None = None
-    anomalies: list[str] = []
-    pinned: list[str] = []
-    failures: list[str] = []
-    units: list[ContextItem] = []
-    for item in before:
-        if carried is not None and item.carries and _is_compression_summary(item):
-            units.extend(carried(c) for c in item.carries)
-        else:
-            units.append(item)
-    for item in units:
-        if not item.protected or by_id.get(item.id) == item.text:
-            continue
-        if haystack is None:  # built only when something moved
-            haystack = "\x00".join(by_id.values())
-        if item.text in haystack:
-            continue
-        if item.role == "feedback":
-            failures.append(_describe("failure reason", item))
-        elif item.anomaly:
-            anomalies.append(_describe("anomaly", item))
-        else:
-            pinned.append(_describe("pinned fact", item))
-    return Losses(tuple(anomalies), tuple(pinned), tuple(failures))
-
-
-@dataclass(frozen=True, slots=True)
-class CompressionReport:
-    """What one compression pass did, and what its self-check found.
-
-    ``lost_*`` list what a summary dropped (the self-check fired; those items were re-pinned, ids in
-    ``repinned``). ``residual`` compares the whole views before and after: it must be empty.
-    """
-
-    tokens_before: int
-    tokens_after: int
-    budget_tokens: int
-    target_tokens: int
-    summarized: tuple[str, ...] = ()
-    dropped: tuple[str, ...] = ()
-    created: tuple[str, ...] = ()
-    repinned: tuple[str, ...] = ()
-    lost_anomalies: tuple[str, ...] = ()
-    lost_pinned: tuple[str, ...] = ()
-    lost_failures: tuple[str, ...] = ()
-    residual: tuple[str, ...] = ()
-    over_budget: bool = False
-    kind: Literal["compression_report"] = "compression_report"
-
-    @property
-    def fired(self) -> bool:
-        """True when the self-check caught a summary losing protected content."""
-        return bool(self.lost_anomalies or self.lost_pinned or self.lost_failures)
-
-    @property
-    def ok(self) -> bool:
-        """Nothing protected is missing from the view after the pass."""
-        return not self.residual
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "budget_tokens": self.budget_tokens,
-            "target_tokens": self.target_tokens,
-            "summarized": list(self.summarized),
-            "dropped": list(self.dropped),
-            "created": list(self.created),
-            "repinned": list(self.repinned),
-            "lost_anomalies": list(self.lost_anomalies),
-            "lost_pinned": list(self.lost_pinned),
-            "lost_failures": list(self.lost_failures),
-            "residual": list(self.residual),
-            "over_budget": self.over_budget,
-        }
-
-
 @dataclass
 class PassResult:
     """Mutable tally of one pass, turned into a report by the manager."""
@@ -193,10 +80,6 @@ class PassResult:
 MakeSummary = Callable[[Layer, list[ContextItem], str], ContextItem]
 # restamp(item, changes) -> new version of item (recounted, registered by the manager)
 Restamp = Callable[[ContextItem, dict[str, Any]], ContextItem]
-
-
-def _is_compression_summary(item: ContextItem) -> bool:
-    return item.source.startswith(COMPRESSION_SOURCE_PREFIX)
 
 
 def _total(live: Mapping[str, ContextItem]) -> int:
@@ -232,7 +115,7 @@ def _summarize(
     group = [
         i
         for i in _layer_items(live, layer)
-        if not i.pinned and i.role not in _NEVER_SUMMARIZED and not _is_compression_summary(i)
+        if not i.pinned and i.role not in _NEVER_SUMMARIZED and not i.is_compression_summary
     ]
     if not group:
         return
@@ -274,7 +157,7 @@ def _drop(
             del live[item.id]
             total -= item.tokens
             result.dropped.append(item.id)
-        elif _is_compression_summary(item) and not item.pinned:
+        elif item.is_compression_summary and not item.pinned:
             # Unpack: keep only the anomalies the summary carried, as pinned items of their own.
             carried = [restamp(archive[c], {"layer": layer, "pinned": True}) for c in item.carries]
             if sum(c.tokens for c in carried) >= item.tokens:
@@ -314,3 +197,53 @@ def compress_live(
         if _total(live) > target:
             _drop(live, layer, target, archive, restamp, result)
     return result
+
+
+def make_summary(rec: ItemRecord, layer: Layer, group: list[ContextItem], body: str) -> ContextItem:
+    """The summary item for *group*: stamped with its rounds and sources, placed where its oldest
+    member was, carrying (and so protecting) the anomalies it quotes verbatim."""
+    rounds = sorted({i.round for i in group})
+    sources = list(dict.fromkeys(i.source for i in group))
+    shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
+    span = f"round {rounds[0]}" if len(rounds) == 1 else f"rounds {rounds[0]}-{rounds[-1]}"
+    text = f"[{span} summary, from {shown}]\n{body}"
+    carries = tuple(i.id for i in group if i.anomaly and i.text in text)
+    return rec.make(
+        layer=layer, text=text, source=f"{COMPRESSION_SOURCE_PREFIX}{layer.name}", round=rounds[-1],
+        seq=min(i.seq for i in group), role="summary", anomaly=bool(carries),
+        covers=tuple(i.id for i in group), carries=carries, segment=max(i.segment for i in group),
+    )  # fmt: skip
+
+
+def run_pass(
+    rec: ItemRecord, *, target: int, budget: int, summarizer: Summarizer, proactive: bool
+) -> CompressionReport:
+    """One compression pass over *rec*, self-checked end to end; the record adopts the result."""
+    before = ContextView(rec.ordered(), rec.total, budget)
+    live = dict(rec.live)
+    result = compress_live(
+        live,
+        target=target,
+        archive=rec.archive,
+        summarizer=summarizer,
+        make_summary=lambda layer, group, body: make_summary(rec, layer, group, body),
+        restamp=lambda item, changes: rec.restamp(item, **changes),
+        proactive=proactive,
+    )
+    rec.replace_live(live)
+    after = ContextView(rec.ordered(), rec.total, budget)
+    return CompressionReport(
+        tokens_before=before.total_tokens,
+        tokens_after=after.total_tokens,
+        budget_tokens=budget,
+        target_tokens=target,
+        summarized=tuple(result.summarized),
+        dropped=tuple(result.dropped),
+        created=tuple(result.created),
+        repinned=tuple(result.repinned),
+        lost_anomalies=tuple(result.lost_anomalies),
+        lost_pinned=tuple(result.lost_pinned),
+        lost_failures=tuple(result.lost_failures),
+        residual=tuple(find_losses(before.items, after.items, rec.archive.__getitem__).all()),
+        over_budget=after.total_tokens > budget,
+    )

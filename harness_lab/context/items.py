@@ -21,6 +21,7 @@ from enum import IntEnum
 from typing import Any, Literal, cast
 
 __all__ = [
+    "COMPRESSION_SOURCE_PREFIX",
     "ContextItem",
     "ContextView",
     "Freshness",
@@ -42,6 +43,10 @@ Role = Literal[
     "subtask",  # ctx.begin_subtask(): the current subtask's goal
     "resume",  # ctx.add_resume_note()
 ]
+
+
+# Source of the summaries compression makes; such a summary can be unpacked into the anomalies it carries.
+COMPRESSION_SOURCE_PREFIX = "compress:"
 
 
 class Layer(IntEnum):
@@ -94,6 +99,10 @@ class ContextItem:
         """True for what no compression may lose: L0/L1, pinned facts, anomalies, failure reasons
         (feedback is made pinned and anomalous; a superseded one is released)."""
         return self.layer <= Layer.L1 or self.pinned or self.anomaly
+
+    @property
+    def is_compression_summary(self) -> bool:
+        return self.source.startswith(COMPRESSION_SOURCE_PREFIX)
 
     def render(self) -> str:
         return f"{item_header(self)}\n{self.text}\n"
@@ -201,6 +210,7 @@ class ContextView:
             "items": [item.to_dict() for item in self.items],
             "total_tokens": self.total_tokens,
             "budget_tokens": self.budget_tokens,
+            "over_budget": self.over_budget,
         }
 
     @classmethod

@@ -1,0 +1,164 @@
+"""The item record behind the manager: every item ever made, the ones in the view, a running total.
+
+Items are immutable; a change is a new version (:meth:`ItemRecord.restamp`) whose token count is
+redone once, because the rendered header (layer, freshness, status) is part of what is counted.
+``version`` increases with every change to the view so the manager can cache its frozen view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from operator import attrgetter
+from typing import Any
+
+from .items import ContextItem
+
+__all__ = ["ItemRecord"]
+
+# Stable sort by (layer, seq); ties keep insertion order, which the state preserves.
+_ORDER = attrgetter("layer", "seq")
+_BUILT_FROM_OTHERS = frozenset({"summary", "conclusion"})
+
+
+class ItemRecord:
+    """Latest version of every item (``archive``), the items in the view (``live``) and their total."""
+
+    def __init__(self, counter: Callable[[str], int]) -> None:
+        self.counter = counter
+        self.live: dict[str, ContextItem] = {}
+        self.archive: dict[str, ContextItem] = {}
+        self.total = 0
+        self.next = 1  # next item number: ids are c1, c2, ... in creation order
+        self.segment = 0  # current subtask span; finish_subtask closes it
+        self.version = 0
+
+    def make(self, **fields: Any) -> ContextItem:
+        """A new item (id, seq and segment filled in, tokens counted) that is not yet in the view."""
+        n = self.next
+        self.next += 1
+        fields.setdefault("seq", n)
+        fields.setdefault("segment", self.segment)
+        item = ContextItem(id=f"c{n}", tokens=0, **fields)
+        _set_tokens(item, self.counter(item.render()))
+        return item
+
+    def new(self, **fields: Any) -> ContextItem:
+        """A new item, put in the view."""
+        item = self.make(**fields)
+        self.put(item)
+        return item
+
+    def restamp(self, item: ContextItem, **changes: Any) -> ContextItem:
+        """A new version of *item* with *changes*, its token count redone."""
+        item = replace(item, **changes)
+        _set_tokens(item, self.counter(item.render()))
+        return item
+
+    def put(self, item: ContextItem) -> None:
+        """Put (a new version of) *item* in the view and the record."""
+        old = self.live.get(item.id)
+        self.total += item.tokens - (old.tokens if old else 0)
+        self.live[item.id] = item
+        self.archive[item.id] = item
+        self.version += 1
+
+    def store(self, item: ContextItem) -> None:
+        """Record a new version: in the view if the item is there, else only in the record."""
+        if item.id in self.live:
+            self.put(item)
+        else:
+            self.archive[item.id] = item
+
+    def remove(self, item_id: str) -> None:
+        self.total -= self.live.pop(item_id).tokens
+        self.version += 1
+
+    def replace_live(self, live: dict[str, ContextItem]) -> None:
+        """Adopt the result of a compression pass (new and changed items are recorded too)."""
+        self.live = live
+        self.archive.update(live)
+        self.total = sum(i.tokens for i in live.values())
+        self.version += 1
+
+    def current_with_key(
+        self, key: str | None, *, exclude: str, roles: Iterable[str] = ("summary", "conclusion")
+    ) -> list[ContextItem]:
+        if key is None:
+            return []
+        wanted = frozenset(roles)
+        return [
+            i for i in self.archive.values()
+            if i.key == key and i.status == "current" and i.id != exclude and i.role in wanted
+        ]  # fmt: skip
+
+    def supersede(self, item: ContextItem, targets: list[ContextItem]) -> ContextItem:
+        """Mark *targets* superseded by *item* (both stay visible); returns the new *item*."""
+        if not targets:
+            return item
+        for old in targets:
+            self.store(self.restamp(old, status="superseded", superseded_by=item.id))
+        new = self.restamp(self.archive[item.id], supersedes=",".join(t.id for t in targets))
+        self.store(new)
+        return new
+
+    def mark_stale(self, key_or_source: str) -> list[ContextItem]:
+        """Mark matching items and the summaries/conclusions built from them stale (see the manager)."""
+        hit: set[str] = set()
+        marked: list[ContextItem] = []
+        # One pass suffices: the record is in creation order and a summary only covers older items,
+        # so staleness reaches summaries of summaries too.
+        for item in list(self.archive.values()):
+            tail = item.source.split(":", 1)[-1]
+            if key_or_source in (item.key, item.source, tail) or (
+                item.role in _BUILT_FROM_OTHERS and hit.intersection(item.covers)
+            ):
+                hit.add(item.id)
+                if item.freshness != "stale":
+                    item = self.restamp(item, freshness="stale")
+                    self.store(item)
+                if item.id in self.live:
+                    marked.append(item)
+        return marked
+
+    def reselect(self) -> None:
+        """Drop stale unpinned L2-L5 items from the view; restore fresh anomalies a summary carried."""
+        for item in list(self.live.values()):
+            if item.freshness == "stale" and item.layer.compressible and not item.pinned:
+                self.remove(item.id)
+                if item.is_compression_summary:  # it went stale with one source, not with all
+                    for carried in (self.archive[c] for c in item.carries):
+                        if carried.freshness == "fresh":
+                            self.put(self.restamp(carried, layer=item.layer, pinned=True))
+
+    def ordered(self) -> tuple[ContextItem, ...]:
+        """Items in view order: the current resume note first, then by layer and position."""
+        items = sorted(self.live.values(), key=_ORDER)
+        resume = [i for i in items if i.role == "resume" and i.status == "current"]
+        if resume:
+            items = resume + [i for i in items if i not in resume]
+        return tuple(items)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "next": self.next,
+            "segment": self.segment,
+            "live": list(self.live),
+            "items": [item.to_dict() for item in self.archive.values()],
+        }
+
+    def load(self, data: Mapping[str, Any]) -> None:
+        """Fill an empty record from :meth:`to_dict` output, recounting tokens with this counter."""
+        self.next = int(data["next"])
+        self.segment = int(data["segment"])
+        for entry in data["items"]:
+            item = ContextItem.from_dict(entry)
+            self.archive[item.id] = self.restamp(item)
+        for item_id in data["live"]:
+            self.put(self.archive[str(item_id)])
+
+
+def _set_tokens(item: ContextItem, tokens: int) -> None:
+    # Set once, right after the item is made and before anyone else holds it: the count depends on
+    # the rendered header, which needs the finished item, and a second dataclass copy costs ~10 us.
+    object.__setattr__(item, "tokens", tokens)
