@@ -1,7 +1,8 @@
-"""Compression policy, the default summarizer, and the self-check that guards them.
+"""Compression policy and the default summarizer; :func:`run_pass` runs one self-checked pass.
 
 Policy (in code, :func:`compress_live`), run layer by layer in ``COMPRESSION_ORDER`` = L4, L5, L3, L2
-until the context fits its target; L0 and L1 are never touched:
+until the context fits its target; L0 and L1 are never touched. L5 comes right after L4: a dropped
+reference leaves its output in the ref store, while an L3 conclusion cannot be recovered.
 
 1. *prune*: drop stale or superseded items of the layer that carry nothing protected;
 2. *summarize* (not L5): hand the layer's unpinned items that arrived since the last pass, anomalies
@@ -11,14 +12,16 @@ until the context fits its target; L0 and L1 are never touched:
 3. *drop*: remove the layer's unprotected items oldest first; an old summary carrying anomalies is
    unpacked into just those anomalies (pinned, verbatim).
 
-"Protected" means L0/L1, pinned, anomaly, or a failure reason (:attr:`ContextItem.protected`).
+"Protected" means L0/L1, pinned, or anomaly; failure reasons are made both pinned and anomalous
+(:attr:`ContextItem.protected`).
 
 Self-check. Every summary is checked against the items it replaces: an anomaly whose text is not in
 the summary verbatim is a *loss*. Losses are reported (``CompressionReport.lost_*``: the self-check
-fired) and repaired: the manager re-pins the lost item, keeping it in the view verbatim next to the
+fired) and repaired: the pass re-pins the lost item, keeping it in the view verbatim next to the
 summary, so a faulty summarizer (the fault "summary drops an anomaly") is caught and cannot take the
 anomaly out of the view. After the pass the whole before/after views are compared again
-(``residual``); that list stays empty unless the policy itself is broken.
+(``residual``, :mod:`~harness_lab.context.selfcheck`); that list stays empty unless the policy
+itself is broken.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ def default_summarizer(items: list[ContextItem]) -> str:
 
 @dataclass
 class PassResult:
-    """Mutable tally of one pass, turned into a report by the manager."""
+    """Mutable tally of one pass, turned into a report by :func:`run_pass`."""
 
     summarized: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
@@ -76,9 +79,9 @@ class PassResult:
     lost_failures: list[str] = field(default_factory=list)
 
 
-# make_summary(layer, originals, summarizer_text) -> summary item (registered by the manager)
+# make_summary(layer, originals, summarizer_text) -> summary item (not yet in the view)
 MakeSummary = Callable[[Layer, list[ContextItem], str], ContextItem]
-# restamp(item, changes) -> new version of item (recounted, registered by the manager)
+# restamp(item, changes) -> new version of item, token count redone
 Restamp = Callable[[ContextItem, dict[str, Any]], ContextItem]
 
 
