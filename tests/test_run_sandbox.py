@@ -1,0 +1,68 @@
+"""The run and its sandbox together: refusals are data, irreversible calls are snapshotted first,
+and a rollback restores files *and* run state and context."""
+
+from __future__ import annotations
+
+from harness_lab import Run, RunState, ScriptedProposer
+
+
+def _run(contract, evidence, tmp_path, actions) -> Run:
+    roomy = contract.with_budget(max_decisions=20, max_tool_calls=20)
+    return Run(contract=roomy, evidence=evidence, proposer=ScriptedProposer(actions), workspace=tmp_path / "ws")
+
+
+def test_escape_attempt_is_denied_fed_back_and_the_run_goes_on(contract, evidence, tmp_path) -> None:
+    run = _run(contract, evidence, tmp_path, [{"kind": "write_file", "path": "../escape.txt", "content": "x"}])
+    record = run.step()
+    assert record.tool_result is not None and record.tool_result.status == "denied"
+    assert not (tmp_path / "escape.txt").exists()
+    assert run.state is RunState.RUNNING
+    assert "denied" in run.context.view().render()
+
+
+def test_every_irreversible_call_has_a_snapshot_before_it(contract, evidence, tmp_path) -> None:
+    actions = [
+        {"kind": "write_file", "path": "notes.txt", "content": "v1"},
+        {"kind": "write_file", "path": "notes.txt", "content": "v2"},
+        {"kind": "run_command", "argv": ["true"], "timeout": 10},
+        {"kind": "write_file", "path": "fresh.txt", "content": "new"},
+    ]
+    run = _run(contract, evidence, tmp_path, actions)
+    run.run(max_steps=4)
+    results = [r.tool_result for r in run.records]
+    assert all(r is not None and r.ok for r in results), [r.reason for r in results if r and not r.ok]
+    snapshots = {s.id: s for s in run.sandbox.snapshots()}
+    irreversible = [results[1], results[2]]  # an overwrite and a command
+    for result in irreversible:
+        assert result is not None
+        snap = snapshots[result.data["snapshot_before"]]
+        assert snap.run_state is not None and snap.run_state["state"] == "RUNNING"
+    assert "snapshot_before" not in results[0].data and "snapshot_before" not in results[3].data
+
+
+def test_rollback_restores_files_run_state_and_context(contract, evidence, tmp_path) -> None:
+    actions = [
+        {"kind": "read_evidence", "id": "harness-boundary"},
+        {"kind": "write_file", "path": "notes.txt", "content": "first draft"},
+        {"kind": "read_evidence", "id": "budget-gates"},
+        {"kind": "write_file", "path": "notes.txt", "content": "second draft"},
+        {"kind": "write_file", "path": "later.txt", "content": "made after the snapshot"},
+    ]
+    run = _run(contract, evidence, tmp_path, actions)
+    run.run(max_steps=2)
+    healthy = run.sandbox.snapshot("healthy")
+    view_before = run.context.view().render()
+    run.run(max_steps=3)
+    assert (run.workspace / "later.txt").exists() and "budget-gates" in run.executor.observed
+    assert "budget-gates" in run.context.view().render()
+
+    run.rollback(healthy.id)
+
+    assert (run.workspace / "notes.txt").read_bytes() == b"first draft"
+    assert not (run.workspace / "later.txt").exists()
+    assert set(run.executor.observed) == {"harness-boundary"}, "the run must not remember undone reads"
+    assert run.context.view().render() == view_before
+    pending = run.pending
+    assert pending is not None and pending.action is not None
+    assert pending.action.model_dump() == {"kind": "read_evidence", "id": "budget-gates"}
+    assert run.events[-1].kind == "restored"
