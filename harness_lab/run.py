@@ -6,6 +6,7 @@ The model only proposes; this module decides. ``step()`` is synchronous and retu
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -63,7 +64,12 @@ class Run:
     ) -> None:
         self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
         self.run_id = run_id
-        self.workspace = Path(workspace) if workspace else Path(tempfile.mkdtemp(prefix="harness-lab-ws-"))
+        # Directories the run made itself are removed by close(); a caller's workspace never is.
+        self._owned_dirs: list[Path] = []
+        if workspace is None:
+            workspace = tempfile.mkdtemp(prefix="harness-lab-ws-")
+            self._owned_dirs.append(Path(workspace))
+        self.workspace = Path(workspace)
         self.workspace.mkdir(parents=True, exist_ok=True)
         if not resume and (self.workspace / contract.verification.report.path).exists():
             raise WorkspaceError(
@@ -74,7 +80,9 @@ class Run:
         self.clock: Clock = clock or SystemClock()
         self.context = initial_context(contract, evidence)
         self.gates = LoopGates(contract.budget, self.clock)
-        self.sandbox = Sandbox(self.workspace, state_provider=self.capture)
+        snapshot_dir = Path(tempfile.mkdtemp(prefix="harness-lab-snapshots-"))
+        self._owned_dirs.append(snapshot_dir)
+        self.sandbox = Sandbox(self.workspace, snapshot_dir=snapshot_dir, state_provider=self.capture)
         self.executor = ToolExecutor(
             self.sandbox, evidence, contract.verification.report.path,
             lambda ref, start, end: self.context.read_ref(ref, start, end), effects or Outbox(),
@@ -91,6 +99,19 @@ class Run:
         self._pending: Proposal | None = None
         self._step_events: list[Event] = []
         self._seq = 0
+
+    def close(self) -> None:
+        """Release the sandbox and remove the temporary directories this run created."""
+        self.sandbox.close()
+        for path in self._owned_dirs:
+            shutil.rmtree(path, ignore_errors=True)
+        self._owned_dirs = []
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- the caller drives -------------------------------------------------------------------
     @property

@@ -3,6 +3,8 @@ and a rollback restores files *and* run state and context."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from harness_lab import Run, RunState, ScriptedProposer
 
 
@@ -66,3 +68,14 @@ def test_rollback_restores_files_run_state_and_context(contract, evidence, tmp_p
     assert pending is not None and pending.action is not None
     assert pending.action.model_dump() == {"kind": "read_evidence", "id": "budget-gates"}
     assert run.events[-1].kind == "restored"
+
+
+def test_close_removes_only_the_directories_the_run_made(contract, evidence, tmp_path) -> None:
+    with Run(contract=contract, evidence=evidence, proposer=ScriptedProposer([{"kind": "finish"}])) as own:
+        made = own.workspace
+        snapshots = own.sandbox.capabilities["snapshot_dir"]
+        assert made.is_dir()
+    assert not made.exists() and not Path(snapshots).exists()
+    with _run(contract, evidence, tmp_path, [{"kind": "write_file", "path": "a.txt", "content": "x"}]) as run:
+        run.step()
+    assert (tmp_path / "ws" / "a.txt").read_text() == "x"

@@ -48,24 +48,24 @@ class ScenarioResult(BaseModel):
 
 def run_scenario(name: str, *, validation: bool) -> ScenarioResult:
     scenario = load_scenario(name)
-    run = Run.from_scenario(name, validation=validation)
-    run.run()
-    rejected = tuple(r.step for r in run.records if r.verdict is not None and not r.verdict.accepted)
-    return ScenarioResult(
-        scenario=name,
-        title=scenario.title,
-        validation=validation,
-        final_state=run.state.value,
-        stop_reason=run.stop_reason.code if run.stop_reason else "",
-        stop_message=run.stop_reason.message if run.stop_reason else "",
-        decisions=run.usage.decisions,
-        tool_calls=run.usage.tool_calls,
-        final_step=run.step_no,
-        rejected_at_steps=rejected,
-        accepted_at_step=run.receipt.step if run.receipt else None,
-        accepted_is_acceptable=scenario.is_acceptable(run.accepted_bytes) if run.receipt else None,
-        label_note=scenario.labels.note,
-    )
+    with Run.from_scenario(name, validation=validation) as run:
+        run.run()
+        rejected = tuple(r.step for r in run.records if r.verdict is not None and not r.verdict.accepted)
+        return ScenarioResult(
+            scenario=name,
+            title=scenario.title,
+            validation=validation,
+            final_state=run.state.value,
+            stop_reason=run.stop_reason.code if run.stop_reason else "",
+            stop_message=run.stop_reason.message if run.stop_reason else "",
+            decisions=run.usage.decisions,
+            tool_calls=run.usage.tool_calls,
+            final_step=run.step_no,
+            rejected_at_steps=rejected,
+            accepted_at_step=run.receipt.step if run.receipt else None,
+            accepted_is_acceptable=scenario.is_acceptable(run.accepted_bytes) if run.receipt else None,
+            label_note=scenario.labels.note,
+        )
 
 
 def run_experiment(scenarios: tuple[str, ...] = SEED_SCENARIOS) -> list[ScenarioResult]:
