@@ -16,7 +16,7 @@ layer, freshness or status changes, so a view taken earlier never changes under 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Literal, cast
 
@@ -93,6 +93,9 @@ class ContextItem:
     carries: tuple[str, ...] = ()
     segment: int = 0  # which subtask span the item belongs to (finish_subtask closes one)
     kind: Literal["context_item"] = "context_item"
+    # The header line, cached by the manager when it counts tokens (views are rendered every step).
+    # Not an init field, so dataclasses.replace() leaves it empty and a new version recomputes it.
+    _header: str = field(default="", init=False, repr=False, compare=False)
 
     @property
     def protected(self) -> bool:
@@ -105,7 +108,7 @@ class ContextItem:
         return self.source.startswith(COMPRESSION_SOURCE_PREFIX)
 
     def render(self) -> str:
-        return f"{item_header(self)}\n{self.text}\n"
+        return f"{self._header or item_header(self)}\n{self.text}\n"
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -12,7 +12,7 @@ from dataclasses import replace
 from operator import attrgetter
 from typing import Any
 
-from .items import ContextItem
+from .items import ContextItem, item_header
 
 __all__ = ["ItemRecord"]
 
@@ -40,7 +40,7 @@ class ItemRecord:
         fields.setdefault("seq", n)
         fields.setdefault("segment", self.segment)
         item = ContextItem(id=f"c{n}", tokens=0, **fields)
-        _set_tokens(item, self.counter(item.render()))
+        _count(item, self.counter)
         return item
 
     def new(self, **fields: Any) -> ContextItem:
@@ -52,7 +52,7 @@ class ItemRecord:
     def restamp(self, item: ContextItem, **changes: Any) -> ContextItem:
         """A new version of *item* with *changes*, its token count redone."""
         item = replace(item, **changes)
-        _set_tokens(item, self.counter(item.render()))
+        _count(item, self.counter)
         return item
 
     def put(self, item: ContextItem) -> None:
@@ -158,7 +158,8 @@ class ItemRecord:
             self.put(self.archive[str(item_id)])
 
 
-def _set_tokens(item: ContextItem, tokens: int) -> None:
+def _count(item: ContextItem, counter: Callable[[str], int]) -> None:
     # Set once, right after the item is made and before anyone else holds it: the count depends on
     # the rendered header, which needs the finished item, and a second dataclass copy costs ~10 us.
-    object.__setattr__(item, "tokens", tokens)
+    object.__setattr__(item, "_header", item_header(item))
+    object.__setattr__(item, "tokens", counter(item.render()))

@@ -96,7 +96,10 @@ def simulate(seed: int, *, faulty: bool = False, steps: int = 80) -> Tracker:
         if roll < 0.55:
             anomalous = room and rng.random() < 0.2
             if rng.random() < 0.06:
-                payload = "".join(f"{rng.choice(PLAIN)} #{k}\n" for k in range(rng.randint(1500, 4000)))
+                offset = rng.randrange(len(PLAIN))
+                payload = "".join(
+                    f"{PLAIN[(k + offset) % len(PLAIN)]} #{k}\n" for k in range(rng.randint(1500, 4000))
+                )
                 item = ctx.add_interaction(
                     rnd, "dump", payload, source=f"run_command:dump{rnd}", anomaly=False
                 )
