@@ -23,7 +23,7 @@ lab: $(STAMP)
 	$(JUPYTER_ENV) $(BIN)/jupyter lab --notebook-dir=notebooks --ip 127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 lint: $(STAMP)
-	$(BIN)/ruff check harness_lab widgets tests bench
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 
 test: $(STAMP) lint
