@@ -65,6 +65,7 @@ class Sandbox:
         self._scanner = Scanner(self._boundary.root_fd, self._store.blobs)
         self._state_provider = state_provider
         self.last_auto_snapshot: SnapshotInfo | None = None
+        self._owned = False  # whether a full walk has handed the tree to the sandbox uid yet
         iso = dict(detect_isolation(self.policy.isolation, os.geteuid()))
         if self.policy.isolation != "auto" and iso["kind"] != self.policy.isolation:
             self.close()
@@ -141,15 +142,21 @@ class Sandbox:
             auto = self._auto_snapshot(f"before write_file {target.path}") if target.exists else None
             if isinstance(auto, ToolResult):
                 return auto
-            result = fileops.write_file(b, target, data, self._owner())
-            self._scanner.mark_dirty("/".join(target.names))
+            try:
+                result = fileops.write_file(b, target, data, self._owner())
+            finally:  # even a failed write may have created parent directories
+                self._scanner.mark_dirty("/".join(target.names))
             return _with_snapshot(result, auto)
         if tool == "delete_file":
             target = fileops.inspect_target(b, args["path"], tool)
             auto = self._auto_snapshot(f"before delete_file {target.path}")
             if isinstance(auto, ToolResult):
                 return auto
-            return _with_snapshot(fileops.delete_file(b, target), auto)
+            try:
+                result = fileops.delete_file(b, target)
+            finally:
+                self._scanner.mark_dirty("/".join(target.names))
+            return _with_snapshot(result, auto)
         return self._run_command(args)
 
     def _run_command(self, args: dict[str, Any]) -> ToolResult:
@@ -176,6 +183,7 @@ class Sandbox:
         auto = self._auto_snapshot(f"before run_command {' '.join(argv)[:200]}", take_ownership=not read_only)
         if isinstance(auto, ToolResult):
             return auto
+        self._scanner.invalidate()  # the command may change anything: the next snapshot walks the tree
         result = run_command(list(argv), ws=self.root, timeout=timeout, quotas=self.policy.quotas,
                              iso=self._iso, network=bool(self.policy.network_allow),
                              read_only=read_only, uid=self._uid)
@@ -186,11 +194,12 @@ class Sandbox:
 
     def _auto_snapshot(self, trigger: str, take_ownership: bool = False) -> SnapshotInfo | ToolResult:
         tool = trigger.split()[1]
+        need_owner = take_ownership and self._uid is not None and not self._owned
         try:
-            if take_ownership and self._uid is not None:
+            if need_owner and self._uid is not None:
                 os.fchown(self._boundary.root_fd, self._uid, self._uid)
-            owner = self._owner() if take_ownership else None
-            info = self._take("auto", trigger, owner)
+            info = self._take("auto", trigger, self._owner() if need_owner else None)
+            self._owned = self._owned or need_owner
         except (OSError, SandboxEnvironmentError) as exc:
             return ToolResult.failure(tool, f"the snapshot before this irreversible call failed ({exc}); "
                                       "the call was not executed", "retry later or report the problem",
@@ -199,14 +208,26 @@ class Sandbox:
         return info
 
     # -- snapshots -------------------------------------------------------------------------
-    def _take(self, label: str, trigger: str | None, owner: tuple[int, int] | None = None) -> SnapshotInfo:
-        entries = self._scanner.scan(owner)
+    def _take(self, label: str, trigger: str | None, owner: tuple[int, int] | None = None,
+              full: bool = False) -> SnapshotInfo:
+        entries = self._scanner.scan(owner, full=full)
         state = self._state_provider() if self._state_provider is not None else None
-        return self._store.save(entries, label, trigger, state, self._scanner.hashed_last)
+        try:
+            return self._store.save(entries, label, trigger, state, self._scanner.hashed_last,
+                                    self._scanner.take_changes())
+        except BaseException:
+            self._scanner.lose_changes()
+            raise
 
-    def snapshot(self, label: str = "manual") -> SnapshotInfo:
-        """Take a snapshot of the workspace (and the run state) now."""
-        return self._take(label, None)
+    def snapshot(self, label: str = "manual", *, rescan: bool = False) -> SnapshotInfo:
+        """Take a snapshot of the workspace (and the run state) now.
+
+        The tree is walked in full (stat cache: only changed files are read) on the first
+        snapshot, after every ``run_command`` and when ``rescan`` is true; otherwise only the
+        paths the sandbox's own file tools touched are looked at again. Pass ``rescan=True``
+        when something outside the sandbox may have written to the workspace.
+        """
+        return self._take(label, None, full=rescan)
 
     def snapshots(self) -> list[SnapshotInfo]:
         """All snapshots of this store, oldest first."""
@@ -231,7 +252,7 @@ class Sandbox:
 
     def workspace_hash(self) -> str:
         """sha256 over the current workspace manifest (path, kind, content hash, mode)."""
-        return manifest_hash(self._scanner.scan())
+        return manifest_hash(self._scanner.scan(full=True))
 
 
 def _with_snapshot(result: ToolResult, auto: SnapshotInfo | None) -> ToolResult:

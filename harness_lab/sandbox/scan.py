@@ -106,22 +106,54 @@ def _key(st: os.stat_result) -> _StatKey:
 
 
 class Scanner:
-    """Produces manifests of one workspace; remembers hashes between scans."""
+    """Produces manifests of one workspace; remembers hashes between scans.
+
+    Two ways to bring the manifest up to date. A *full* walk stats every entry (hashing only
+    those whose stat key changed). An *incremental* refresh re-examines only the paths the
+    sandbox's own file tools touched; it is used only while the manifest is known to be complete,
+    i.e. after a full walk and before anything else could have changed the tree
+    (:meth:`invalidate` is called around every ``run_command``).
+    """
 
     def __init__(self, root_fd: int, blobs: BlobStore) -> None:
         self.root_fd = root_fd
         self.blobs = blobs
         self._cache: dict[str, tuple[_StatKey, str]] = {}
         self._dirty: set[str] = set()
+        self._manifest: Manifest | None = None
+        # Paths whose entries changed since take_changes(); None: unknown (a full walk happened).
+        self._changed: set[str] | None = None
         self.hashed_last = 0  # files actually read by the last scan (the benchmark reports it)
+        self.full_last = False  # whether the last scan walked the whole tree
+
+    def invalidate(self) -> None:
+        """Something other than the sandbox's file tools may have changed the tree."""
+        self._manifest = None
 
     def mark_dirty(self, path: str) -> None:
-        """A sandbox tool changed ``path``: hash it again even if its stat key looks the same."""
-        self._dirty.add(path)
+        """A sandbox tool changed ``path`` (and maybe created its parents): look at them again."""
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            self._dirty.add("/".join(parts[:i]))
 
     def note_content(self, path: str, st: os.stat_result, digest: str) -> None:
         """Record a hash computed elsewhere (e.g. rollback just wrote these bytes)."""
         self._remember(path, st, digest, time.time_ns())
+
+    def adopt(self, manifest: Manifest) -> None:
+        """Rollback made the tree equal ``manifest``: trust it as the current state."""
+        self._manifest = dict(manifest)
+        self._dirty.clear()
+        self._changed = None
+
+    def lose_changes(self) -> None:
+        """A snapshot that consumed take_changes() was not stored: the next one must diff in full."""
+        self._changed = None
+
+    def take_changes(self) -> set[str] | None:
+        """Paths that may have changed since the last call (``None``: anything may have)."""
+        changed, self._changed = self._changed, set()
+        return changed
 
     def _remember(self, path: str, st: os.stat_result, digest: str, hashed_at: int) -> None:
         if hashed_at - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
@@ -129,11 +161,19 @@ class Scanner:
         else:
             self._cache.pop(path, None)  # racily clean: prove it again next time
 
-    def scan(self, owner: tuple[int, int] | None = None) -> Manifest:
-        """Walk the whole workspace. ``owner``: chown entries to this uid/gid (see command.py)."""
+    def scan(self, owner: tuple[int, int] | None = None, full: bool = False) -> Manifest:
+        """The current manifest (do not mutate it). ``owner``: chown entries (see command.py)."""
+        self.hashed_last = 0
+        if self._manifest is not None and not full and owner is None:
+            self.full_last = False
+            walked: set[str] = set()  # new directories walked whole: skip what lies beneath them
+            for rel in sorted(self._dirty, key=lambda p: p.count("/")):
+                if not any(a in walked for a in _ancestors(rel)):
+                    self._refresh(rel, self._manifest, walked)
+            self._dirty.clear()
+            return self._manifest
         out: Manifest = {}
         seen: set[str] = set()
-        self.hashed_last = 0
         stack: list[tuple[int, str]] = [(os.dup(self.root_fd), "")]
         try:
             while stack:
@@ -148,39 +188,90 @@ class Scanner:
         for gone in set(self._cache) - seen:
             del self._cache[gone]
         self._dirty.clear()
+        self._manifest = out
+        self._changed = None
+        self.full_last = True
         return out
+
+    def _refresh(self, rel: str, manifest: Manifest, walked: set[str]) -> None:
+        changed = self._changed if self._changed is not None else set()
+        changed.add(rel)
+        old = manifest.pop(rel, None)
+        entry = self._lookup(rel, manifest, walked, old, changed)
+        if entry is not None:
+            manifest[rel] = entry
+        if old is not None and old[0] == "d" and (entry is None or entry[0] != "d"):
+            for p in [p for p in manifest if p.startswith(rel + "/")]:
+                del manifest[p]  # a directory that is gone (or replaced) takes its entries along
+                changed.add(p)
+
+    def _lookup(self, rel: str, manifest: Manifest, walked: set[str], old: Entry | None,
+                changed: set[str]) -> Entry | None:
+        *dirs, name = rel.split("/")
+        try:
+            dfd = _open_dirs(self.root_fd, dirs)
+        except OSError:
+            return None  # the parent is gone or is no longer a directory: so is the entry
+        try:
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            entry = self._entry(dfd, name, rel, st)
+            if entry is not None and entry[0] == "d" and (old is None or old[0] != "d"):
+                walked.add(rel)  # a directory new to us: walk it (tools made it, so it is small)
+                stack = [(os.open(name, _DIR_FLAGS, dir_fd=dfd), rel + "/")]
+                found: Manifest = {}
+                while stack:
+                    cfd, prefix = stack.pop()
+                    try:
+                        self._scan_dir(cfd, prefix, found, set(), stack, None)
+                    finally:
+                        os.close(cfd)
+                manifest.update(found)
+                changed.update(found)
+            return entry
+        finally:
+            os.close(dfd)
+
+    def _entry(self, dfd: int, name: str, rel: str, st: os.stat_result) -> Entry | None:
+        mode = st.st_mode
+        if stat.S_ISDIR(mode):
+            return ("d", "", stat.S_IMODE(mode) & 0o777)
+        if stat.S_ISLNK(mode):
+            try:
+                return ("l", os.readlink(name, dir_fd=dfd), 0)
+            except OSError:
+                return None
+        if stat.S_ISREG(mode):
+            digest = self._digest(dfd, name, rel, st)
+            return None if digest is None else ("f", digest, stat.S_IMODE(mode) & 0o777)
+        return ("s", "", 0)
 
     def _scan_dir(self, dfd: int, prefix: str, out: Manifest, seen: set[str],
                   stack: list[tuple[int, str]], owner: tuple[int, int] | None) -> None:
         with os.scandir(dfd) as it:
             entries = list(it)
-        for entry in entries:
-            rel = prefix + entry.name
+        for dirent in entries:
+            name = dirent.name
+            rel = prefix + name
             try:
-                st = entry.stat(follow_symlinks=False)
+                st = dirent.stat(follow_symlinks=False)
                 if owner is not None and st.st_uid != owner[0]:
-                    st = _take_ownership(dfd, entry.name, st, owner)
+                    st = _take_ownership(dfd, name, st, owner)
             except FileNotFoundError:
                 continue
-            mode = st.st_mode
-            if stat.S_ISDIR(mode):
-                out[rel] = ("d", "", stat.S_IMODE(mode) & 0o777)
+            entry = self._entry(dfd, name, rel, st)
+            if entry is None:
+                continue
+            out[rel] = entry
+            if entry[0] == "f":
+                seen.add(rel)
+            elif entry[0] == "d":
                 try:
-                    stack.append((os.open(entry.name, _DIR_FLAGS, dir_fd=dfd), rel + "/"))
+                    stack.append((os.open(name, _DIR_FLAGS, dir_fd=dfd), rel + "/"))
                 except OSError:
                     continue  # swapped for something else mid-walk; the entry stays listed
-            elif stat.S_ISLNK(mode):
-                try:
-                    out[rel] = ("l", os.readlink(entry.name, dir_fd=dfd), 0)
-                except OSError:
-                    continue
-            elif stat.S_ISREG(mode):
-                digest = self._digest(dfd, entry.name, rel, st)
-                if digest is not None:
-                    seen.add(rel)
-                    out[rel] = ("f", digest, stat.S_IMODE(mode) & 0o777)
-            else:
-                out[rel] = ("s", "", 0)
 
     def _digest(self, dfd: int, name: str, rel: str, st: os.stat_result) -> str | None:
         cached = self._cache.get(rel)
@@ -201,6 +292,24 @@ class Scanner:
         self.hashed_last += 1
         self._remember(rel, st2, digest, hashed_at)
         return digest
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _open_dirs(root_fd: int, names: list[str]) -> int:
+    fd = os.dup(root_fd)
+    try:
+        for name in names:
+            nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _take_ownership(dfd: int, name: str, st: os.stat_result, owner: tuple[int, int]) -> os.stat_result:

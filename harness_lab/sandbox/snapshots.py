@@ -59,14 +59,27 @@ class SnapshotDiff(BaseModel):
     changed: tuple[str, ...]
 
 
+_MOD = 1 << 256
+
+
+def _line(path: str, entry: Entry) -> int:
+    kind, digest, mode = entry
+    line = f"{path}\0{kind}\0{digest}\0{mode:o}\n".encode("utf-8", "surrogateescape")
+    return int.from_bytes(hashlib.sha256(line).digest(), "big")
+
+
+def _hex(total: int) -> str:
+    return f"{total % _MOD:064x}"
+
+
 def manifest_hash(entries: Manifest) -> str:
-    """sha256 over the sorted (path, kind, digest, mode) lines of a manifest (specials excluded)."""
-    h = hashlib.sha256()
-    for path in sorted(entries):
-        kind, digest, mode = entries[path]
-        if kind != "s":
-            h.update(f"{path}\0{kind}\0{digest}\0{mode:o}\n".encode("utf-8", "surrogateescape"))
-    return h.hexdigest()
+    """Hash of a manifest: the sum mod 2**256 of sha256(path, kind, digest, mode) per entry.
+
+    A sum rather than one sha256 over the sorted lines so that a snapshot can update it from its
+    parent's in time proportional to what changed (an incremental multiset hash); it is meant to
+    detect change, not to resist a forger. Specials (FIFOs, devices) are excluded.
+    """
+    return _hex(sum(_line(p, e) for p, e in entries.items() if e[0] != "s"))
 
 
 def _display(path: str, entry: Entry) -> str:
@@ -91,7 +104,8 @@ class SnapshotStore:
         self._infos: dict[str, SnapshotInfo] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self._cache: OrderedDict[str, Manifest] = OrderedDict()
-        self._last: tuple[str, Manifest, int] | None = None  # id, entries, chain depth
+        # The previous snapshot of this store: id, entries, chain depth, file count, hash sum.
+        self._last: tuple[str, Manifest, int, int, int] | None = None
         for name in sorted(os.listdir(self._mdir)):
             if name.endswith(".json"):
                 self._load_meta(name[:-5])
@@ -130,25 +144,53 @@ class SnapshotStore:
             self._cache.popitem(last=False)
         return entries
 
-    def save(self, entries: Manifest, label: str, trigger: str | None,
-             run_state: dict[str, Any] | None, hashed: int = 0) -> SnapshotInfo:
-        kept = {p: e for p, e in entries.items() if e[0] != "s"}
+    def save(self, entries: Manifest, label: str, trigger: str | None, run_state: dict[str, Any] | None,
+             hashed: int = 0, changed: set[str] | None = None) -> SnapshotInfo:
+        """Store a snapshot. ``changed``: the paths that may differ from the previous snapshot taken
+        by this store (``None``: unknown); with it the cost follows the change, not the tree."""
         seq = max((i.created_seq for i in self._infos.values()), default=0) + 1
         snap_id = f"snap-{seq:04d}"
-        info = SnapshotInfo(id=snap_id, label=label, created_seq=seq,
-                            files=sum(1 for e in kept.values() if e[0] != "d"),
-                            run_state=run_state, trigger=trigger, workspace_hash=manifest_hash(kept),
-                            created_at=time.time(), hashed=hashed)
+        delta: tuple[str, dict[str, Entry], list[str]] | None = None
+        if self._last is not None and changed is not None:
+            base_id, base, depth, files, total = self._last
+            kept = dict(base)
+            upd: dict[str, Entry] = {}
+            drop: list[str] = []
+            for p in changed:
+                new_e = entries.get(p)
+                new_e = None if new_e is None or new_e[0] == "s" else new_e
+                old_e = base.get(p)
+                if new_e == old_e:
+                    continue
+                if old_e is not None:
+                    total -= _line(p, old_e)
+                    files -= old_e[0] != "d"
+                    del kept[p]
+                    if new_e is None:
+                        drop.append(p)
+                if new_e is not None:
+                    total += _line(p, new_e)
+                    files += new_e[0] != "d"
+                    kept[p] = upd[p] = new_e
+            delta = (base_id, upd, drop)
+        else:
+            kept = {p: e for p, e in entries.items() if e[0] != "s"}
+            files = sum(1 for e in kept.values() if e[0] != "d")
+            total = sum(_line(p, e) for p, e in kept.items())
+            depth = self._last[2] if self._last is not None else _FULL_EVERY
+            if self._last is not None:
+                base = self._last[1]
+                delta = (self._last[0], {p: e for p, e in kept.items() if base.get(p) != e},
+                         [p for p in base if p not in kept])
+        info = SnapshotInfo(id=snap_id, label=label, created_seq=seq, files=files, run_state=run_state,
+                            trigger=trigger, workspace_hash=_hex(total), created_at=time.time(), hashed=hashed)
         doc: dict[str, Any] = {"info": info.model_dump(mode="json")}
-        depth = 0
-        if self._last is not None and self._last[2] < _FULL_EVERY:
-            base_id, base, depth = self._last
-            doc["base"] = base_id
-            doc["set"] = {p: e for p, e in kept.items() if base.get(p) != e}
-            doc["drop"] = [p for p in base if p not in kept]
+        if delta is not None and depth < _FULL_EVERY:
+            doc["base"], doc["set"], doc["drop"] = delta
             depth += 1
         else:
             doc["entries"] = kept
+            depth = 0
         path = os.path.join(self._mdir, snap_id + ".json")
         tmp = f"{path}.tmp-{os.getpid()}"
         try:
@@ -160,28 +202,37 @@ class SnapshotStore:
         self._meta[snap_id] = doc
         self._infos[snap_id] = info
         self._cache[snap_id] = kept
-        self._last = (snap_id, kept, depth)
+        self._last = (snap_id, kept, depth, files, total)
         return info
 
 
 def apply_manifest(root_fd: int, scanner: Scanner, blobs: BlobStore, target: Manifest,
                    owner: tuple[int, int] | None) -> dict[str, int]:
     """Make the workspace equal ``target``: write only what differs, remove what is extra."""
-    current = scanner.scan()
+    current = scanner.scan(full=True)  # the current state must be proven, not remembered
     target = {p: e for p, e in target.items() if e[0] != "s"}
     extra = [p for p, e in current.items() if target.get(p, ("", "", -1))[0] != e[0]]
     removed = 0
     for path in sorted(extra, key=lambda p: p.count("/"), reverse=True):
         if _remove(root_fd, path, current[path][0]):
             removed += 1
+    gone = set(extra)
+    if gone:
+        gone.update(p for p in current if any(a in gone for a in _ancestors(p)))
     written = 0
     for path in sorted(target, key=lambda p: (p.count("/"), p)):
         want = target[path]
-        have = current.get(path)
+        have = None if path in gone else current.get(path)
         if have == want:
             continue
         written += _restore(root_fd, path, want, have, scanner, blobs, owner)
+    scanner.adopt(target)
     return {"written": written, "removed": removed}
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _open_parent(root_fd: int, path: str) -> tuple[int, str]:
