@@ -1,1 +1,31 @@
-"""Notebook UI for harness-lab (imports the runtime, never the reverse)."""
+"""Notebook UI for harness-lab: ``LabView(run)`` and its panels (imports the runtime, never the reverse).
+
+Installed as ``harness_lab.widgets`` with the ``lab`` extra (ipywidgets, matplotlib).
+"""
+
+from .budget_panel import BudgetPanel
+from .context_panel import ContextPanel
+from .fault_panel import FaultPanel, fault_names
+from .pending_panel import PendingPanel
+from .plot_panel import PlotPanel, budget_figure, budget_series
+from .snapshot_panel import SnapshotPanel
+from .state_panel import StatePanel
+from .trace_panel import TracePanel
+from .verdict_panel import VerdictPanel
+from .view import LabView
+
+__all__ = [
+    "BudgetPanel",
+    "ContextPanel",
+    "FaultPanel",
+    "LabView",
+    "PendingPanel",
+    "PlotPanel",
+    "SnapshotPanel",
+    "StatePanel",
+    "TracePanel",
+    "VerdictPanel",
+    "budget_figure",
+    "budget_series",
+    "fault_names",
+]

@@ -1,0 +1,60 @@
+"""The panel protocol: a panel holds widgets and redraws only when its key changed.
+
+``key(run)`` is cheap (no rendering); :meth:`Panel.update` compares it with the last drawn key and
+calls ``draw`` only on a change, so a step redraws the panels it touched and nothing else.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any
+
+import ipywidgets as w
+
+__all__ = ["Panel", "esc", "html_table"]
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def html_table(header: Sequence[str], rows: Iterable[Sequence[object]], *, cls: str = "") -> str:
+    """A plain HTML table; cell values are escaped (``str`` of each value)."""
+    head = "".join(f"<th style='text-align:left;padding:1px 6px'>{esc(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td style='padding:1px 6px;vertical-align:top'>{esc(c)}</td>" for c in row) + "</tr>"
+        for row in rows
+    )
+    return f"<table class='hl-table {cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class Panel:
+    """Base of every dashboard panel: ``widget`` to show, ``renders`` counts redraws."""
+
+    name = "panel"
+    title = "Panel"
+
+    def __init__(self) -> None:
+        self.renders = 0
+        self._key: Any = _NEVER
+        self.widget: w.Widget = w.VBox()
+
+    def key(self, run: Any) -> Hashable:
+        raise NotImplementedError
+
+    def draw(self, run: Any) -> None:
+        raise NotImplementedError
+
+    def update(self, run: Any, *, force: bool = False) -> bool:
+        """Redraw if what this panel shows changed (or ``force``); True when it redrew."""
+        key = self.key(run)
+        if not force and key == self._key:
+            return False
+        self._key = key
+        self.draw(run)
+        self.renders += 1
+        return True
+
+
+_NEVER = object()

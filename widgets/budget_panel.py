@@ -1,0 +1,53 @@
+"""Budget gauges: decisions, tool calls, tokens and wall clock against the contract's limits."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import ipywidgets as w
+
+from ._panel import Panel
+
+__all__ = ["BudgetPanel", "gauges"]
+
+
+def gauges(run: Any) -> list[tuple[str, float, float | None]]:
+    """(name, used, limit or None) for each budget the contract states."""
+    b, u = run.contract.budget, run.usage
+    return [
+        ("decisions", float(u.decisions), float(b.max_decisions)),
+        ("tool calls", float(u.tool_calls), float(b.max_tool_calls)),
+        ("tokens", float(u.tokens), None if b.max_tokens is None else float(b.max_tokens)),
+        ("wall clock s", round(u.elapsed_s, 1), None if b.wall_clock_seconds is None else float(b.wall_clock_seconds)),
+    ]
+
+
+class BudgetPanel(Panel):
+    name = "budget"
+    title = "Budgets"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bars: dict[str, w.FloatProgress] = {}
+        self.labels: dict[str, w.Label] = {}
+        rows = []
+        for name in ("decisions", "tool calls", "tokens", "wall clock s"):
+            self.bars[name] = w.FloatProgress(min=0.0, max=1.0, layout=w.Layout(width="180px"))
+            self.labels[name] = w.Label()
+            rows.append(w.HBox([w.Label(name, layout=w.Layout(width="90px")), self.bars[name], self.labels[name]]))
+        self.widget = w.VBox(rows)
+
+    def key(self, run: Any) -> Hashable:
+        return tuple(gauges(run))
+
+    def draw(self, run: Any) -> None:
+        for name, used, limit in gauges(run):
+            bar = self.bars[name]
+            if limit:
+                bar.value = min(used / limit, 1.0)
+                bar.bar_style = "danger" if used >= limit else "warning" if used >= 0.8 * limit else "info"
+                self.labels[name].value = f"{used:g} / {limit:g}"
+            else:
+                bar.value, bar.bar_style = 0.0, ""
+                self.labels[name].value = f"{used:g} (no limit)"

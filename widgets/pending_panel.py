@@ -1,0 +1,69 @@
+"""The pending proposal before it executes, and the human gate (Approve / Reject with a reason)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from typing import Any
+
+import ipywidgets as w
+
+from harness_lab.actions import Finish, ForbiddenAction
+
+from ._panel import Panel, esc
+
+__all__ = ["PendingPanel", "what_happens_next"]
+
+
+def what_happens_next(run: Any, proposal: Any) -> str:
+    """A one-line forecast of the harness's decision, read from the contract (no side effect)."""
+    if run.waiting is not None:
+        return f"waiting for a human: {run.waiting.category} needs approval (args sha256 {run.waiting.args_sha256[:12]}…)"
+    action = proposal.action
+    if action is None:
+        return f"refused as data: {proposal.error.code if proposal.error else 'invalid'}"
+    if isinstance(action, ForbiddenAction):
+        return "forbidden: would change the contract, validator or run state -> BLOCKED"
+    if isinstance(action, Finish):
+        return "finish is a claim: the runtime will validate the artifact" if run.validation else \
+            "finish: validation is off, so it will be accepted unchecked"
+    if action.gate_category in run.contract.human_gate.required_for:
+        return f"gated ({action.gate_category}): the run will park and wait for a human"
+    return "tool call: executes if within budget"
+
+
+class PendingPanel(Panel):
+    name = "pending"
+    title = "Pending proposal"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.html = w.HTML()
+        self.reason = w.Text(placeholder="reason for rejecting", layout=w.Layout(width="260px"))
+        self.approve_button = w.Button(description="Approve", button_style="success", disabled=True)
+        self.reject_button = w.Button(description="Reject", button_style="danger", disabled=True)
+        for b in (self.approve_button, self.reject_button):
+            b.add_class(f"hl-{b.description.lower()}")
+        self.widget = w.VBox([self.html, w.HBox([self.approve_button, self.reason, self.reject_button])])
+        self._proposal: Any = None
+
+    def key(self, run: Any) -> Hashable:
+        # run.pending asks the proposer at most once per decision; holding it keeps its id stable.
+        self._proposal = run.pending
+        return (run.step_no, run.state, id(self._proposal), run.waiting)
+
+    def draw(self, run: Any) -> None:
+        waiting = run.waiting is not None
+        self.approve_button.disabled = self.reject_button.disabled = not waiting
+        p = self._proposal
+        if p is None:
+            self.html.value = ("<div class='hl-pending'><i>no pending proposal</i> "
+                               f"(run is {esc(run.state.value)})</div>")
+            return
+        raw = json.dumps(p.raw, ensure_ascii=False, default=str)
+        claims = f"<div>claims (recorded, never trusted): {esc(json.dumps(p.claims, default=str))}</div>" if p.claims else ""
+        self.html.value = (
+            f"<div class='hl-pending'><div>next: <b class='hl-pending-what'>{esc(p.describe())}</b></div>"
+            f"<div>{esc(what_happens_next(run, p))}</div>{claims}"
+            f"<pre style='white-space:pre-wrap;max-height:8em;overflow:auto'>{esc(raw[:2000])}</pre></div>"
+        )

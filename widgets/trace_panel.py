@@ -1,0 +1,54 @@
+"""The event trace as a table (newest last; only the tail is drawn, so long runs stay fast)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import ipywidgets as w
+
+from ._panel import Panel, html_table
+
+__all__ = ["TracePanel", "event_row"]
+
+
+def event_row(event: Any) -> tuple[int, int, str, str]:
+    """(seq, step, kind, detail) for any trace event."""
+    kind = event.kind
+    if kind == "state_changed":
+        detail = f"{event.before.value} -> {event.after.value}: {event.reason}"
+    elif kind == "proposed":
+        detail = f"{event.proposal.describe()} => {event.decision.verdict}: {event.decision.reason}"
+    elif kind == "tool_called":
+        r = event.result
+        detail = f"{event.tool}: {r.status}" + (f" ({r.reason})" if r.reason else "")
+    elif kind == "human_decided":
+        detail = f"{'approved' if event.approved else 'rejected'} by {event.by}: {event.reason}"
+    elif kind == "restored":
+        detail = f"state {event.state.value} from {event.source}" + (f" ({event.detail})" if event.detail else "")
+    elif kind == "validated":
+        detail = "accepted" if event.verdict is not None and event.verdict.accepted else "rejected or not run"
+    else:
+        detail = f"{getattr(event, 'topic', '')}: {getattr(event, 'message', '')}"
+    return event.seq, event.step, kind, detail if len(detail) <= 160 else detail[:159] + "…"
+
+
+class TracePanel(Panel):
+    name = "trace"
+    title = "Event trace"
+
+    def __init__(self, tail: int = 30) -> None:
+        super().__init__()
+        self.tail = tail
+        self.html = w.HTML()
+        self.widget = self.html
+
+    def key(self, run: Any) -> Hashable:
+        return (id(run.events), len(run.events))
+
+    def draw(self, run: Any) -> None:
+        events = run.events[-self.tail:]
+        hidden = len(run.events) - len(events)
+        note = f"<div>{len(run.events)} events; {hidden} earlier not shown</div>" if hidden else f"<div>{len(run.events)} events</div>"
+        self.html.value = ("<div class='hl-trace'>" + note
+                           + html_table(("seq", "step", "kind", "detail"), [event_row(e) for e in events]) + "</div>")

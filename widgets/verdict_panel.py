@@ -1,0 +1,67 @@
+"""Validator verdicts check by check, and the acceptance receipt once accepted."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import ipywidgets as w
+
+from ._panel import Panel, esc, html_table
+
+__all__ = ["VerdictPanel", "last_verdict"]
+
+
+def last_verdict(run: Any) -> tuple[int, Any] | None:
+    """(step, verdict) of the most recent step that validated an artifact, or None."""
+    for record in reversed(run.records):
+        if record.verdict is not None:
+            return record.step, record.verdict
+    return None
+
+
+class VerdictPanel(Panel):
+    name = "verdicts"
+    title = "Verdicts and receipt"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.html = w.HTML()
+        self.widget = self.html
+        self._checked = 0
+        self._last: tuple[int, Any] | None = None
+        self._records: Any = None
+
+    def key(self, run: Any) -> Hashable:
+        # Scan only the records added since the last look for a newer verdict.
+        if run.records is not self._records or len(run.records) < self._checked:
+            self._records, self._checked, self._last = run.records, 0, None
+        for record in run.records[self._checked:]:
+            if record.verdict is not None:
+                self._last = (record.step, record.verdict)
+        self._checked = len(run.records)
+        return (self._last[0] if self._last else None, run.receipt, run.validation)
+
+    def draw(self, run: Any) -> None:
+        parts = ["<div class='hl-verdicts'>"]
+        if not run.validation:
+            parts.append("<div><b>validation is off</b>: a finish is accepted unchecked</div>")
+        if self._last is None:
+            parts.append("<div><i>no artifact validated yet</i></div>")
+        else:
+            step, verdict = self._last
+            outcome = "accepted" if verdict.accepted else "rejected"
+            parts.append(f"<div>step {step}: structural check <b class='hl-verdict'>{outcome}</b>; "
+                         f"cited: {esc(', '.join(verdict.cited) or 'none')}</div>")
+            if verdict.errors:
+                parts.append(html_table(("check", "message"), [(e.code, e.message) for e in verdict.errors]))
+        r = run.receipt
+        if r is not None:
+            rows = [("artifact", r.artifact_path), ("artifact sha256", r.artifact_sha256),
+                    ("contract version", r.contract_version), ("accepted at step", r.step),
+                    ("structural", r.structural), ("semantic", r.semantic)]
+            rows += [(f"evidence {k}", v) for k, v in sorted(r.evidence_sha256.items())]
+            parts.append("<div><b>receipt</b> (a hash identifies content; it does not prove it true)</div>")
+            parts.append(html_table(("field", "value"), rows, cls="hl-receipt"))
+        parts.append("</div>")
+        self.html.value = "".join(parts)

@@ -1,0 +1,198 @@
+"""LabView: one dashboard over a live run.
+
+Thin on purpose: the view holds a run and renders it. Every button is one public method here
+(``step``, ``run_to_gate``, ``run_to_end``, ``approve``, ``reject``, ``rollback``, ``fork``,
+``inject``), each one call on the run, so a notebook cell, a test or papermill does exactly what a
+click does. After each call only the panels whose key changed are redrawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+from harness_lab.errors import HarnessLabError
+from harness_lab.events import StepRecord
+from harness_lab.states import RunState
+
+from ._panel import Panel, esc
+from .budget_panel import BudgetPanel
+from .context_panel import ContextPanel
+from .fault_panel import FaultPanel
+from .pending_panel import PendingPanel
+from .plot_panel import PlotPanel
+from .snapshot_panel import SnapshotPanel
+from .state_panel import StatePanel
+from .trace_panel import TracePanel
+from .verdict_panel import VerdictPanel
+
+__all__ = ["LabView"]
+
+# A step whose decision is anything but a plain tool call is where the harness intervened.
+_PLAIN = frozenset({"execute"})
+
+
+class LabView:
+    """A dashboard over ``run``; display it as the last expression of a cell."""
+
+    def __init__(self, run: Any, *, plot: bool = True, trace_rows: int = 30) -> None:
+        self.run = run
+        self.state = StatePanel()
+        self.budget = BudgetPanel()
+        self.pending = PendingPanel()
+        self.verdicts = VerdictPanel()
+        self.context = ContextPanel()
+        self.snapshots = SnapshotPanel()
+        self.faults = FaultPanel()
+        self.trace = TracePanel(tail=trace_rows)
+        self.plot: PlotPanel | None = PlotPanel() if plot else None
+        # pending first: asking the proposer spends tokens, which the budget panel must then show
+        self.panels: dict[str, Panel] = {p.name: p for p in (
+            self.pending, self.state, self.budget, self.verdicts, self.context, self.snapshots, self.faults,
+            self.trace, *([self.plot] if self.plot else []))}
+        self.status = w.HTML()
+        self.status.add_class("hl-status")
+        self.step_button = w.Button(description="Step", button_style="primary")
+        self.gate_button = w.Button(description="Run to gate")
+        self.end_button = w.Button(description="Run to end")
+        for button, action in (
+            (self.step_button, self.step), (self.gate_button, self.run_to_gate), (self.end_button, self.run_to_end),
+            (self.pending.approve_button, self.approve),
+            (self.pending.reject_button, lambda: self.reject(self.pending.reason.value)),
+            (self.snapshots.rollback_button, self.rollback), (self.snapshots.fork_button, self.fork),
+            (self.faults.inject_button, self.inject),
+        ):
+            button.add_class("hl-" + button.description.lower().replace(" ", "-"))
+            button.on_click(self._clicked(action))
+        self.forks: list[LabView] = []
+        self.last_changed: list[str] = []
+        self.widget = self._layout()
+        self.refresh(force=True)
+
+    # -- the buttons, as Python calls -------------------------------------------------------------
+    def step(self) -> StepRecord:
+        """One decision (``run.step()``)."""
+        try:
+            return self.run.step()
+        finally:
+            self.refresh()
+
+    def run_to_gate(self, max_steps: int = 1000) -> list[StepRecord]:
+        """Step until the harness intervenes: a human gate, a validation, a refusal, or a stop."""
+        taken: list[StepRecord] = []
+        try:
+            while len(taken) < max_steps and not self.run.state.terminal and self.run.waiting is None:
+                taken.append(self.run.step())
+                if taken[-1].decision.verdict not in _PLAIN:
+                    break
+        finally:
+            self.refresh()
+        return taken
+
+    def run_to_end(self, max_steps: int | None = None) -> RunState:
+        """``run.run()``: to a terminal state; a human gate still stops it (no one approves for you)."""
+        try:
+            return RunState(self.run.run(max_steps=max_steps))
+        finally:
+            self.refresh()
+
+    def approve(self, *, by: str = "human") -> StepRecord:
+        """``run.approve()``: execute exactly the parked action."""
+        try:
+            return self.run.approve(by=by)
+        finally:
+            self.refresh()
+
+    def reject(self, reason: str, *, by: str = "human") -> StepRecord:
+        """``run.reject(reason)``: the run stops safely with the reason kept."""
+        if not reason.strip():
+            raise ValueError("a rejection needs a reason")
+        try:
+            return self.run.reject(reason, by=by)
+        finally:
+            self.refresh()
+
+    def rollback(self, snapshot_id: str | None = None) -> None:
+        """``run.rollback(id)``: files, run state and context go back together (default: the picked one)."""
+        target = snapshot_id or self.snapshots.picker.value
+        if not target:
+            raise ValueError("no snapshot to roll back to")
+        try:
+            self.run.rollback(target)
+        finally:
+            self.refresh()
+
+    def fork(self, snapshot_id: str | None = None) -> LabView:
+        """``run.fork(id)``: a new run from a snapshot, shown in its own LabView; this run is untouched."""
+        if not hasattr(self.run, "fork"):
+            raise HarnessLabError("this runtime has no Run.fork yet")
+        target = snapshot_id or self.snapshots.picker.value
+        child = LabView(self.run.fork(target), plot=self.plot is not None, trace_rows=self.trace.tail)
+        self.forks.append(child)
+        self.refresh()
+        return child
+
+    def inject(self, name: str | None = None) -> Any:
+        """``run.inject(name)``: the fault changes the next step."""
+        if not hasattr(self.run, "inject"):
+            raise HarnessLabError("this runtime has no fault catalogue (run.inject) yet")
+        fault = name or self.faults.picker.value
+        try:
+            result = self.run.inject(fault)
+            self.faults.injected.append(str(fault))
+            return result
+        finally:
+            self.refresh()
+
+    # -- rendering --------------------------------------------------------------------------------
+    def refresh(self, *, force: bool = False) -> list[str]:
+        """Redraw the panels whose content changed (all with ``force``); returns their names."""
+        self.last_changed = [name for name, panel in self.panels.items() if panel.update(self.run, force=force)]
+        terminal = self.run.state.terminal
+        self.step_button.disabled = self.gate_button.disabled = self.end_button.disabled = (
+            terminal or self.run.waiting is not None)
+        return self.last_changed
+
+    def _clicked(self, action: Callable[[], object]) -> Callable[[w.Button], None]:
+        def handler(_button: w.Button) -> None:
+            try:
+                action()
+            except (HarnessLabError, ValueError, KeyError) as exc:  # a click never raises into the page
+                self.status.value = f"<span style='color:#c62828'>{esc(exc)}</span>"
+            else:
+                self.status.value = f"<span>{esc(self.summary())}</span>"
+        return handler
+
+    def summary(self) -> str:
+        run = self.run
+        stop = f" ({run.stop_reason.code})" if run.stop_reason else ""
+        waiting = " waiting for a human" if run.waiting is not None else ""
+        return f"{run.run_id}: {run.state.value}{stop} after step {run.step_no}{waiting}"
+
+    def _box(self, panel: Panel) -> w.Widget:
+        box = w.VBox([w.HTML(f"<b>{esc(panel.title)}</b>"), panel.widget],
+                     layout=w.Layout(border="1px solid #ddd", padding="4px", margin="2px"))
+        box.add_class(f"hl-panel-{panel.name}")
+        return box
+
+    def _layout(self) -> w.Widget:
+        controls = w.HBox([self.step_button, self.gate_button, self.end_button, self.status])
+        left = w.VBox([self._box(self.state), self._box(self.budget), self._box(self.pending), self._box(self.verdicts)],
+                      layout=w.Layout(width="50%"))
+        right_panels = [self.context, self.snapshots, self.faults, *([self.plot] if self.plot else [])]
+        right = w.VBox([self._box(p) for p in right_panels], layout=w.Layout(width="50%"))
+        root = w.VBox([controls, w.HBox([left, right]), self._box(self.trace)])
+        root.add_class("hl-labview")
+        return root
+
+    def __repr__(self) -> str:
+        return f"LabView({self.summary()})"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        # The widget view plus a stable text/plain line (ipywidgets' default repr lists model ids).
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        if bundle is not None:
+            bundle["text/plain"] = repr(self)
+        return bundle
