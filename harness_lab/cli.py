@@ -58,6 +58,74 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_study(args: argparse.Namespace) -> int:
+    import importlib
+    import importlib.util
+    from concurrent.futures import Executor, ProcessPoolExecutor
+    from typing import Any
+
+    from .experiments import GROUPS, SEED_SCENARIOS, render_study_table, run_study, write_study
+    from .scenarios import list_scenarios
+
+    groups = [g.strip() for g in args.groups.split(",") if g.strip()]
+    if not groups or (bad := [g for g in groups if g not in GROUPS]):
+        raise HarnessLabError(f"--groups: unknown group(s) {','.join(bad) if groups else repr(args.groups)}; "
+                              f"choose from {','.join(GROUPS)}")
+    known = list_scenarios()
+    names = known if args.scenarios == "all" else list(SEED_SCENARIOS) if args.scenarios == "seed" else [
+        n.strip() for n in args.scenarios.split(",") if n.strip()]
+    if not names or (bad := [n for n in names if n not in known]):
+        raise HarnessLabError(f"--scenarios: unknown scenario(s) {','.join(bad) if names else repr(args.scenarios)}; "
+                              f"use all, seed or some of {','.join(known)}")
+    if args.seeds < 1:
+        raise HarnessLabError(f"--seeds: must be >= 1, got {args.seeds}")
+    if not 0.0 <= args.noise <= 1.0:
+        raise HarnessLabError(f"--noise: must lie in [0, 1], got {args.noise}")
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise HarnessLabError(f"--output: {out} exists and is not a directory")
+    if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
+        raise HarnessLabError("plots need matplotlib: pip install 'harness-lab[plot]', or pass --no-plots")
+    contract = None
+    if args.max_decisions is not None or args.max_tool_calls is not None:
+        from .scenarios import load_scenario
+
+        contracts = {load_scenario(n).contract for n in names}
+        if len(contracts) != 1:
+            raise HarnessLabError("--max-decisions/--max-tool-calls: the scenarios use different contracts")
+        base = load_contract(data_dir() / "contracts" / f"{contracts.pop()}.yaml")
+        limits = {k: v for k, v in (("max_decisions", args.max_decisions), ("max_tool_calls", args.max_tool_calls))
+                  if v is not None}
+        if any(v < 0 for v in limits.values()) or limits.get("max_decisions", 1) < 1:
+            raise HarnessLabError(f"budget limits must be positive, got {limits}")
+        contract = base.with_budget(**limits)
+    executor: Executor | None = None
+    client: Any = None
+    if args.dask:
+        try:  # an optional extra, untyped: imported by name so the runtime never needs it
+            distributed = importlib.import_module("dask.distributed")
+        except ImportError as exc:
+            raise HarnessLabError("--dask needs dask.distributed: pip install 'harness-lab[dask]'") from exc
+        client = distributed.Client(args.dask)
+        executor = client.get_executor()
+    elif args.workers is not None:
+        if args.workers < 1:
+            raise HarnessLabError(f"--workers: must be >= 1, got {args.workers}")
+        executor = ProcessPoolExecutor(max_workers=args.workers)
+    try:
+        result = run_study(groups, names, args.seeds, noise=args.noise, contract=contract, executor=executor,
+                           progress=not args.quiet)
+    finally:
+        if client is not None:
+            client.close()
+        elif executor is not None:
+            executor.shutdown()
+    written = write_study(result, out, plots=not args.no_plots)
+    print(render_study_table(result), end="")
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness-lab", description="Watch, step, break and repair an agent harness.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -78,6 +146,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-validation", action="store_true")
     p.add_argument("--json", action="store_true", help="one JSON object per step, then the final state")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("study", help="seed 004's four-group study under one fixed budget")
+    p.add_argument("--groups", default="base,structural,repair,semantic", help="comma list of groups")
+    p.add_argument("--scenarios", default="all", help="all, seed (the ten), or a comma list of scenario ids")
+    p.add_argument("--seeds", type=int, default=20, help="seeds per scenario (seed 0 is the unperturbed script)")
+    p.add_argument("--noise", type=float, default=0.2, help="per-action perturbation rate for seeds > 0")
+    p.add_argument("--max-decisions", type=int, help="override the contract budget (same for every group)")
+    p.add_argument("--max-tool-calls", type=int, help="override the contract budget (same for every group)")
+    p.add_argument("--workers", type=int, help="local process pool size (default: one per CPU)")
+    p.add_argument("--dask", metavar="ADDRESS", help="run on a Dask scheduler, e.g. tcp://127.0.0.1:8786")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG/SVG plots (no matplotlib needed)")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--output", required=True, help="directory for results.json, table.md, scenarios.md, plots")
+    p.set_defaults(func=_cmd_study)
     return parser
 
 

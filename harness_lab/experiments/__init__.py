@@ -1,5 +1,10 @@
-"""Experiments: the seed's ten-scenario table, the four-group study, sweeps."""
+"""Experiments: the seed's ten-scenario table, the four-group study, sweeps.
 
+Plots live in :mod:`harness_lab.experiments.plots` (needs the ``plot`` extra); it is not imported here.
+"""
+
+from .metrics import METRIC_DEFINITIONS, GroupSummary, RunOutcome, summarize
+from .noise import NoisyScript, Perturbation, perturb_script
 from .seed_table import (
     SEED_SCENARIOS,
     ScenarioResult,
@@ -8,5 +13,45 @@ from .seed_table import (
     run_scenario,
     write_experiment,
 )
+from .study import (
+    GROUPS,
+    GroupSpec,
+    StudyResult,
+    StudyTask,
+    repair_available,
+    run_study,
+    run_study_task,
+    study_tasks,
+)
+from .sweep import ProgressLine, sweep
+from .tables import render_scenario_table, render_study_table, study_payload, write_study
 
-__all__ = ["SEED_SCENARIOS", "ScenarioResult", "render_table", "run_experiment", "run_scenario", "write_experiment"]
+__all__ = [
+    "GROUPS",
+    "METRIC_DEFINITIONS",
+    "SEED_SCENARIOS",
+    "GroupSpec",
+    "GroupSummary",
+    "NoisyScript",
+    "Perturbation",
+    "ProgressLine",
+    "RunOutcome",
+    "ScenarioResult",
+    "StudyResult",
+    "StudyTask",
+    "perturb_script",
+    "render_scenario_table",
+    "render_study_table",
+    "render_table",
+    "repair_available",
+    "run_experiment",
+    "run_scenario",
+    "run_study",
+    "run_study_task",
+    "study_payload",
+    "study_tasks",
+    "summarize",
+    "sweep",
+    "write_experiment",
+    "write_study",
+]

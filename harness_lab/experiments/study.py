@@ -1,0 +1,233 @@
+"""Seed 004's four-group study: the same tasks, the same budget, four harness designs.
+
+Groups (cumulative, as in the seed: each adds one layer to the previous one):
+
+* ``base``       - the loop alone: ``finish`` is accepted unchecked (``Run(validation=False)``);
+* ``structural`` - + structural acceptance of the report (``Run(validation=True)``);
+* ``repair``     - + a repair policy after a failed check (``Run(repair=RepairPolicy())`` from
+  :mod:`harness_lab.repair`; while that module is absent the group runs as ``structural`` and every
+  output marks it ``repair: unavailable``);
+* ``semantic``   - + a semantic review of the accepted bytes (a later review stage: a failed review
+  holds the report back; its verdict is kept apart from the structural one, in ``Receipt.semantic``).
+
+Every group gets the same contract budget. A seed perturbs the scripted actions (:mod:`.noise`);
+ground truth is the scenario's labels, never a validator. ``run_study_task`` is a pure function of
+its task, so the study gives the same outcomes on any executor.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from pydantic import BaseModel, ConfigDict
+
+from ..approval import AutoReject
+from ..contract import ControlContract, load_contract
+from ..evidence import EvidenceCatalogue
+from ..paths import data_dir
+from ..proposers.scripted import ScriptedProposer
+from ..run import Run
+from ..scenarios import Scenario, list_scenarios, load_scenario
+from ..validation.semantic import EvidenceSupportReviewer, SemanticReviewer
+from .metrics import GroupSummary, RunOutcome, summarize
+from .noise import perturb_script
+from .seed_table import SEED_SCENARIOS
+from .sweep import sweep
+
+__all__ = [
+    "GROUPS",
+    "GroupSpec",
+    "StudyResult",
+    "StudyTask",
+    "repair_available",
+    "run_study",
+    "run_study_task",
+    "study_tasks",
+]
+
+
+class GroupSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    structural: bool
+    repair: bool
+    semantic: bool
+    description: str
+
+
+GROUPS: dict[str, GroupSpec] = {
+    g.name: g for g in (
+        GroupSpec(name="base", structural=False, repair=False, semantic=False,
+                  description="loop only: finish accepted unchecked"),
+        GroupSpec(name="structural", structural=True, repair=False, semantic=False,
+                  description="+ structural acceptance of the report"),
+        GroupSpec(name="repair", structural=True, repair=True, semantic=False,
+                  description="+ repair policy after a failed check"),
+        GroupSpec(name="semantic", structural=True, repair=True, semantic=True,
+                  description="+ semantic review of the accepted bytes (claim vs evidence)"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class StudyTask:
+    """Everything one run needs, picklable, so a worker anywhere computes the same outcome."""
+
+    group: GroupSpec
+    scenario: Scenario
+    seed: int
+    noise: float
+    contract: ControlContract
+    evidence: EvidenceCatalogue
+    reviewer: SemanticReviewer
+
+
+def repair_available() -> bool:
+    """Whether :mod:`harness_lab.repair` has landed and ``Run`` takes ``repair=``."""
+    try:
+        importlib.import_module("harness_lab.repair")
+    except ImportError:
+        return False
+    return "repair" in inspect.signature(Run).parameters
+
+
+def run_study_task(task: StudyTask) -> RunOutcome:
+    """One run of one scenario under one seed in one group, scored against the labels."""
+    group, scenario = task.group, task.scenario
+    noisy = perturb_script(scenario.actions, scenario=scenario.id, seed=task.seed, rate=task.noise)
+    acceptable = scenario.acceptable_texts()
+    attainable = any(a.get("kind") == "write_report" and str(a.get("text", "")).encode() in acceptable
+                     for a in noisy.actions)
+    repair: Literal["on", "off", "unavailable"] = "off"
+    extra: dict[str, Any] = {}
+    if group.repair:
+        repair = "on" if repair_available() else "unavailable"
+        if repair == "on":
+            extra["repair"] = importlib.import_module("harness_lab.repair").RepairPolicy()
+    with tempfile.TemporaryDirectory(prefix="harness-lab-study-") as tmp:
+        workspace = Path(tmp) / "workspace"
+        start = time.perf_counter()
+        run = Run(contract=task.contract, proposer=ScriptedProposer(noisy.actions, then=scenario.then),
+                  evidence=task.evidence, workspace=workspace, validation=group.structural,
+                  approver=AutoReject("study: no human in the loop"),
+                  run_id=f"{group.name}:{scenario.id}:{task.seed}", **extra)
+        try:
+            rejections, false_reject = 0, False
+            report = workspace / task.contract.verification.report.path
+            while not run.state.terminal and run.waiting is None:
+                record = run.step()
+                if record.verdict is not None and not record.verdict.accepted:
+                    rejections += 1
+                    # The file is what the validator just judged: nothing writes between check and here.
+                    false_reject |= scenario.is_acceptable(report.read_bytes() if report.is_file() else None)
+            semantic: Literal["passed", "failed", "not_run"] = "not_run"
+            reasons: tuple[str, ...] = ()
+            reviews = 0
+            if group.semantic and run.receipt is not None and run.accepted_bytes is not None:
+                verdict = task.reviewer.review(run.accepted_bytes, task.evidence)
+                reviews, semantic, reasons = 1, "passed" if verdict.passed else "failed", tuple(verdict.reasons)
+                run.receipt = run.receipt.model_copy(update={"semantic": semantic})
+                if not verdict.passed:
+                    rejections += 1
+                    false_reject |= scenario.is_acceptable(run.accepted_bytes)
+            wall_ms = (time.perf_counter() - start) * 1000
+            delivered = run.receipt is not None and semantic != "failed"
+            return RunOutcome(
+                group=group.name, scenario=scenario.id, seed=task.seed, perturbations=noisy.perturbations,
+                final_state=run.state.value, stop_reason=run.stop_reason.code if run.stop_reason else "",
+                structural=run.receipt.structural if run.receipt else None, semantic=semantic,
+                semantic_reasons=reasons, delivered=delivered,
+                delivered_acceptable=delivered and scenario.is_acceptable(run.accepted_bytes),
+                attainable=attainable, false_reject=false_reject, rejections=rejections,
+                decisions=run.usage.decisions, tool_calls=run.usage.tool_calls, tokens=run.usage.tokens,
+                reviews=reviews, steps=run.step_no, repair=repair, wall_ms=round(wall_ms, 3),
+            )
+        finally:
+            _release(run)
+
+
+def _release(run: Run) -> None:
+    # The sandbox keeps its snapshots in a temp dir of its own; a study of thousands of runs must
+    # not leave thousands of them behind.
+    import shutil
+
+    snapshots = run.sandbox.capabilities.get("snapshot_dir")
+    run.sandbox.close()
+    if isinstance(snapshots, str) and Path(snapshots).name.startswith("harness-lab-snapshots-"):
+        shutil.rmtree(snapshots, ignore_errors=True)
+
+
+class StudyResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["study_result"] = "study_result"
+    groups: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    seeds: int
+    noise: float
+    budget: dict[str, Any]
+    reviewer: str
+    repair_available: bool
+    outcomes: tuple[RunOutcome, ...]
+    summaries: tuple[GroupSummary, ...]
+
+
+def study_tasks(
+    groups: Sequence[str], scenarios: Sequence[str], seeds: int, *, noise: float = 0.2,
+    contract: ControlContract | None = None, reviewer: SemanticReviewer | None = None,
+) -> list[StudyTask]:
+    """The study's runs in a fixed order: group, then scenario, then seed."""
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown:
+        raise ValueError(f"unknown group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
+    root = data_dir()
+    loaded = [load_scenario(name) for name in scenarios]
+    contracts = {s.contract: load_contract(root / "contracts" / f"{s.contract}.yaml") for s in loaded}
+    evidence = EvidenceCatalogue.from_dir(root / "evidence")
+    judge = reviewer if reviewer is not None else EvidenceSupportReviewer()
+    return [
+        StudyTask(group=GROUPS[g], scenario=s, seed=seed, noise=noise,
+                  contract=contract if contract is not None else contracts[s.contract],
+                  evidence=evidence, reviewer=judge)
+        for g in groups for s in loaded for seed in range(seeds)
+    ]
+
+
+def run_study(
+    groups: Sequence[str] = tuple(GROUPS),
+    scenarios: Sequence[str] | Literal["all", "seed"] = "all",
+    seeds: int = 20,
+    *,
+    noise: float = 0.2,
+    contract: ControlContract | None = None,
+    reviewer: SemanticReviewer | None = None,
+    executor: Executor | None = None,
+    progress: bool | TextIO = True,
+) -> StudyResult:
+    """Run every (group, scenario, seed) on ``executor`` and summarise per group.
+
+    ``scenarios="all"`` is every shipped scenario, ``"seed"`` the seed's ten; ``contract`` overrides
+    each scenario's contract (e.g. a tighter budget via ``ControlContract.with_budget``), the same
+    for every group.
+    """
+    names = tuple(list_scenarios() if scenarios == "all" else SEED_SCENARIOS if scenarios == "seed" else scenarios)
+    tasks = study_tasks(groups, names, seeds, noise=noise, contract=contract, reviewer=reviewer)
+    outcomes = sweep(run_study_task, tasks, executor=executor, progress=progress, label="study")
+    budgets = {t.contract.budget.model_dump_json() for t in tasks}
+    return StudyResult(
+        groups=tuple(groups), scenarios=names, seeds=seeds, noise=noise,
+        budget=tasks[0].contract.budget.model_dump(mode="json") if len(budgets) == 1 else {"per_scenario": True},
+        reviewer=tasks[0].reviewer.name, repair_available=repair_available(),
+        outcomes=tuple(outcomes), summaries=tuple(summarize(g, outcomes) for g in groups),
+    )

@@ -1,0 +1,174 @@
+"""Semantic review: does the cited evidence support each claim? A separate, optional layer.
+
+The structural verdict (:mod:`.report`) says a report is *well formed*; a semantic reviewer says
+whether its claims are *backed* by the sources they cite. The two verdicts are recorded apart
+(``Receipt.structural`` vs ``Receipt.semantic``) and neither means "true": a reviewer is one more
+judge that can be wrong, and a reviewer that shares the writer's false premise agrees with it.
+
+Any object with ``name`` and ``review(report, evidence) -> SemanticVerdict`` plugs in (an LLM
+judge, a fact checker, a human queue). The default, :class:`EvidenceSupportReviewer`, is
+deterministic and offline: for each claim sentence with citations it measures how many of the
+claim's content words occur in the cited notes, and flags absolute wording ("guaranteed",
+"100%", "any model") that none of the cited notes uses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from ..evidence import EvidenceNote
+from .report import find_citations
+
+__all__ = [
+    "ABSOLUTE_TERMS",
+    "ClaimFinding",
+    "EvidenceSupportReviewer",
+    "SemanticReviewer",
+    "SemanticVerdict",
+]
+
+# Wording that asserts certainty or universality; a claim may use it only if a cited note does.
+ABSOLUTE_TERMS: tuple[str, ...] = (
+    "guarantee", "guaranteed", "guarantees", "100%", "always", "never", "any", "all", "every",
+    "certainly", "proves", "proven", "impossible", "perfect", "perfectly", "completely",
+    "保证", "任何", "百分之百", "一定", "绝对", "完全", "所有",
+)
+_STOPWORDS = frozenset(
+    "a an and are as at be been but by can do does for from has have in into is it its more most "
+    "not of on or out so than that the their them then there these this those to was were which "
+    "who will with without our we you they one two also only both each per".split()
+)
+_CLAIM_SECTIONS = ("conclusion", "结论", "evidence", "证据")
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_WORD = re.compile(r"[a-z0-9%]+|[\u4e00-\u9fff]+")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+
+
+class ClaimFinding(BaseModel):
+    """The review of one claim sentence."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["claim_finding"] = "claim_finding"
+    section: str
+    claim: str
+    cited: tuple[str, ...]
+    support: float  # share of the claim's content words found in the cited notes, 0..1
+    unsupported_terms: tuple[str, ...] = ()
+    problem: Literal["ok", "no_citation", "unknown_source", "weak_support", "overclaim"]
+
+
+class SemanticVerdict(BaseModel):
+    """The semantic layer's own verdict, kept apart from the structural one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["semantic_verdict"] = "semantic_verdict"
+    layer: Literal["semantic"] = "semantic"
+    reviewer: str
+    passed: bool
+    findings: tuple[ClaimFinding, ...] = ()
+
+    @property
+    def reasons(self) -> list[str]:
+        return [f"{f.problem}: {f.claim[:80]!r} (cites {', '.join(f.cited) or 'nothing'}; support {f.support:.2f}"
+                + (f"; unsupported: {', '.join(f.unsupported_terms)})" if f.unsupported_terms else ")")
+                for f in self.findings if f.problem != "ok"]
+
+
+class SemanticReviewer(Protocol):
+    """Judges claims against evidence; returns its own verdict, never touches the structural one."""
+
+    @property
+    def name(self) -> str: ...
+
+    def review(self, report: bytes, evidence: Mapping[str, EvidenceNote]) -> SemanticVerdict: ...
+
+
+class EvidenceSupportReviewer:
+    """Deterministic claim-to-evidence check over the local evidence notes.
+
+    A claim sentence (in Conclusion / Evidence) fails when it cites nothing (Conclusion only), cites
+    an unknown note, shares fewer than ``min_support`` of its content words with the cited notes, or
+    uses an absolute term that no cited note uses. Word overlap is a crude proxy for support: it
+    catches overclaiming and off-topic citations, not subtle misreadings.
+    """
+
+    def __init__(self, *, min_support: float = 0.3, absolute_terms: Iterable[str] = ABSOLUTE_TERMS) -> None:
+        if not 0.0 <= min_support <= 1.0:
+            raise ValueError(f"min_support must lie in [0, 1], got {min_support}")
+        self.min_support = min_support
+        self.absolute_terms = tuple(absolute_terms)
+
+    @property
+    def name(self) -> str:
+        return f"evidence-support(min_support={self.min_support})"
+
+    def review(self, report: bytes, evidence: Mapping[str, EvidenceNote]) -> SemanticVerdict:
+        text = report.decode("utf-8", errors="replace")
+        findings = [self._judge(section, claim, evidence) for section, claim in _claims(text)]
+        kept = [f for f in findings if f is not None]
+        return SemanticVerdict(reviewer=self.name, passed=all(f.problem == "ok" for f in kept), findings=tuple(kept))
+
+    def _judge(self, section: str, claim: str, evidence: Mapping[str, EvidenceNote]) -> ClaimFinding | None:
+        cited = tuple(dict.fromkeys(find_citations(claim)[0]))
+        bare = re.sub(r"\[E:[^\]]*\]", " ", claim).strip()
+        if not cited:
+            if section in ("conclusion", "结论"):
+                return ClaimFinding(section=section, claim=bare, cited=(), support=0.0, problem="no_citation")
+            return None  # uncited prose in Evidence is framing, not a claim the reviewer scores
+        if any(cid not in evidence for cid in cited):
+            return ClaimFinding(section=section, claim=bare, cited=cited, support=0.0, problem="unknown_source")
+        source = " ".join(evidence[cid].text for cid in cited).casefold()
+        source_stems = {_stem(w) for w in _words(source)}
+        words = [w for w in _words(bare.casefold()) if w not in _STOPWORDS and (len(w) > 2 or not w.isascii())]
+        support = sum(_stem(w) in source_stems for w in words) / len(words) if words else 0.0
+        source_words = set(_words(source))
+        unsupported = tuple(t for t in self.absolute_terms if _uses(bare.casefold(), t) and not _uses_any(source, source_words, t))
+        problem: Literal["ok", "weak_support", "overclaim"] = (
+            "overclaim" if unsupported else "weak_support" if support < self.min_support else "ok")
+        return ClaimFinding(section=section, claim=bare, cited=cited, support=round(support, 4),
+                            unsupported_terms=unsupported, problem=problem)
+
+
+def _claims(text: str) -> list[tuple[str, str]]:
+    """(section, sentence) for every sentence under a claim-bearing heading."""
+    out: list[tuple[str, str]] = []
+    section: str | None = None
+    for line in text.splitlines():
+        if m := _HEADING.match(line):
+            title = m.group(1).strip().casefold()
+            section = title if title in _CLAIM_SECTIONS else None
+            continue
+        if section is None:
+            continue
+        body = line.strip().lstrip("-*+ ").strip()
+        out.extend((section, s.strip()) for s in _SENTENCE_END.split(body) if s.strip())
+    return out
+
+
+def _words(text: str) -> list[str]:
+    words: list[str] = []
+    for token in _WORD.findall(text):
+        if token.isascii():
+            words.append(token)
+        else:  # CJK runs have no spaces: score character bigrams
+            words.extend(token[i : i + 2] for i in range(max(1, len(token) - 1)))
+    return words
+
+
+def _stem(word: str) -> str:
+    # Crude and deterministic: "validating"/"validated"/"validate" share a 6-char prefix.
+    return word[:6] if word.isascii() else word
+
+
+def _uses(text: str, term: str) -> bool:
+    return term in text if not term.isascii() or not term.isalpha() else term in _words(text)
+
+
+def _uses_any(source: str, source_words: set[str], term: str) -> bool:
+    return term in source if not term.isascii() or not term.isalpha() else term in source_words

@@ -1,0 +1,52 @@
+"""`harness-lab study`: the table, the definitions, the plots; bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness_lab.cli import main
+from harness_lab.experiments import METRIC_DEFINITIONS
+
+
+def test_study_writes_table_json_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+    out = tmp_path / "study"
+    code = main(["study", "--groups", "base,structural,repair,semantic", "--scenarios", "seed", "--seeds", "2",
+                 "--workers", "2", "--quiet", "--output", str(out)])
+    assert code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["results.json", "scenarios.md", "study.png", "study.svg", "table.md"]
+    assert (out / "study.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (out / "study.svg").read_bytes()[:2000]
+    data = json.loads((out / "results.json").read_text())
+    assert data["definitions"] == METRIC_DEFINITIONS
+    assert [s["group"] for s in data["summaries"]] == ["base", "structural", "repair", "semantic"]
+    assert len(data["outcomes"]) == 4 * 10 * 2
+    printed = capsys.readouterr().out
+    assert printed.startswith("| group | runs | completion |") and "false accepts" in printed
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--groups", "base,bogus"], "--groups: unknown group(s) bogus"),
+    (["--scenarios", "conforming_report,nope"], "--scenarios: unknown scenario(s) nope"),
+    (["--seeds", "0"], "--seeds: must be >= 1"),
+    (["--noise", "2"], "--noise: must lie in [0, 1]"),
+    (["--workers", "0"], "--workers: must be >= 1"),
+    (["--max-decisions", "0"], "budget limits must be positive"),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           args: list[str], message: str) -> None:
+    out = tmp_path / "never"
+    assert main(["study", "--seeds", "1", "--no-plots", "--quiet", *args, "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert not out.exists()
+
+
+def test_output_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "file"
+    target.write_text("keep me")
+    assert main(["study", "--seeds", "1", "--no-plots", "--quiet", "--output", str(target)]) == 2
+    assert "exists and is not a directory" in capsys.readouterr().err and target.read_text() == "keep me"
