@@ -12,6 +12,8 @@ classes are for misuse of the API or a broken environment::
     +-- StoreError                  the checkpoint store is unusable (corrupt, foreign, newer schema,
     |                               unknown run id)
     +-- SandboxEnvironmentError     the machine lacks something the sandbox cannot work without
+    +-- SimulatedCrash              an injected fault: the process "dies" at a crash point of a step
+                                    (:class:`harness_lab.faults.CrashPoint`); tests resume from it
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = [
     "HarnessLabError",
     "RunStateError",
     "SandboxEnvironmentError",
+    "SimulatedCrash",
     "StoreError",
     "WorkspaceError",
 ]
@@ -48,3 +51,16 @@ class StoreError(HarnessLabError):
 
 class SandboxEnvironmentError(HarnessLabError):
     """The machine lacks something the sandbox needs and cannot do without."""
+
+
+class SimulatedCrash(HarnessLabError):
+    """The ``process_crash`` fault: raised at an instrumented point of a step, standing in for a kill.
+
+    ``point`` is the :class:`harness_lab.faults.CrashPoint` value where it was raised. The run that
+    raised it refuses further steps; resume from a checkpoint or snapshot instead.
+    """
+
+    def __init__(self, point: str, step: int) -> None:
+        super().__init__(f"simulated crash at {point} of step {step}")
+        self.point = point
+        self.step = step

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ._run_setup import initial_context, read_report_snapshot
-from .actions import Finish, ForbiddenAction, Proposal, parse_proposal
+from .actions import Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
 from .approval import ApprovalRequest, Approver, AskHuman
 from .clock import Clock, SystemClock
 from .context import ContextManager
@@ -34,6 +34,7 @@ from .events import (
 )
 from .evidence import EvidenceCatalogue
 from .executor import ExternalEffects, Outbox, ToolExecutor
+from .faults import CrashPoint, Fault, FaultRecord, FaultSchedule, resolve_fault
 from .gates import LoopGates
 from .paths import data_dir
 from .proposers.base import Proposer, ProposerOutput, StatefulProposer
@@ -45,6 +46,9 @@ from .tools import ToolResult
 from .validation import Receipt, ReportVerdict, check_report, sha256_hex
 
 __all__ = ["Run"]
+
+# Tools whose results describe the workspace: stale when someone else changes it (sources "step N:<tool>").
+_WORKSPACE_TOOLS = ("read_file", "list_dir", "write_file", "delete_file", "run_command")
 
 
 class Run:
@@ -99,6 +103,9 @@ class Run:
         self._pending: Proposal | None = None
         self._step_events: list[Event] = []
         self._seq = 0
+        self._faults = FaultSchedule(lambda topic, message, data: self._emit(Note, topic=topic, message=message, data=data))
+        self.crashed: CrashPoint | None = None
+        self._ws_hash: str | None = None  # the workspace as the last step left it
 
     def close(self) -> None:
         """Release the sandbox and remove the temporary directories this run created."""
@@ -125,16 +132,19 @@ class Run:
 
     def step(self) -> StepRecord:
         """One decision: propose -> gate -> execute -> observe -> validate."""
+        if self.waiting is not None and not self.state.terminal and self._gate_timed_out() is None:
+            raise RunStateError(f"run {self.run_id} waits for a human: call approve() or reject(reason)")
         self._open_step()
-        if self.waiting is not None:
-            if (timeout := self._gate_timed_out()) is None:
-                raise RunStateError(f"run {self.run_id} waits for a human: call approve() or reject(reason)")
+        if self.waiting is not None and (timeout := self._gate_timed_out()) is not None:
             self.waiting, self._pending = None, None
             return self._close(None, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
+        self._faults.before_step(self)
+        self._check_external_change()
         if (stop := self.gates.before_decision(self.usage)) is not None:
             return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
-        proposal = self.pending
-        assert proposal is not None
+        pending = self.pending
+        assert pending is not None
+        proposal = self._faults.proposal(self, pending, parse_proposal)
         self._pending = None
         self.usage = self.usage.model_copy(update={"decisions": self.usage.decisions + 1})
         decision, stop = self._gate(proposal)
@@ -180,14 +190,16 @@ class Run:
     def approve(self, *, by: str = "human", args_sha256: str | None = None) -> StepRecord:
         """Execute the parked proposal: exactly the action that was approved."""
         request, proposal = self._require_waiting()
-        if args_sha256 is not None and args_sha256 != request.args_sha256:
+        if proposal.args_sha256 != request.args_sha256 or (args_sha256 is not None and args_sha256 != request.args_sha256):
             raise RunStateError("the approved arguments differ from the pending action's; nothing executed")
         self._open_step()
+        self._check_external_change()
         self.waiting, self._pending = None, None
         self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
         self._transition(RunState.RUNNING, f"{request.category} approved by {by}")
         decision = Decision(verdict="approved", reason=f"approved by {by}")
-        result = self._execute(proposal)
+        # Keyed by the request, not the step number: a resumed run re-approving applies it once.
+        result = self._execute(proposal, key=f"{self.run_id}:gate:{request.step}:{request.args_sha256[:16]}")
         self._observe(proposal, decision, result)
         return self._close(proposal, decision, result=result)
 
@@ -218,6 +230,40 @@ class Run:
         if info.run_state is None:
             raise RunStateError(f"snapshot {snapshot_id} holds no run state")
         self.restore(info.run_state, source=f"snapshot {snapshot_id}")
+        self._ws_hash = None  # the harness changed the workspace itself: not an external change
+
+    # -- faults -----------------------------------------------------------------------------------
+    def inject(self, fault_or_name: Fault | str, at_step: int | None = None) -> Fault:
+        """Arm a fault (catalogue name or :class:`~harness_lab.faults.Fault`) for the next step or
+        step ``at_step``; the step it strikes records it, and ``faults`` how the harness answered."""
+        fault = resolve_fault(fault_or_name)
+        step = self.step_no + 1 if at_step is None else at_step
+        if step <= self.step_no:
+            raise ValueError(f"step {step} is past (the run is at step {self.step_no})")
+        self._faults.arm(fault, step)
+        return fault
+
+    @property
+    def faults(self) -> list[FaultRecord]:
+        """Every fault that fired, with its effect and the harness's answer."""
+        return self._faults.records
+
+    def _crash_point(self, point: CrashPoint) -> None:
+        if (crash := self._faults.crash(self, point)) is not None:
+            self.crashed = point
+            raise crash
+
+    def _check_external_change(self) -> None:
+        """Between steps only the outside world changes the workspace: what the run saw there is stale."""
+        now = self.sandbox.workspace_hash()
+        if self._ws_hash is not None and now != self._ws_hash:
+            stale = [item.id for tool in _WORKSPACE_TOOLS for item in self.context.mark_stale(tool)]
+            self.context.reselect()
+            why = (f"the workspace changed outside the run before step {self.step_no}: {len(stale)} earlier "
+                   "observation(s) of it are stale and left the view; re-read before relying on them")
+            self.context.add_feedback(self.step_no, why, source="external", key="external_change")
+            self._emit(Note, topic="external_change", message=why, data={"stale": stale})
+        self._ws_hash = now
 
     # -- the five parts of a step ---------------------------------------------------------------
     def _ask_proposer(self) -> Proposal:
@@ -258,8 +304,7 @@ class Run:
             requested_at=self.clock.now(),
         )
         answer = self.approver.decide(request)
-        if answer is None:
-            self.sandbox.snapshot(label=f"gate before step {self.step_no}")
+        if answer is None:  # _close checkpoints once the run is WAITING_FOR_HUMAN
             self.waiting, self._pending = request, proposal
             return Decision(verdict="park", reason=f"{request.category} needs human approval"), None
         self._emit(HumanDecided, approved=answer.approved, reason=answer.reason,
@@ -268,10 +313,13 @@ class Run:
             return Decision(verdict="execute", reason=f"approved by {answer.by}"), None
         return Decision(verdict="rejected", reason=answer.reason), StopReason(code="human_rejected", message=answer.reason)
 
-    def _execute(self, proposal: Proposal) -> ToolResult:
+    def _execute(self, proposal: Proposal, key: str | None = None) -> ToolResult:
         assert proposal.action is not None
         self.usage = self.usage.model_copy(update={"tool_calls": self.usage.tool_calls + 1})
-        result = self.executor.execute(proposal.action, idempotency_key=f"{self.run_id}:{self.step_no}")
+        executor = self._faults.executor_for(self, proposal.action, self.executor)
+        self._crash_point(CrashPoint.BEFORE_EFFECT)
+        result = executor.execute(proposal.action, idempotency_key=key or f"{self.run_id}:{self.step_no}")
+        self._crash_point(CrashPoint.AFTER_EFFECT)
         self._emit(ToolCalled, tool=result.tool, result=result)
         return result
 
@@ -281,12 +329,13 @@ class Run:
                        data=proposal.claims)
         if result is not None:
             text = result.content if result.ok else str(result.for_model())
-            self.context.add_interaction(self.step_no, proposal.describe(), text or "", source=f"step {self.step_no}:{result.tool}")
+            self.context.add_interaction(self.step_no, proposal.describe(), text or "",
+                                         source=f"step {self.step_no}:{result.tool}", key=_state_key(proposal, self.contract.verification.report.path))
         elif decision.verdict == "refuse":
             hint = proposal.error.hint if proposal.error else decision.reason
             self.context.add_feedback(self.step_no, f"refused: {decision.reason}; {hint}", source=f"step {self.step_no}:gate")
         if (warning := self.gates.token_warning(self.usage)) is not None:
-            self.context.add_feedback(self.step_no, warning, source="gates")
+            self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
             self._emit(Note, topic="budget_warning", message=warning)
 
     def _validate(self) -> ReportVerdict | None:
@@ -298,6 +347,14 @@ class Run:
             self.context.add_feedback(self.step_no, "finish rejected: " + "; ".join(verdict.reasons),
                                       source=f"step {self.step_no}:validator")
             self._transition(RunState.RUNNING, "checks failed: " + "; ".join(verdict.reasons))
+            return verdict
+        self._faults.after_validate(self)
+        if read_report_snapshot(self.workspace, report.path) != snapshot:  # changed behind the validator
+            why = "the artifact changed after it was validated; finish not accepted, validate it again"
+            self.context.add_feedback(self.step_no, why, source=f"step {self.step_no}:validator")
+            self._emit(Note, topic="artifact_changed", message=why,
+                       data={"validated_sha256": _sha(snapshot)})
+            self._transition(RunState.RUNNING, why)
             return verdict
         self.accepted_bytes = snapshot
         self.receipt = Receipt(
@@ -313,6 +370,8 @@ class Run:
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _open_step(self) -> None:
+        if self.crashed is not None:
+            raise RunStateError(f"run {self.run_id} crashed at {self.crashed.value} (simulated); resume from a checkpoint")
         if self.state.terminal:
             raise RunStateError(f"run {self.run_id} is {self.state.value} ({self.stop_reason.code if self.stop_reason else '?'}); it takes no more steps")
         self.gates.start()
@@ -329,12 +388,20 @@ class Run:
             self.stop_reason = stop
         elif decision.verdict == "park":
             self._transition(RunState.WAITING_FOR_HUMAN, decision.reason)
+            # Checkpoint first, never act then ask: the snapshot holds the waiting request.
+            gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
+            self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
+                       data={"snapshot": gate.id})
+        self._faults.settle(self, decision, result)
+        self._ws_hash = self.sandbox.workspace_hash()
         self.usage = self.usage.model_copy(update={"elapsed_s": self.gates.elapsed()})
         record = StepRecord(step=self.step_no, state_before=self._before, state_after=self.state,
                             proposal=proposal, decision=decision, tool_result=result, verdict=verdict,
                             usage=self.usage, events=tuple(self._step_events))
         self._step_events = []
+        self._crash_point(CrashPoint.BEFORE_COMMIT)
         self.records.append(record)
+        self._crash_point(CrashPoint.AFTER_COMMIT)
         return record
 
     def _transition(self, after: RunState, reason: str) -> None:
@@ -369,7 +436,8 @@ class Run:
         self.state = RunState(captured["state"])
         self.stop_reason = StopReason.model_validate(captured["stop_reason"]) if captured["stop_reason"] else None
         self.executor.observed = dict(captured["observed"])
-        self.context = ContextManager.from_state(captured["context"])
+        # Keep the summarizer in use (a fault may have swapped it in): state() holds data, not code.
+        self.context = ContextManager.from_state(captured["context"], summarizer=self.context.summarizer)
         self.gates.restore(captured["gates"])
         if captured["proposer"] is not None and isinstance(self.proposer, StatefulProposer):
             self.proposer.restore(captured["proposer"])
@@ -382,3 +450,12 @@ class Run:
 
 def _sha(data: bytes | None) -> str:
     return sha256_hex(data or b"")
+
+
+def _state_key(proposal: Proposal, report_path: str) -> str | None:
+    """The external state an observation came from, so a change to it can mark the item stale."""
+    action = proposal.action
+    if isinstance(action, ReadEvidence):
+        return f"evidence:{action.id}"
+    path = report_path if isinstance(action, WriteReport) else getattr(action, "path", None)
+    return f"file:{path}" if isinstance(path, str) else None

@@ -1,0 +1,245 @@
+"""What a fault is, where it can strike, and the per-run schedule that arms and logs faults.
+
+A :class:`Fault` is a frozen, documented record. It acts at one *hook* of a step:
+
+==================  ==========================================================================
+``before_step``     the world changes before the proposer is asked (a file edited by someone
+                    else, a budget squeezed, a faulty summarizer)
+``proposal``        the proposal the runtime is about to judge is replaced (the model misbehaves)
+``tool``            the next tool call's implementation misbehaves (raises, hangs, returns "")
+``after_validate``  the artifact changes after the validator read it, before acceptance
+``crash``           the process dies at a :class:`CrashPoint` (raises :class:`SimulatedCrash`)
+==================  ==========================================================================
+
+A fault armed for a step fires at its hook the first time that hook is reached at or after the
+step (a tool fault waits for the next tool call); ``steps`` > 1 keeps it firing for that many
+consecutive steps. Every firing is a ``fault`` note in the trace and, when the step closes, a
+:class:`FaultRecord` in ``run.faults`` saying how the harness answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..actions import Proposal, _Action
+from ..context import ContextManager
+from ..contract import ControlContract
+from ..errors import SimulatedCrash
+from ..events import Decision, Event, StepRecord, Usage
+from ..executor import ToolExecutor
+from ..gates import LoopGates
+from ..states import RunState
+from ..tools import ToolResult
+
+__all__ = ["CrashPoint", "Fault", "FaultHook", "FaultRecord", "FaultSchedule", "FaultTarget", "ToolImpl"]
+
+FaultHook = Literal["before_step", "proposal", "tool", "after_validate", "crash"]
+ToolImpl = Callable[[_Action], ToolResult]
+
+
+class CrashPoint(str, Enum):
+    """Where inside a step the ``process_crash`` fault kills the run (public: resume tests use it).
+
+    * ``BEFORE_EFFECT``  the decision is made, nothing is carried out yet (no tool call, no validation)
+    * ``AFTER_EFFECT``   the tool call / validation has been carried out (a side effect may have been
+      applied) but the step's result is not yet observed or recorded
+    * ``BEFORE_COMMIT``  the step record is complete but not yet appended to ``run.records``
+    * ``AFTER_COMMIT``   the step record has been appended (the step is committed)
+
+    A resumed run must reach the state an uninterrupted run reaches, applying no effect twice.
+    """
+
+    BEFORE_EFFECT = "before_effect"
+    AFTER_EFFECT = "after_effect"
+    BEFORE_COMMIT = "before_commit"
+    AFTER_COMMIT = "after_commit"
+
+
+class FaultTarget(Protocol):
+    """The parts of a run a fault may touch (a :class:`~harness_lab.run.Run` is one)."""
+
+    workspace: Path
+    contract: ControlContract
+    context: ContextManager
+    gates: LoopGates
+    usage: Usage
+    records: list[StepRecord]
+    events: list[Event]
+    step_no: int
+    state: RunState
+
+
+class Fault(BaseModel):
+    """Base of every catalogue entry; the first docstring line is its one-line documentation."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["fault"] = "fault"
+    name: str
+    steps: int = Field(default=1, ge=1)
+    hook: ClassVar[FaultHook] = "before_step"
+
+    @classmethod
+    def doc(cls) -> str:
+        return (cls.__doc__ or cls.__name__).strip().splitlines()[0]
+
+    # Hooks: each returns a short description of what the fault did (for the trace).
+    def before_step(self, run: FaultTarget) -> str:
+        return "nothing"
+
+    def replace_proposal(self, run: FaultTarget, proposal: Proposal) -> tuple[object, str]:
+        return proposal.raw, "nothing"
+
+    def applies_to(self, action: _Action) -> bool:
+        """Tool faults: whether this tool call is the one to break (others pass untouched)."""
+        return action.is_tool_call
+
+    def tool(self, action: _Action) -> ToolImpl:
+        raise NotImplementedError
+
+    def after_validate(self, run: FaultTarget) -> str:
+        return "nothing"
+
+    def crash_point(self) -> CrashPoint | None:
+        return None
+
+    def answer(self, run: FaultTarget) -> str:
+        """Fault-specific facts about the harness's answer, read from the harness's own outputs."""
+        return ""
+
+
+class FaultRecord(BaseModel):
+    """One firing of a fault and how the harness answered it (``run.faults``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["fault_record"] = "fault_record"
+    fault: str
+    step: int
+    hook: FaultHook
+    effect: str
+    answer: str
+    state_after: RunState | None
+    success_state: bool = False
+
+
+@dataclass
+class _Armed:
+    fault: Fault
+    at_step: int
+    left: int
+    fired_steps: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _FaultyExecutor(ToolExecutor):
+    """The run's executor with one tool implementation swapped: the executor's own safety net
+    (exceptions -> structured errors, empty reads -> errors) still answers the fault."""
+
+    impl: ToolImpl | None = None
+
+    def _dispatch(self, action: _Action, key: str) -> ToolResult:
+        assert self.impl is not None
+        return self.impl(action)
+
+
+Emit = Callable[[str, str, dict[str, Any]], None]
+
+
+class FaultSchedule:
+    """Armed faults of one run, their firings this step, and the log (``records``)."""
+
+    def __init__(self, emit: Emit) -> None:
+        self._emit = emit
+        self.armed: list[_Armed] = []
+        self.records: list[FaultRecord] = []
+        self._fired: list[tuple[Fault, FaultHook, str]] = []
+
+    def arm(self, fault: Fault, at_step: int) -> None:
+        self.armed.append(_Armed(fault, at_step, fault.steps))
+        self._emit("fault_armed", f"fault {fault.name} armed for step {at_step}",
+                   {"fault": fault.name, "at_step": at_step, "params": fault.model_dump(mode="json")})
+
+    def _take(self, step: int, hook: FaultHook, match: Callable[[Fault], bool] = lambda f: True) -> list[Fault]:
+        due: list[Fault] = []
+        for armed in list(self.armed):
+            if armed.fault.hook != hook or step < armed.at_step or step in armed.fired_steps:
+                continue
+            if not match(armed.fault):
+                continue
+            armed.fired_steps.add(step)
+            armed.left -= 1
+            armed.at_step = step + 1  # a multi-step fault strikes the following steps in a row
+            if armed.left <= 0:
+                self.armed.remove(armed)
+            due.append(armed.fault)
+        return due
+
+    def _fired_note(self, fault: Fault, hook: FaultHook, effect: str) -> None:
+        self._fired.append((fault, hook, effect))
+        self._emit("fault", f"fault {fault.name} injected ({hook}): {effect}", {"fault": fault.name, "hook": hook})
+
+    # -- hooks called by the run --------------------------------------------------------------
+    def before_step(self, run: FaultTarget) -> None:
+        for fault in self._take(run.step_no, "before_step"):
+            self._fired_note(fault, "before_step", fault.before_step(run))
+
+    def proposal(self, run: FaultTarget, proposal: Proposal, parse: Callable[[object], Proposal]) -> Proposal:
+        for fault in self._take(run.step_no, "proposal"):
+            raw, effect = fault.replace_proposal(run, proposal)
+            proposal = parse(raw)
+            self._fired_note(fault, "proposal", effect)
+        return proposal
+
+    def executor_for(self, run: FaultTarget, action: _Action, executor: ToolExecutor) -> ToolExecutor:
+        due = self._take(run.step_no, "tool", lambda f: f.applies_to(action))
+        if not due:
+            return executor
+        fault = due[0]
+        self._fired_note(fault, "tool", f"{action.kind} will misbehave: {fault.doc()}")
+        copy = {f.name: getattr(executor, f.name) for f in fields(executor)}  # shares `observed`
+        return _FaultyExecutor(**copy, impl=fault.tool(action))
+
+    def after_validate(self, run: FaultTarget) -> None:
+        for fault in self._take(run.step_no, "after_validate"):
+            self._fired_note(fault, "after_validate", fault.after_validate(run))
+
+    def crash(self, run: FaultTarget, point: CrashPoint) -> SimulatedCrash | None:
+        """The crash to raise at ``point`` of this step, if a ``process_crash`` fault is due there."""
+        due = self._take(run.step_no, "crash", lambda f: f.crash_point() is point)
+        if not due:
+            return None
+        fault = due[0]
+        effect = f"the process dies at {point.value} of step {run.step_no}"
+        self._fired_note(fault, "crash", effect)
+        self._log(fault, "crash", effect, run.step_no, None,
+                  "SimulatedCrash raised; this run object refuses further steps: resume from a checkpoint")
+        return SimulatedCrash(point.value, run.step_no)
+
+    def settle(self, run: FaultTarget, decision: Decision, result: ToolResult | None) -> None:
+        """At the close of a step: record how the harness answered each fault that fired in it."""
+        for fault, hook, effect in self._fired:
+            if hook == "crash":
+                continue
+            parts = [f"decision {decision.verdict}: {decision.reason}"]
+            if result is not None:
+                parts.append(f"tool {result.status}" + (f": {result.reason}" if result.reason else ""))
+            if extra := fault.answer(run):
+                parts.append(extra)
+            parts.append(f"run {run.state.value}")
+            answer = "; ".join(parts)
+            self._emit("fault_answer", f"harness answered {fault.name}: {answer}", {"fault": fault.name})
+            self._log(fault, hook, effect, run.step_no, run.state, answer)
+        self._fired = []
+
+    def _log(self, fault: Fault, hook: FaultHook, effect: str, step: int, state: RunState | None, answer: str) -> None:
+        self.records.append(FaultRecord(
+            fault=fault.name, step=step, hook=hook, effect=effect, answer=answer, state_after=state,
+            success_state=state is RunState.REVIEW_READY,
+        ))
