@@ -79,3 +79,15 @@ def test_close_removes_only_the_directories_the_run_made(contract, evidence, tmp
     with _run(contract, evidence, tmp_path, [{"kind": "write_file", "path": "a.txt", "content": "x"}]) as run:
         run.step()
     assert (tmp_path / "ws" / "a.txt").read_text() == "x"
+
+
+def test_an_external_change_to_a_file_marks_its_observation_stale(contract, evidence, tmp_path) -> None:
+    run = _run(contract, evidence, tmp_path, [
+        {"kind": "write_file", "path": "config.yaml", "content": "port: 1"},
+        {"kind": "read_file", "path": "config.yaml"},
+    ])
+    run.run(max_steps=2)
+    stale = run.context.mark_stale("file:config.yaml")
+    assert len(stale) == 2
+    fresh = [i for i in run.context.view().items if i.source.startswith("step ")]
+    assert fresh and all(i.freshness == "stale" for i in fresh if "config.yaml" in i.text)
