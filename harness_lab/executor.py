@@ -85,7 +85,11 @@ class ToolExecutor:
                 "run_command", argv=list(action.argv), timeout=action.timeout, tool_type=action.tool_type
             )
         if isinstance(action, ReadRef):
-            return ToolResult.success("read_ref", self.read_ref(action.ref, action.start, action.end))
+            try:
+                return ToolResult.success("read_ref", self.read_ref(action.ref, action.start, action.end))
+            except KeyError:
+                return ToolResult.failure("read_ref", f"no stored output with reference {action.ref!r}",
+                                          "use a reference id shown in an L5 item of the context view")
         if isinstance(action, GatedAction):
             return self.effects.apply(action, key)
         kind = action.kind

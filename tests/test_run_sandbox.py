@@ -91,3 +91,22 @@ def test_an_external_change_to_a_file_marks_its_observation_stale(contract, evid
     assert len(stale) == 2
     fresh = [i for i in run.context.view().items if i.source.startswith("step ")]
     assert fresh and all(i.freshness == "stale" for i in fresh if "config.yaml" in i.text)
+
+
+def test_a_large_output_enters_the_view_as_a_reference_fetchable_by_read_ref(contract, evidence, tmp_path) -> None:
+    big = "".join(f"line {i:05d} ok\n" for i in range(4000))  # ~60 KB
+    run = _run(contract, evidence, tmp_path, [
+        {"kind": "write_file", "path": "big.log", "content": big},
+        {"kind": "read_file", "path": "big.log"},
+    ])
+    run.run(max_steps=2)
+    view = run.context.view()
+    assert view.total_tokens <= view.budget_tokens and len(view.render()) < 16_384
+    refs = [i for i in view.items if i.ref_id]
+    assert len(refs) == 1 and refs[0].layer.name == "L5"
+    run.proposer = ScriptedProposer([{"kind": "read_ref", "ref": refs[0].ref_id, "start": 0, "end": 100_000},
+                                     {"kind": "read_ref", "ref": "no-such-ref"}])
+    fetched = run.step().tool_result
+    assert fetched is not None and fetched.ok and big in (fetched.content or "")
+    missing = run.step().tool_result
+    assert missing is not None and missing.status == "error" and "no stored output" in (missing.reason or "")
