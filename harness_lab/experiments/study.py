@@ -152,18 +152,7 @@ def run_study_task(task: StudyTask) -> RunOutcome:
                 reviews=reviews, steps=run.step_no, repair=repair, wall_ms=round(wall_ms, 3),
             )
         finally:
-            _release(run)
-
-
-def _release(run: Run) -> None:
-    # The sandbox keeps its snapshots in a temp dir of its own; a study of thousands of runs must
-    # not leave thousands of them behind.
-    import shutil
-
-    snapshots = run.sandbox.capabilities.get("snapshot_dir")
-    run.sandbox.close()
-    if isinstance(snapshots, str) and Path(snapshots).name.startswith("harness-lab-snapshots-"):
-        shutil.rmtree(snapshots, ignore_errors=True)
+            run.close()  # removes the snapshot dir the run made; the workspace goes with tmp
 
 
 class StudyResult(BaseModel):
