@@ -21,12 +21,12 @@ from harness_lab.sandbox import fileops
 from harness_lab.sandbox.boundary import Boundary, Refusal
 from harness_lab.sandbox.command import detect_isolation, run_command, sandbox_uid
 from harness_lab.sandbox.policy import TOOLS, SandboxPolicy
+from harness_lab.sandbox.restore import apply_manifest
 from harness_lab.sandbox.scan import Manifest, Scanner
 from harness_lab.sandbox.snapshots import (
     SnapshotDiff,
     SnapshotInfo,
     SnapshotStore,
-    apply_manifest,
     diff_manifests,
     manifest_hash,
 )

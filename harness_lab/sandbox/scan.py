@@ -1,4 +1,4 @@
-"""Walking the workspace into a manifest, hashing only what changed (a stat cache), storing blobs.
+"""Walking the workspace into a manifest, hashing only what changed (a stat cache).
 
 A manifest maps a relative path to an entry tuple:
 
@@ -17,88 +17,20 @@ modified again within the same clock tick (git's "racily clean" problem).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterable
 
-__all__ = ["BlobStore", "Entry", "Manifest", "Scanner"]
+from harness_lab.sandbox.blobs import BlobStore
+
+__all__ = ["Entry", "Manifest", "Scanner"]
 
 Entry = tuple[str, str, int]
 Manifest = dict[str, Entry]
 _StatKey = tuple[int, int, int, int, int]
 
 _RACY_NS = 50_000_000  # timestamps come from a coarse clock (one jiffy); 50 ms is well above it
-_CHUNK = 1 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class BlobStore:
-    """Content-addressed file contents: ``<dir>/<sha[:2]>/<sha[2:]>``, written once, never changed."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        self._known: set[str] = set()
-
-    def path(self, digest: str) -> str:
-        return os.path.join(self.directory, digest[:2], digest[2:])
-
-    def has(self, digest: str) -> bool:
-        if digest in self._known:
-            return True
-        if os.path.exists(self.path(digest)):
-            self._known.add(digest)
-            return True
-        return False
-
-    def put_bytes(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        if not self.has(digest):
-            self._write(digest, [data])
-        return digest
-
-    def _write(self, digest: str, chunks: Iterable[bytes]) -> None:
-        final = self.path(digest)
-        os.makedirs(os.path.dirname(final), mode=0o700, exist_ok=True)
-        tmp = f"{final}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
-        with open(tmp, "wb") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
-        os.replace(tmp, final)  # atomic: a reader sees the whole blob or none
-        self._known.add(digest)
-
-    def put_fd(self, fd: int, size_hint: int) -> str:
-        """Hash an open file and store its bytes (streams files too large to hold in memory)."""
-        if size_hint <= 8 * _CHUNK:
-            data = _read_all(fd)
-            return self.put_bytes(data)
-        h = hashlib.sha256()
-        tmp = os.path.join(self.directory, f"incoming-{os.getpid()}-{os.urandom(4).hex()}")
-        with open(tmp, "wb") as out:
-            while chunk := os.read(fd, _CHUNK):
-                h.update(chunk)
-                out.write(chunk)
-        digest = h.hexdigest()
-        if self.has(digest):
-            os.unlink(tmp)
-        else:
-            os.makedirs(os.path.dirname(self.path(digest)), mode=0o700, exist_ok=True)
-            os.replace(tmp, self.path(digest))
-            self._known.add(digest)
-        return digest
-
-    def read(self, digest: str) -> bytes:
-        with open(self.path(digest), "rb") as fh:
-            return fh.read()
-
-
-def _read_all(fd: int) -> bytes:
-    parts: list[bytes] = []
-    while chunk := os.read(fd, _CHUNK):
-        parts.append(chunk)
-    return b"".join(parts)
 
 
 def _key(st: os.stat_result) -> _StatKey:
@@ -173,19 +105,18 @@ class Scanner:
             self._dirty.clear()
             return self._manifest
         out: Manifest = {}
-        seen: set[str] = set()
         stack: list[tuple[int, str]] = [(os.dup(self.root_fd), "")]
         try:
             while stack:
                 dfd, prefix = stack.pop()
                 try:
-                    self._scan_dir(dfd, prefix, out, seen, stack, owner)
+                    self._scan_dir(dfd, prefix, out, stack, owner)
                 finally:
                     os.close(dfd)
         finally:
             for dfd, _ in stack:
                 os.close(dfd)
-        for gone in set(self._cache) - seen:
+        for gone in self._cache.keys() - out.keys():
             del self._cache[gone]
         self._dirty.clear()
         self._manifest = out
@@ -225,7 +156,7 @@ class Scanner:
                 while stack:
                     cfd, prefix = stack.pop()
                     try:
-                        self._scan_dir(cfd, prefix, found, set(), stack, None)
+                        self._scan_dir(cfd, prefix, found, stack, None)
                     finally:
                         os.close(cfd)
                 manifest.update(found)
@@ -248,8 +179,10 @@ class Scanner:
             return None if digest is None else ("f", digest, stat.S_IMODE(mode) & 0o777)
         return ("s", "", 0)
 
-    def _scan_dir(self, dfd: int, prefix: str, out: Manifest, seen: set[str],
-                  stack: list[tuple[int, str]], owner: tuple[int, int] | None) -> None:
+    def _scan_dir(self, dfd: int, prefix: str, out: Manifest, stack: list[tuple[int, str]],
+                  owner: tuple[int, int] | None) -> None:
+        # The hot loop of every full walk: a cached regular file costs one fstatat and a tuple compare.
+        cache, dirty, s_isreg = self._cache, self._dirty, stat.S_ISREG
         with os.scandir(dfd) as it:
             entries = list(it)
         for dirent in entries:
@@ -261,13 +194,18 @@ class Scanner:
                     st = _take_ownership(dfd, name, st, owner)
             except FileNotFoundError:
                 continue
+            mode = st.st_mode
+            if s_isreg(mode):
+                hit = cache.get(rel)
+                if (hit is not None and rel not in dirty
+                        and hit[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)):
+                    out[rel] = ("f", hit[1], mode & 0o777)
+                    continue
             entry = self._entry(dfd, name, rel, st)
             if entry is None:
                 continue
             out[rel] = entry
-            if entry[0] == "f":
-                seen.add(rel)
-            elif entry[0] == "d":
+            if entry[0] == "d":
                 try:
                     stack.append((os.open(name, _DIR_FLAGS, dir_fd=dfd), rel + "/"))
                 except OSError:

@@ -1,0 +1,92 @@
+"""Content-addressed file contents for snapshots: ``<dir>/<sha[:2]>/<sha[2:]>``, written once.
+
+A blob is written to a temporary name and renamed into place, so a reader (or a crash) never
+sees half a blob under its final name. Identical contents are stored once, whatever their paths.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+__all__ = ["BlobStore"]
+
+_CHUNK = 1 << 20
+
+
+class BlobStore:
+    """Content-addressed file contents: ``<dir>/<sha[:2]>/<sha[2:]>``, written once, never changed."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        self._known: set[str] = set()
+        self._subdirs: set[str] = set()  # fan-out directories known to exist (saves a syscall per blob)
+
+    def _ensure_subdir(self, digest: str) -> None:
+        if digest[:2] not in self._subdirs:
+            os.makedirs(os.path.join(self.directory, digest[:2]), mode=0o700, exist_ok=True)
+            self._subdirs.add(digest[:2])
+
+    def path(self, digest: str) -> str:
+        return os.path.join(self.directory, digest[:2], digest[2:])
+
+    def has(self, digest: str) -> bool:
+        if digest in self._known:
+            return True
+        if os.path.exists(self.path(digest)):
+            self._known.add(digest)
+            return True
+        return False
+
+    def put_bytes(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        if not self.has(digest):
+            self._write(digest, data)
+        return digest
+
+    def _write(self, digest: str, data: bytes) -> None:
+        final = self.path(digest)
+        self._ensure_subdir(digest)
+        tmp = f"{final}.tmp-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)  # atomic: a reader sees the whole blob or none
+        self._known.add(digest)
+
+    def put_fd(self, fd: int, size_hint: int) -> str:
+        """Hash an open file and store its bytes (streams files too large to hold in memory)."""
+        if size_hint <= 8 * _CHUNK:
+            data = _read_all(fd)
+            return self.put_bytes(data)
+        h = hashlib.sha256()
+        tmp = os.path.join(self.directory, f"incoming-{os.getpid()}-{os.urandom(4).hex()}")
+        with open(tmp, "wb") as out:
+            while chunk := os.read(fd, _CHUNK):
+                h.update(chunk)
+                out.write(chunk)
+        digest = h.hexdigest()
+        if self.has(digest):
+            os.unlink(tmp)
+        else:
+            self._ensure_subdir(digest)
+            os.replace(tmp, self.path(digest))
+            self._known.add(digest)
+        return digest
+
+    def read(self, digest: str) -> bytes:
+        with open(self.path(digest), "rb") as fh:
+            return fh.read()
+
+
+def _read_all(fd: int) -> bytes:
+    parts: list[bytes] = []
+    while chunk := os.read(fd, _CHUNK):
+        parts.append(chunk)
+    return b"".join(parts)
+

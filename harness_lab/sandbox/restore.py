@@ -1,0 +1,133 @@
+"""Rollback: make the workspace equal a snapshot's manifest, touching only what differs.
+
+Every name is replaced by rename from a fresh temporary file in the same directory, so a restore
+never writes *through* whatever is there now (a planted symlink or a hard link to an outside file
+is replaced, its target untouched). Directories are opened with O_NOFOLLOW relative to their
+parent's descriptor, so a directory swapped for a symlink cannot redirect the restore.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from harness_lab.sandbox.blobs import BlobStore
+from harness_lab.sandbox.scan import Entry, Manifest, Scanner
+
+__all__ = ["apply_manifest"]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def apply_manifest(root_fd: int, scanner: Scanner, blobs: BlobStore, target: Manifest,
+                   owner: tuple[int, int] | None) -> dict[str, int]:
+    """Make the workspace equal ``target``: write only what differs, remove what is extra."""
+    current = scanner.scan(full=True)  # the current state must be proven, not remembered
+    target = {p: e for p, e in target.items() if e[0] != "s"} if _has_specials(target) else target
+    extra = [p for p, e in current.items() if (t := target.get(p)) is None or t[0] != e[0]]
+    removed = 0
+    for path in sorted(extra, key=lambda p: p.count("/"), reverse=True):
+        if _remove(root_fd, path):
+            removed += 1
+    gone = set(extra)
+    if gone:
+        gone.update(p for p in current if any(a in gone for a in _ancestors(p)))
+    todo = [p for p, e in target.items() if p in gone or current.get(p) != e]
+    written = 0
+    for path in sorted(todo, key=lambda p: (p.count("/"), p)):  # parents before children
+        have = None if path in gone else current.get(path)
+        written += _restore(root_fd, path, target[path], have, scanner, blobs, owner)
+    scanner.adopt(target)
+    return {"written": written, "removed": removed}
+
+
+def _has_specials(manifest: Manifest) -> bool:
+    return any(e[0] == "s" for e in manifest.values())
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _open_parent(root_fd: int, path: str) -> tuple[int, str]:
+    *dirs, name = path.split("/")
+    fd = os.dup(root_fd)
+    try:
+        for d in dirs:
+            nfd = os.open(d, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, name
+
+
+def _remove(root_fd: int, path: str) -> bool:
+    try:
+        dfd, name = _open_parent(root_fd, path)
+    except OSError:
+        return False  # its parent is gone already
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            _rmtree_at(dfd, name)
+        else:
+            os.unlink(name, dir_fd=dfd)
+        return True
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(dfd)
+
+
+def _rmtree_at(dfd: int, name: str) -> None:
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+    try:
+        for child in os.listdir(fd):
+            st = os.stat(child, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                _rmtree_at(fd, child)
+            else:
+                os.unlink(child, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dfd)
+
+
+def _restore(root_fd: int, path: str, want: Entry, have: Entry | None, scanner: Scanner,
+             blobs: BlobStore, owner: tuple[int, int] | None) -> int:
+    kind, payload, mode = want
+    dfd, name = _open_parent(root_fd, path)
+    try:
+        if kind == "d":
+            if have is None:
+                os.mkdir(name, mode, dir_fd=dfd)
+            os.chmod(name, mode, dir_fd=dfd, follow_symlinks=False)
+            if owner is not None:
+                os.chown(name, owner[0], owner[1], dir_fd=dfd, follow_symlinks=False)
+            return 0
+        tmp = f".hl-restore-{os.urandom(6).hex()}"
+        if kind == "l":
+            os.symlink(payload, tmp, dir_fd=dfd)
+        else:
+            data = blobs.read(payload)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         mode, dir_fd=dfd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fchmod(fd, mode)
+                if owner is not None:
+                    os.fchown(fd, owner[0], owner[1])
+            finally:
+                os.close(fd)
+        # rename replaces the name, never writes through an existing inode (hard links stay intact)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        if kind == "f":
+            scanner.note_content(path, os.stat(name, dir_fd=dfd, follow_symlinks=False), payload)
+        return 1
+    finally:
+        os.close(dfd)
