@@ -29,6 +29,8 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	mkdir -p $(SCRATCH)/home
 	$(JUPYTER_ENV) $(BIN)/python -m pytest
+	# the committed lessons' stored outputs, re-executed and compared (volatile values sanitized)
+	$(JUPYTER_ENV) $(BIN)/python -m pytest -p no:cacheprovider --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
 experiment: $(STAMP)
 	$(BIN)/harness-lab experiment --output results/experiment

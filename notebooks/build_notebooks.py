@@ -1,0 +1,292 @@
+"""Build the lesson notebooks deterministically from the cell lists below.
+
+    python notebooks/build_notebooks.py            # write notebooks/NN_*.ipynb (sources only, outputs kept)
+    python notebooks/build_notebooks.py --execute  # ... and execute them in place, storing outputs for nbval
+    python notebooks/build_notebooks.py --check    # exit 1 if a committed notebook's sources differ
+
+Cell ids are derived from the notebook and the cell position, so a rebuild changes nothing that the
+lesson text did not change. Every lesson has a cell tagged ``parameters`` (papermill) and ends with
+assertions on what it claims.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).resolve().parent
+KERNEL = {"display_name": "Python 3 (harness-lab)", "language": "python", "name": "python3"}
+
+Cell = tuple[str, str]  # ("md" | "code" | "params", source)
+
+LESSONS: dict[str, list[Cell]] = {}
+
+LESSONS["01_finish_validation"] = [
+    ("md", """# 1 · Finish validation: a finish request is a claim
+
+The model only *proposes*; the runtime *decides*. Here a scripted proposer plays the model and asks to
+finish. With validation on, the runtime checks the report itself (sections, citations, evidence read in
+this run) and binds the accepted bytes to a receipt. `REVIEW_READY` means "the mechanical checks
+passed" — not "true", not "delivered"."""),
+    ("params", """# Parameters (papermill can change these)
+scenario = "missing_section_then_fixed"  # any name in data/scenarios/
+validation = True"""),
+    ("code", """from harness_lab import FakeClock, Run
+from harness_lab.experiments import render_table, run_experiment
+from harness_lab.widgets import LabView"""),
+    ("md", """## Single-step one scenario
+`run.pending` shows the next proposal before it executes; `run.step()` takes one decision and returns a
+record: proposal, decision, tool result, verdict, state before and after."""),
+    ("code", """run = Run.from_scenario(scenario, validation=validation, clock=FakeClock())
+print("pending before step 1:", run.pending.describe())
+while not run.state.terminal and run.waiting is None:
+    rec = run.step()
+    print(rec.summary())
+    if rec.verdict is not None and not rec.verdict.accepted:
+        for reason in rec.verdict.reasons:
+            print("    rejected:", reason)
+print("final:", run.state.value, "|", run.stop_reason.code, "|", run.stop_reason.message)"""),
+    ("md", "## The receipt binds the validated bytes, the contract version and every evidence note read"),
+    ("code", """if run.receipt is not None:
+    r = run.receipt
+    print("artifact        ", r.artifact_path, r.artifact_sha256)
+    print("contract version", r.contract_version)
+    for eid, sha in sorted(r.evidence_sha256.items()):
+        print("evidence        ", eid, sha)
+    print("structural:", r.structural, "| semantic:", r.semantic)
+    print("accepted bytes match the receipt:", r.matches(run.accepted_bytes))
+else:
+    print("no receipt: nothing was accepted")"""),
+    ("md", """## The same run in the dashboard
+Every button is a method: the next cell does what clicking **Step** twice and **Run to end** does."""),
+    ("code", """view = LabView(Run.from_scenario(scenario, validation=validation, clock=FakeClock()))
+view"""),
+    ("code", """view.step()
+view.step()
+view.run_to_end()
+print(view.summary())
+print("panels redrawn by the last call:", ", ".join(view.last_changed))"""),
+    ("md", """## The seed's ten-scenario table
+The same scripts with structural acceptance off and on (budget: 8 decisions, 5 tool calls)."""),
+    ("code", """results = run_experiment()
+print(render_table(results))"""),
+    ("md", "## What this lesson claims (a headless run fails if any stops being true)"),
+    ("code", """by = {(r.scenario, r.validation): r for r in results}
+fixed_on, fixed_off = by[("missing_section_then_fixed", True)], by[("missing_section_then_fixed", False)]
+assert fixed_on.rejected_at_steps == (4,) and fixed_on.final_state == "REVIEW_READY" and fixed_on.final_step == 6
+assert fixed_off.final_state == "REVIEW_READY" and fixed_off.accepted_is_acceptable is False
+false_accepts = {v: sum(r.accepted_is_acceptable is False for r in results if r.validation is v) for v in (False, True)}
+assert false_accepts[True] < false_accepts[False], false_accepts
+assert by[("sets_run_state", True)].final_state == by[("sets_run_state", False)].final_state == "BLOCKED"
+row = by.get((scenario, validation))
+if row is not None:  # the single-stepped run agrees with the table
+    assert (run.state.value, run.step_no) == (row.final_state, row.final_step)
+if run.receipt is not None:
+    assert run.receipt.matches(run.accepted_bytes)
+assert view.run.state == run.state and view.run.step_no == run.step_no
+print("false accepts (validation off, on):", false_accepts[False], false_accepts[True])
+print("all claims hold")"""),
+]
+
+LESSONS["02_context_layers"] = [
+    ("md", """# 2 · Context layers: what the proposer sees
+
+Layers L0 (system, tools, safety) and L1 (task, acceptance) are never compressed; L2 holds the current
+subtask and the last three interactions whole; L3 conclusions and summaries; L4 early exploration
+(compressed or dropped first); L5 references to large outputs stored outside the context. Compression
+keeps anomalies verbatim ("HTTP 200 but body code 500" must survive)."""),
+    ("params", """# Parameters
+budget_tokens = 400  # the squeezed context budget
+output_rows = 3000   # size of the large tool output (rows)"""),
+    ("code", """from harness_lab.context import ContextManager, Layer
+from harness_lab.widgets.context_panel import context_rows
+
+
+def show(view):
+    print(f"{view.total_tokens}/{view.budget_tokens} tokens")
+    for layer, item_id, tokens, source, rnd, flags, text in context_rows(view):
+        print(f"{layer} {item_id:>6} {tokens:>4} tok  round {rnd:<2} {source:<28} [{flags}] {text[:60]}")"""),
+    ("md", "## Fill the context: routine reads, one anomaly, one large output, one config read"),
+    ("code", """ctx = ContextManager(budget_tokens=4000)  # roomy at first: nothing needs compressing
+ctx.add(Layer.L0, "System: propose one action at a time; the runtime decides.", source="harness", round=0, pinned=True)
+ctx.add(Layer.L1, "Goal: find why the health check is red.", source="user", round=0, pinned=True)
+for r in range(1, 7):
+    ctx.add_interaction(r, f"read_file logs/part{r}.txt", f"routine log part {r}: requests served normally. " * 4,
+                        source=f"read_file:logs/part{r}.txt")
+anomaly = "HTTP 200 but body code 500: upstream database timeout"
+ctx.add_interaction(7, "run_command curl /health", anomaly, source="run_command:curl")
+big = "\\n".join(f"row {i}: latency_ms={i % 97}" for i in range(output_rows))
+large = ctx.add_interaction(8, "read_file data/latency.csv", big, source="read_file:data/latency.csv")
+ctx.add_interaction(9, "read_file config.yaml", "retries: 3", source="read_file:config.yaml", key="config.yaml")
+show(ctx.view())"""),
+    ("md", """## A large output becomes a reference
+The context keeps a reference and a summary; the bytes stay outside and are fetched on demand
+(`read_ref`, a tool the proposer can call)."""),
+    ("code", """info = ctx.ref_info(large.ref_id)
+print(large.layer.name, large.ref_id, info.n_chars, "chars stored outside;", large.tokens, "tokens in the context")
+print(ctx.read_ref(large.ref_id, 0, 40))"""),
+    ("md", """## Squeeze the budget: compression drops early exploration, keeps the anomaly verbatim
+The routine log reads (older than the last three interactions, so in L4) go first; L0/L1 and the
+anomaly stay."""),
+    ("code", """before = ctx.view()
+ctx.budget_tokens = budget_tokens
+after = ctx.view()
+show(after)
+print("self-check losses:", ctx.self_check(before, after))"""),
+    ("md", """## An external change makes an item stale; reselecting drops it from the view
+`config.yaml` changed outside the run: conclusions drawn from the old read must not survive."""),
+    ("code", """stale = ctx.mark_stale("config.yaml")
+print("marked stale:", [i.id for i in stale])
+ctx.reselect()
+ctx.add_interaction(10, "read_file config.yaml", "retries: 5", source="read_file:config.yaml", key="config.yaml")
+show(ctx.view())"""),
+    ("md", "## What this lesson claims"),
+    ("code", """text = ctx.view().render()
+assert anomaly in text, "the anomaly must survive compression verbatim"
+assert large.layer is Layer.L5 and ctx.read_ref(large.ref_id) == big and big not in text
+assert ctx.self_check(before, after) == []
+assert "retries: 5" in text and "retries: 3" not in text
+assert after.total_tokens < before.total_tokens
+assert all(i.layer in (Layer.L0, Layer.L1) for i in ctx.view().items if i.source in ("harness", "user"))
+print("all claims hold")"""),
+]
+
+LESSONS["03_sandbox_snapshots"] = [
+    ("md", """# 3 · Sandbox and snapshots
+
+Tools run inside a workspace root: reads and writes separated, paths outside the scope and symlink
+escapes denied. A snapshot is taken before every irreversible step (overwrite, delete, external
+command) and on demand; rollback restores the files *and* the run and context state together."""),
+    ("params", """# Parameters
+escape_path = "../outside.txt"  # a path outside the workspace the proposer will try to read
+budget_decisions = 12"""),
+    ("code", """import tempfile
+from pathlib import Path
+
+from harness_lab import EvidenceCatalogue, FakeClock, Run, RunState, ScriptedProposer, load_contract
+from harness_lab.paths import data_dir
+from harness_lab.widgets import LabView
+
+outside = Path(tempfile.mkdtemp(prefix="harness-lab-outside-")) / "secret.txt"
+outside.write_text("outside the sandbox")
+script = [
+    {"kind": "write_file", "path": "notes/plan.md", "content": "v1: compare two harness designs"},
+    {"kind": "read_file", "path": escape_path},             # outside the scope: denied
+    {"kind": "read_file", "path": "link.txt"},              # a symlink pointing outside: denied
+    {"kind": "write_file", "path": "notes/plan.md", "content": "v2: skip the evidence"},  # overwrite: snapshot first
+    {"kind": "delete_file", "path": "notes/plan.md"},       # irreversible and gated: waits for a human
+    {"kind": "list_dir", "path": "."},
+]
+contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(max_decisions=budget_decisions)
+run = Run(contract=contract, proposer=ScriptedProposer(script, then="finish"),
+          evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), clock=FakeClock(), run_id="sandbox-lesson")
+(run.workspace / "link.txt").symlink_to(outside)
+view = LabView(run)
+view"""),
+    ("md", "## Two escapes, denied as data (the run goes on)"),
+    ("code", """for _ in range(3):
+    rec = view.step()
+    print(rec.summary())
+    if rec.tool_result is not None and not rec.tool_result.ok:
+        print("   ", rec.tool_result.status, "|", rec.tool_result.hint)"""),
+    ("md", "## An overwrite takes a snapshot first"),
+    ("code", """rec = view.step()
+print(rec.summary(), "| snapshot before:", rec.tool_result.data.get("snapshot_before"))
+for info in run.sandbox.snapshots():
+    print(info.id, info.label, "|", info.trigger, "| run state:", info.run_state["state"])"""),
+    ("md", "## A delete is gated: the run parks with a snapshot and no side effect, until approved"),
+    ("code", """rec = view.step()
+print(rec.summary())
+print("file still there while waiting:", (run.workspace / "notes/plan.md").exists())
+rec = view.approve()
+print(rec.summary())
+print("file after approval:", (run.workspace / "notes/plan.md").exists())"""),
+    ("code", """snaps = run.sandbox.snapshots()
+for a, b in zip(snaps, snaps[1:]):
+    d = run.sandbox.diff(a.id, b.id)
+    print(f"{a.id} -> {b.id}: added {list(d.added)} removed {list(d.removed)} changed {list(d.changed)}")
+print(f"{snaps[-1].id} -> now: {run.sandbox.diff(snaps[-1].id, run.sandbox.snapshot('now').id).removed}")"""),
+    ("md", "## Roll back to before the overwrite: files, run state and context together"),
+    ("code", """first = snaps[0]
+view.rollback(first.id)
+print("plan.md:", (run.workspace / "notes/plan.md").read_text())
+print("run state:", run.state.value, "| pending:", run.pending.describe())"""),
+    ("md", "## What this lesson claims"),
+    ("code", """statuses = [r.tool_result.status for r in run.records[1:3]]
+assert statuses == ["denied", "denied"], statuses
+assert outside.read_text() == "outside the sandbox"
+assert first.trigger.startswith("before write_file notes/plan.md")
+assert (run.workspace / "notes/plan.md").read_text() == "v1: compare two harness designs"
+assert run.state is RunState(first.run_state["state"])
+assert any(e.kind == "restored" for e in run.events) and any(e.kind == "human_decided" for e in run.events)
+assert run.sandbox.workspace_hash() == first.workspace_hash
+print("all claims hold")"""),
+]
+
+
+def _cell(notebook: str, index: int, kind: str, source: str) -> nbformat.NotebookNode:
+    cell_id = f"{notebook[:2]}-{index:02d}"
+    if kind == "md":
+        return nbformat.v4.new_markdown_cell(source, id=cell_id)
+    cell = nbformat.v4.new_code_cell(source, id=cell_id)
+    if kind == "params":
+        cell.metadata["tags"] = ["parameters"]
+    return cell
+
+
+def build(name: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = {"kernelspec": KERNEL, "language_info": {"name": "python"}}
+    nb.cells = [_cell(name, i, kind, src) for i, (kind, src) in enumerate(LESSONS[name])]
+    return nb
+
+
+def _sources(nb: nbformat.NotebookNode) -> list[tuple[str, str, str, list[str]]]:
+    return [(c.id, c.cell_type, c.source, list(c.metadata.get("tags", []))) for c in nb.cells]
+
+
+def write(name: str, execute: bool) -> Path:
+    path = HERE / f"{name}.ipynb"
+    nb = build(name)
+    if path.exists() and not execute:  # keep stored outputs when the sources did not change
+        old = nbformat.read(path, as_version=4)
+        if _sources(old) == _sources(nb):
+            return path
+    if execute:
+        from nbclient import NotebookClient
+
+        NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(HERE)}}).execute()
+        nb.metadata = {"kernelspec": KERNEL, "language_info": {"name": "python"}}  # no version noise
+        for cell in nb.cells:
+            cell.metadata.pop("execution", None)
+    nbformat.write(nb, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="lessons to build (default: all)")
+    parser.add_argument("--execute", action="store_true", help="execute and store outputs")
+    parser.add_argument("--check", action="store_true", help="fail if committed sources differ")
+    args = parser.parse_args(argv)
+    names = args.names or sorted(LESSONS)
+    unknown = [n for n in names if n not in LESSONS]
+    if unknown:
+        print(f"build_notebooks: unknown lesson {unknown[0]!r}; known: {', '.join(sorted(LESSONS))}", file=sys.stderr)
+        return 2
+    if args.check:
+        stale = [n for n in names if not (HERE / f"{n}.ipynb").exists()
+                 or _sources(nbformat.read(HERE / f"{n}.ipynb", as_version=4)) != _sources(build(n))]
+        for n in stale:
+            print(f"notebooks/{n}.ipynb differs from build_notebooks.py; rebuild with --execute", file=sys.stderr)
+        return 1 if stale else 0
+    for name in names:
+        print(write(name, args.execute).relative_to(HERE.parent))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
