@@ -2,7 +2,9 @@
 an 80% token warning, a wall-clock limit, and convergence detection.
 
 Convergence: the same tool with near-identical arguments three times in a row is refused with a
-hint; if the proposer repeats it once more after the hint, the run stops (no progress).
+hint; if the proposer repeats it once more after the hint, the run stops (no progress). "In a row"
+means consecutive decisions: a finish, a refused proposal or any other decision in between breaks
+the streak (a rewrite after validation feedback is a new attempt, not a loop).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class LoopGates:
     _recent: list[str] = field(default_factory=list)
     _hinted: bool = False
     _warned: bool = False
+    _last_decision: int | None = None
 
     def start(self) -> None:
         if self.started_at is None:
@@ -67,8 +70,15 @@ class LoopGates:
         self._warned = True
         return f"budget warning: {usage.tokens}/{limit} tokens used ({usage.tokens / limit:.0%}); converge and finish"
 
-    def convergence(self, proposal: Proposal) -> ConvergenceVerdict:
-        """Judge a tool-call proposal against the last ones (call before executing it)."""
+    def convergence(self, proposal: Proposal, decision: int | None = None) -> ConvergenceVerdict:
+        """Judge a tool-call proposal against the last ones (call before executing it).
+
+        ``decision`` is the proposal's decision number; a gap since the last judged one means other
+        decisions came in between, which breaks the streak."""
+        if decision is not None:
+            if self._last_decision is not None and decision != self._last_decision + 1:
+                self._recent, self._hinted = [], False
+            self._last_decision = decision
         key = _fingerprint(proposal)
         same = [k for k in self._recent[-(self.repeat_limit - 1) :] if _similar(k, key, self.similarity)]
         self._recent = [*self._recent[-(self.repeat_limit * 2) :], key]
@@ -81,13 +91,16 @@ class LoopGates:
         return "hint"
 
     def state(self) -> dict[str, object]:
-        return {"recent": list(self._recent), "hinted": self._hinted, "warned": self._warned}
+        return {"recent": list(self._recent), "hinted": self._hinted, "warned": self._warned,
+                "last_decision": self._last_decision}
 
     def restore(self, state: dict[str, object]) -> None:
         recent = state.get("recent", [])
         self._recent = [str(k) for k in recent] if isinstance(recent, list) else []
         self._hinted = bool(state.get("hinted", False))
         self._warned = bool(state.get("warned", False))
+        last = state.get("last_decision")
+        self._last_decision = last if isinstance(last, int) else None
 
 
 def _fingerprint(proposal: Proposal) -> str:

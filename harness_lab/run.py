@@ -286,7 +286,7 @@ class Run:
             return Decision(verdict="validate", reason="finish is a claim: validate the artifact"), None
         if (stop := self.gates.before_tool_call(self.usage)) is not None:
             return Decision(verdict="exhaust", reason=stop.message), stop
-        convergence = self.gates.convergence(proposal)
+        convergence = self.gates.convergence(proposal, self.usage.decisions)
         if convergence == "stop":
             why = "same tool with near-identical arguments again after a hint: no progress"
             return Decision(verdict="block", reason=why), StopReason(code="no_progress", message=why)
