@@ -1,0 +1,212 @@
+"""Per-step overhead of a scripted run, side by side with a bare loop and LangGraph.
+
+    .venv/bin/python bench/step_overhead.py [--steps 2000] [--no-langgraph]
+
+Every loop does the same thing per step: propose an action, decide on it, execute a no-op tool,
+record the step. "durable" means the step's record is committed to SQLite (WAL, synchronous=NORMAL:
+survives a killed process) before the next step starts.
+
+* bare            - a Python loop that calls the no-op tool (the floor without persistence);
+* bare+sqlite     - the same loop committing one SQLite row per step (the durable floor);
+* harness-lab     - ``Run.step()`` with a proposer alternating two ungated no-op tools;
+* harness-lab+sqlite - the same, committing the ``StepRecord`` JSON per step. A stand-in until
+  ``harness_lab.store`` lands: it measures the harness plus one durable row, not the store's design;
+* langgraph[/+sqlite] - a one-node StateGraph looping N times; with ``SqliteSaver`` and
+  ``durability="sync"``. LangGraph is installed by this script into its own venv under
+  ``~/.cache/harness-lab-bench`` (never into the project); ``--no-langgraph`` skips it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+from harness_lab.approval import AutoApprove
+from harness_lab.contract import load_contract
+from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.paths import data_dir
+from harness_lab.proposers.scripted import FunctionProposer
+from harness_lab.run import Run
+from harness_lab.tools import ToolResult
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "harness-lab-bench"
+PEER_PACKAGES = ["langgraph", "langgraph-checkpoint-sqlite"]
+
+
+class NoopEffects:
+    """The no-op tool: an ungated external effect that does nothing."""
+
+    def apply(self, action: Any, idempotency_key: str) -> ToolResult:
+        return ToolResult.success(action.kind, "ok")
+
+
+def noop_run(workspace: Path | None = None) -> Run:
+    """A run that never ends on its own: two ungated no-op tools, alternating (no convergence stop)."""
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
+        max_decisions=10**9, max_tool_calls=10**9)
+    contract = contract.model_copy(update={"human_gate": contract.human_gate.model_copy(update={"required_for": ()})})
+    actions = ({"kind": "send_message", "to": "noop"}, {"kind": "push", "ref": "noop"})
+    counter = iter(range(10**12))
+    return Run(contract=contract, proposer=FunctionProposer(lambda view: actions[next(counter) % 2]),
+               evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
+               effects=NoopEffects(), approver=AutoApprove(), run_id="bench")
+
+
+def _db(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS steps (run TEXT, step INTEGER, record TEXT, PRIMARY KEY (run, step))")
+    return conn
+
+
+def bare(steps: int, tmp: Path | None) -> float:
+    conn = _db(tmp / "bare.db") if tmp else None
+    tool = NoopEffects()
+    kinds = (types.SimpleNamespace(kind="push"), types.SimpleNamespace(kind="send_message"))
+    state: dict[str, Any] = {"step": 0, "log": []}
+    start = time.perf_counter()
+    for i in range(steps):
+        action = kinds[i % 2]
+        decision = "execute" if action.kind in ("send_message", "push") else "refuse"
+        result = tool.apply(action, str(i)) if decision == "execute" else None
+        state["step"] = i
+        record = {"step": i, "action": action.kind, "decision": decision, "ok": result is not None}
+        if conn is not None:
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO steps VALUES (?, ?, ?)", ("bare", i, json.dumps(record)))
+            conn.execute("COMMIT")
+    return (time.perf_counter() - start) / steps * 1e6
+
+
+def ours(steps: int, tmp: Path | None, workdir: Path) -> float:
+    conn = _db(tmp / "ours.db") if tmp else None
+    run = noop_run(workdir / ("ws-durable" if tmp else "ws"))
+    for _ in range(50):  # warm-up: first view, first compression
+        run.step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        record = run.step()
+        if conn is not None:
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO steps VALUES (?, ?, ?)", ("bench", record.step, record.model_dump_json()))
+            conn.execute("COMMIT")
+    elapsed = (time.perf_counter() - start) / steps * 1e6
+    run.close()
+    return elapsed
+
+
+_PEER = r'''
+import json, sqlite3, sys, tempfile, time, os
+from typing import TypedDict
+from langgraph.graph import StateGraph, END
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+class S(TypedDict):
+    step: int
+    n: int
+    last: dict
+
+def node(state: S) -> dict:
+    action = {"kind": "send_message" if state["step"] % 2 else "push"}     # propose
+    decision = "execute"                                                   # decide
+    result = {"tool": action["kind"], "ok": True}                          # no-op tool
+    return {"step": state["step"] + 1, "last": {"action": action, "decision": decision, "result": result}}
+
+def route(state: S) -> str:
+    return END if state["step"] >= state["n"] else "step"
+
+def graph(checkpointer):
+    g = StateGraph(S)
+    g.add_node("step", node)
+    g.set_entry_point("step")
+    g.add_conditional_edges("step", route)
+    return g.compile(checkpointer=checkpointer)
+
+n = int(sys.argv[1])
+out = {}
+plain = graph(None)
+plain.invoke({"step": 0, "n": 20, "last": {}}, {"recursion_limit": 10**9})
+best = []
+for _ in range(3):
+    t = time.perf_counter(); plain.invoke({"step": 0, "n": n, "last": {}}, {"recursion_limit": 10**9})
+    best.append((time.perf_counter() - t) / n * 1e6)
+out["plain"] = min(best)
+with tempfile.TemporaryDirectory() as d:
+    conn = sqlite3.connect(os.path.join(d, "lg.db"), check_same_thread=False)
+    durable = graph(SqliteSaver(conn))
+    warm = {"recursion_limit": 10**9, "configurable": {"thread_id": "warm"}}
+    durable.invoke({"step": 0, "n": 20, "last": {}}, warm, durability="sync")
+    best = []
+    for i in range(3):
+        cfg = {"recursion_limit": 10**9, "configurable": {"thread_id": f"bench{i}"}}
+        t = time.perf_counter(); durable.invoke({"step": 0, "n": n, "last": {}}, cfg, durability="sync")
+        best.append((time.perf_counter() - t) / n * 1e6)
+    out["durable"] = min(best)
+    out["journal_mode"] = conn.execute("PRAGMA journal_mode").fetchone()[0]
+import importlib.metadata as md
+out["version"] = md.version("langgraph")
+print(json.dumps(out))
+'''
+
+
+def peer_python() -> Path:
+    venv = CACHE / "langgraph-venv"
+    python = venv / "bin" / "python"
+    if not (venv / ".installed").exists():
+        print(f"installing {' '.join(PEER_PACKAGES)} into {venv} (benchmark only) ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+        (venv / ".installed").touch()
+    return python
+
+
+def langgraph(steps: int) -> dict[str, Any]:
+    out = subprocess.run([str(peer_python()), "-c", _PEER, str(steps)], capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--no-langgraph", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="harness-lab-bench-") as d:
+        tmp = Path(d)
+        # Best of three: the least-disturbed run is the overhead; a busy machine only adds to it.
+        rows = {
+            "bare": min(bare(args.steps, None) for _ in range(3)),
+            "bare+sqlite": min(bare(args.steps, tmp / f"b{i}") for i in range(3)),
+            "harness-lab": min(ours(args.steps, None, tmp / f"o{i}") for i in range(3)),
+            "harness-lab+sqlite": min(ours(args.steps, tmp / f"d{i}", tmp / f"d{i}") for i in range(3)),
+        }
+    peer: dict[str, Any] = {} if args.no_langgraph else langgraph(args.steps)
+    if peer:
+        rows["langgraph"], rows["langgraph+sqlite(sync)"] = peer["plain"], peer["durable"]
+    print(f"per-step overhead, {args.steps} steps, no-op tool, best of 3 (µs/step; lower is better)")
+    for name, value in rows.items():
+        print(f"  {name:<24} {value:9.1f}")
+    print("ratios:")
+    print(f"  harness-lab / bare                    {rows['harness-lab'] / rows['bare']:8.1f}x   (target: <= 15 µs/step)")
+    print(f"  harness-lab+sqlite / bare+sqlite      {rows['harness-lab+sqlite'] / rows['bare+sqlite']:8.2f}x   "
+          "(target: <= 3x, and <= 100 µs/step)")
+    if peer:
+        print(f"  langgraph / harness-lab               {rows['langgraph'] / rows['harness-lab']:8.2f}x")
+        print(f"  langgraph+sqlite / harness-lab+sqlite {rows['langgraph+sqlite(sync)'] / rows['harness-lab+sqlite']:8.2f}x"
+              "   (target: >= 10x)")
+        print(f"  (langgraph {peer['version']}, SqliteSaver journal_mode={peer['journal_mode']})")
+
+
+if __name__ == "__main__":
+    main()
