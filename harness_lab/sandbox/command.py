@@ -272,6 +272,16 @@ def _collect(proc: subprocess.Popen[bytes], deadline: float, cap: int) -> tuple[
                 why = "output"
                 del buf[cap:]
                 break
+    if why == "exit":
+        # EOF is not the end: a program may close its output and keep running (or be about to
+        # exit). The command ends when its main process does, or at the deadline.
+        pause = 0.001
+        while not _has_exited(proc.pid):
+            if time.monotonic() >= deadline:
+                why = "timeout"
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
     _stop(proc)
     proc.stdout.close()
     try:

@@ -250,6 +250,29 @@ class Sandbox:
         assert info is not None
         return info
 
+    def materialize(self, snapshot_id: str, dest: str | os.PathLike[str]) -> SnapshotInfo:
+        """Write snapshot ``snapshot_id`` into ``dest`` (new or empty), e.g. to fork a run from it.
+
+        The returned info carries the snapshot's ``run_state`` for the forked run; this sandbox's
+        workspace is not touched.
+        """
+        target = self._entries(snapshot_id)
+        path = os.fspath(dest)
+        real = os.path.realpath(path)
+        if real == self.root or real.startswith(self.root.rstrip("/") + "/"):
+            raise SandboxEnvironmentError("cannot materialize a snapshot inside the workspace it came from")
+        os.makedirs(path, exist_ok=True)
+        if os.listdir(path):
+            raise SandboxEnvironmentError(f"cannot materialize into {path!r}: it is not empty")
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            apply_manifest(fd, Scanner(fd, self._store.blobs), self._store.blobs, target, None)
+        finally:
+            os.close(fd)
+        info = self._store.info(snapshot_id)
+        assert info is not None
+        return info
+
     def workspace_hash(self) -> str:
         """sha256 over the current workspace manifest (path, kind, content hash, mode)."""
         return manifest_hash(self._scanner.scan(full=True))

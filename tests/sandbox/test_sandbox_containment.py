@@ -232,3 +232,28 @@ def test_bad_command_arguments_are_errors(ws: Path, make_sandbox: Any) -> None:
         assert sb.call("run_command", **args).status == "error", args
     missing = sb.call("run_command", argv=["definitely-not-a-program-xyz"])
     assert missing.status == "error" and missing.exit_status == 127
+
+
+def test_without_namespaces_the_sandbox_says_so_and_still_limits(ws: Path, make_sandbox: Any) -> None:
+    sb: Sandbox = make_sandbox(ws, isolation="none", quotas=Quotas(max_processes=12))
+    caps = sb.capabilities
+    assert caps["isolation"] == "none" and caps["network_namespace"] is False
+    assert any("network" in m for m in caps["missing"])
+    ok = sb.call("run_command", argv=["id", "-u"])
+    assert ok.ok and ok.data["network"] == "host" and ok.data["missing"] == caps["missing"]
+    assert int((ok.content or "0").strip()) == caps["uid_drop"]
+    start = time.monotonic()
+    res = sb.call("run_command", argv=["sh", "-c", "bomb() { bomb | bomb & }; bomb; sleep 5"], timeout=1)
+    assert res.status in ("timeout", "error") and time.monotonic() - start < 2.5
+    _assert_nothing_left(sb)
+
+
+def test_end_of_output_is_not_end_of_command(ws: Path, make_sandbox: Any) -> None:
+    sb: Sandbox = make_sandbox(ws)
+    for _ in range(10):  # coreutils close stdout before exiting: never mistaken for a kill
+        res = sb.call("run_command", argv=["id", "-u"])
+        assert res.ok and res.exit_status == 0, res
+    start = time.monotonic()
+    res = sb.call("run_command", argv=["sh", "-c", "exec >&- 2>&-; sleep 30"], timeout=1)
+    assert res.status == "timeout" and time.monotonic() - start < 2.0
+    _assert_nothing_left(sb)

@@ -274,6 +274,24 @@ def test_run_command_files_are_captured_and_rolled_back(sb: Sandbox, ws: Path) -
     assert not (ws / "out").exists()
 
 
+def test_materialize_forks_a_snapshot_into_a_new_directory(sb: Sandbox, ws: Path, tmp_path: Path,
+                                                          state: dict[str, Any]) -> None:
+    before = _tree(ws)
+    snap = sb.snapshot("fork point")
+    state["step"] = 3
+    (ws / "docs" / "a.txt").write_text("moved on")
+    info = sb.materialize(snap.id, tmp_path / "fork")
+    assert _tree(tmp_path / "fork") == before and info.run_state == {"step": 0, "context": ["goal"]}
+    assert (ws / "docs" / "a.txt").read_text() == "moved on"  # the source workspace is untouched
+    with Sandbox(tmp_path / "fork", snapshot_dir=tmp_path / "fork-snaps") as forked:
+        assert forked.workspace_hash() == snap.workspace_hash
+    with pytest.raises(SandboxEnvironmentError):
+        sb.materialize(snap.id, tmp_path / "fork")  # not empty
+    with pytest.raises(SandboxEnvironmentError):
+        sb.materialize(snap.id, ws / "inside")
+    assert not (ws / "inside").exists()
+
+
 def test_policy_validation() -> None:
     with pytest.raises(ValueError):
         SandboxPolicy(allowed_tools=frozenset({"read_file", "rm_rf"}))
