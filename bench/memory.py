@@ -1,0 +1,58 @@
+"""Peak RSS of a long no-op run: 1,000 vs 10,000 steps (each in a fresh process).
+
+    .venv/bin/python bench/memory.py [--steps 1000 10000]
+
+Flat means the in-memory trace is bounded (old events live in the store). Until the store is
+attached to a run, ``Run.records`` and ``Run.events`` keep every step, and this shows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def child(steps: int) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from step_overhead import noop_run
+
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with tempfile.TemporaryDirectory() as d:
+        run = noop_run(Path(d) / "ws")
+        for _ in range(steps):
+            run.step()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(json.dumps({"steps": steps, "baseline_kib": base, "peak_kib": peak, "records": len(run.records),
+                          "events": len(run.events), "context_items": len(run.context.view().items)}))
+        run.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        child(args.child)
+        return
+    rows = [json.loads(subprocess.run([sys.executable, __file__, "--child", str(n)], capture_output=True,
+                                      text=True, check=True).stdout) for n in args.steps]
+    print("peak RSS of a no-op run (fresh process each; MiB)")
+    for r in rows:
+        print(f"  {r['steps']:>6} steps: peak {r['peak_kib'] / 1024:7.1f}  (after imports {r['baseline_kib'] / 1024:6.1f}; "
+              f"grew {(r['peak_kib'] - r['baseline_kib']) / 1024:6.1f})  records={r['records']} events={r['events']} "
+              f"context items={r['context_items']}")
+    first, last = rows[0], rows[-1]
+    grow = lambda r: r["peak_kib"] - r["baseline_kib"]  # noqa: E731
+    per_step = (grow(last) - grow(first)) / (last["steps"] - first["steps"])
+    print(f"ratio of growth {last['steps']} vs {first['steps']} steps: {grow(last) / max(grow(first), 1):.1f}x "
+          f"(flat would be ~1x); marginal {per_step:.2f} KiB per step")
+
+
+if __name__ == "__main__":
+    main()
