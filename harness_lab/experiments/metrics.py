@@ -63,7 +63,7 @@ class RunOutcome(BaseModel):
     tokens: int
     reviews: int
     steps: int
-    repair: Literal["on", "off", "unavailable"]
+    repair: Literal["on", "off"]
     wall_ms: float
 
     @property
@@ -94,7 +94,6 @@ class GroupSummary(BaseModel):
     wall_ms: float
     exhaustions: int
     blocked: int
-    repair: Literal["on", "off", "unavailable"]
 
     @property
     def completion(self) -> float:
@@ -108,7 +107,6 @@ def summarize(group: str, outcomes: Sequence[RunOutcome]) -> GroupSummary:
     def mean(values: list[int]) -> float:
         return round(sum(values) / n, 3) if n else 0.0
 
-    repairs = {o.repair for o in rows}
     return GroupSummary(
         group=group, runs=n,
         completed=sum(o.delivered_acceptable for o in rows),
@@ -124,5 +122,4 @@ def summarize(group: str, outcomes: Sequence[RunOutcome]) -> GroupSummary:
         wall_ms=round(statistics.median(o.wall_ms for o in rows), 3) if n else 0.0,
         exhaustions=sum(o.final_state == "EXHAUSTED" for o in rows),
         blocked=sum(o.final_state == "BLOCKED" for o in rows),
-        repair="unavailable" if "unavailable" in repairs else "on" if "on" in repairs else "off",
     )

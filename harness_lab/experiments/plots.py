@@ -23,7 +23,7 @@ def plot_study(result: StudyResult, output: str | Path, *, stem: str = "study") 
     except ImportError as exc:
         raise HarnessLabError("plots need matplotlib: pip install 'harness-lab[plot]'") from exc
 
-    groups = [s.group + (" *" if s.repair == "unavailable" else "") for s in result.summaries]
+    groups = [s.group for s in result.summaries]
     rates = {
         "completion": [s.completed / s.runs for s in result.summaries],
         "false accepts": [s.false_accepts / s.runs for s in result.summaries],
@@ -46,8 +46,6 @@ def plot_study(result: StudyResult, output: str | Path, *, stem: str = "study") 
     right.set_ylabel("mean tokens per run")
     right.set_title("tokens")
     note = f"{len(result.scenarios)} scenarios x {result.seeds} seeds, same budget per group; scripted inputs, not a model"
-    if any(s.repair == "unavailable" for s in result.summaries):
-        note += "; * repair policy unavailable (ran as structural)"
     fig.suptitle(note, fontsize=9)
     fig.tight_layout()
     out = Path(output)

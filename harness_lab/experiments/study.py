@@ -4,9 +4,8 @@ Groups (cumulative, as in the seed: each adds one layer to the previous one):
 
 * ``base``       - the loop alone: ``finish`` is accepted unchecked (``Run(validation=False)``);
 * ``structural`` - + structural acceptance of the report (``Run(validation=True)``);
-* ``repair``     - + a repair policy after a failed check (``Run(repair=RepairPolicy())`` from
-  :mod:`harness_lab.repair`; while that module is absent the group runs as ``structural`` and every
-  output marks it ``repair: unavailable``);
+* ``repair``     - + a repair policy after a failed check (``Run(repair=RepairPolicy())``, see
+  :mod:`harness_lab.repair`: retry with the reasons fed back, then roll back, then escalate);
 * ``semantic``   - + a semantic review of the accepted bytes (a later review stage: a failed review
   holds the report back; its verdict is kept apart from the structural one, in ``Receipt.semantic``).
 
@@ -17,8 +16,6 @@ its task, so the study gives the same outcomes on any executor.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import tempfile
 import time
 from collections.abc import Sequence
@@ -34,6 +31,7 @@ from ..contract import ControlContract, load_contract
 from ..evidence import EvidenceCatalogue
 from ..paths import data_dir
 from ..proposers.scripted import ScriptedProposer
+from ..repair import RepairPolicy
 from ..run import Run
 from ..scenarios import Scenario, list_scenarios, load_scenario
 from ..validation.semantic import EvidenceSupportReviewer, SemanticReviewer
@@ -47,7 +45,6 @@ __all__ = [
     "GroupSpec",
     "StudyResult",
     "StudyTask",
-    "repair_available",
     "run_study",
     "run_study_task",
     "study_tasks",
@@ -91,15 +88,6 @@ class StudyTask:
     reviewer: SemanticReviewer
 
 
-def repair_available() -> bool:
-    """Whether :mod:`harness_lab.repair` has landed and ``Run`` takes ``repair=``."""
-    try:
-        importlib.import_module("harness_lab.repair")
-    except ImportError:
-        return False
-    return "repair" in inspect.signature(Run).parameters
-
-
 def run_study_task(task: StudyTask) -> RunOutcome:
     """One run of one scenario under one seed in one group, scored against the labels."""
     group, scenario = task.group, task.scenario
@@ -107,19 +95,14 @@ def run_study_task(task: StudyTask) -> RunOutcome:
     acceptable = scenario.acceptable_texts()
     attainable = any(a.get("kind") == "write_report" and str(a.get("text", "")).encode() in acceptable
                      for a in noisy.actions)
-    repair: Literal["on", "off", "unavailable"] = "off"
-    extra: dict[str, Any] = {}
-    if group.repair:
-        repair = "on" if repair_available() else "unavailable"
-        if repair == "on":
-            extra["repair"] = importlib.import_module("harness_lab.repair").RepairPolicy()
     with tempfile.TemporaryDirectory(prefix="harness-lab-study-") as tmp:
         workspace = Path(tmp) / "workspace"
         start = time.perf_counter()
         run = Run(contract=task.contract, proposer=ScriptedProposer(noisy.actions, then=scenario.then),
                   evidence=task.evidence, workspace=workspace, validation=group.structural,
                   approver=AutoReject("study: no human in the loop"),
-                  run_id=f"{group.name}:{scenario.id}:{task.seed}", **extra)
+                  run_id=f"{group.name}:{scenario.id}:{task.seed}",
+                  repair=RepairPolicy() if group.repair else None)
         try:
             rejections, false_reject = 0, False
             report = workspace / task.contract.verification.report.path
@@ -149,7 +132,7 @@ def run_study_task(task: StudyTask) -> RunOutcome:
                 delivered_acceptable=delivered and scenario.is_acceptable(run.accepted_bytes),
                 attainable=attainable, false_reject=false_reject, rejections=rejections,
                 decisions=run.usage.decisions, tool_calls=run.usage.tool_calls, tokens=run.usage.tokens,
-                reviews=reviews, steps=run.step_no, repair=repair, wall_ms=round(wall_ms, 3),
+                reviews=reviews, steps=run.step_no, repair="on" if group.repair else "off", wall_ms=round(wall_ms, 3),
             )
         finally:
             run.close()  # removes the snapshot dir the run made; the workspace goes with tmp
@@ -165,7 +148,6 @@ class StudyResult(BaseModel):
     noise: float
     budget: dict[str, Any]
     reviewer: str
-    repair_available: bool
     outcomes: tuple[RunOutcome, ...]
     summaries: tuple[GroupSummary, ...]
 
@@ -217,6 +199,6 @@ def run_study(
     return StudyResult(
         groups=tuple(groups), scenarios=names, seeds=seeds, noise=noise,
         budget=tasks[0].contract.budget.model_dump(mode="json") if len(budgets) == 1 else {"per_scenario": True},
-        reviewer=tasks[0].reviewer.name, repair_available=repair_available(),
+        reviewer=tasks[0].reviewer.name,
         outcomes=tuple(outcomes), summaries=tuple(summarize(g, outcomes) for g in groups),
     )

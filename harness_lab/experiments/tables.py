@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .metrics import METRIC_DEFINITIONS, GroupSummary
+from .metrics import METRIC_DEFINITIONS
 from .study import GROUPS, StudyResult
 
 __all__ = ["render_scenario_table", "render_study_table", "study_payload", "write_study"]
@@ -16,17 +16,13 @@ def _pct(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "0/0"
 
 
-def _group_label(s: GroupSummary) -> str:
-    return f"{s.group} (repair unavailable: ran as structural)" if s.repair == "unavailable" else s.group
-
-
 def render_study_table(result: StudyResult) -> str:
     cols = ["group", "runs", "completion", "attainable", "delivered", "false accepts", "false rejects",
             "decisions", "tool calls", "tokens", "reviews", "latency (steps)", "wall ms", "exhaustions"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for s in result.summaries:
         lines.append("| " + " | ".join([
-            _group_label(s), str(s.runs), _pct(s.completed, s.runs), str(s.attainable),
+            s.group, str(s.runs), _pct(s.completed, s.runs), str(s.attainable),
             _pct(s.delivered, s.runs), _pct(s.false_accepts, s.delivered), _pct(s.false_rejects, s.runs),
             f"{s.decisions:.2f}", f"{s.tool_calls:.2f}", f"{s.tokens:.0f}", f"{s.reviews:.2f}",
             f"{s.latency_steps:.2f}", f"{s.wall_ms:.1f}", str(s.exhaustions),
@@ -39,9 +35,6 @@ def render_study_table(result: StudyResult) -> str:
         "Ground truth: each scenario's labels (acceptable report bytes, fixed before any run), never a validator.",
         "Scripted inputs, not a model: this measures the harness's control flow, not how often a model gets it right.",
     ]
-    if not result.repair_available and "repair" in result.groups:
-        lines.append("NOTE: harness_lab.repair has not landed; the repair group (and semantic, which builds on it) "
-                     "ran without a repair policy.")
     lines += ["", "Groups:"]
     lines += [f"- {g}: {GROUPS[g].description}" for g in result.groups]
     lines += ["", "Definitions:"]

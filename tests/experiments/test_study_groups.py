@@ -16,7 +16,6 @@ from harness_lab.experiments import (
     SEED_SCENARIOS,
     StudyTask,
     render_study_table,
-    repair_available,
     run_scenario,
     run_study,
     run_study_task,
@@ -98,12 +97,15 @@ def test_every_group_gets_the_same_budget(contract: ControlContract) -> None:
     assert {o.final_state for o in result.outcomes if o.scenario == "endless_tool_calls"} == {"EXHAUSTED"}
 
 
-def test_repair_group_is_marked_when_the_policy_is_absent(contract: ControlContract, evidence: EvidenceCatalogue) -> None:
-    outcome = run_study_task(_task("repair", load_scenario("conforming_report"), contract, evidence))
-    assert outcome.repair == ("on" if repair_available() else "unavailable")
-    result = run_study(("structural", "repair"), ("conforming_report",), 1, executor=_Serial(), progress=False)
-    table = render_study_table(result)
-    assert ("repair unavailable" in table) == (not repair_available())
+def test_repair_group_runs_the_repair_policy(contract: ControlContract, evidence: EvidenceCatalogue) -> None:
+    # Without repair a rejected script keeps asking to finish until the budget is spent; with it, the
+    # failures are retried, rolled back, then escalated: BLOCKED, a person decides.
+    scenario = load_scenario("missing_limitations")
+    structural = run_study_task(_task("structural", scenario, contract, evidence))
+    repair = run_study_task(_task("repair", scenario, contract, evidence))
+    assert (structural.final_state, structural.stop_reason, structural.repair) == ("EXHAUSTED", "decision_budget", "off")
+    assert (repair.final_state, repair.stop_reason, repair.repair) == ("BLOCKED", "escalated", "on")
+    assert not repair.delivered and not repair.false_accept
 
 
 def test_table_states_every_definition_and_the_fixed_budget() -> None:
