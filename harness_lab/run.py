@@ -39,6 +39,7 @@ from .gates import LoopGates
 from .paths import data_dir
 from .proposers.base import Proposer, ProposerOutput, StatefulProposer
 from .proposers.scripted import ScriptedProposer
+from .repair import RepairPolicy
 from .sandbox import Sandbox
 from .scenarios import load_scenario
 from .states import RunState, can_transition
@@ -65,9 +66,11 @@ class Run:
         effects: ExternalEffects | None = None,
         run_id: str = "run",
         resume: bool = False,
+        repair: RepairPolicy | None = None,
     ) -> None:
         self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
         self.run_id = run_id
+        self.repair = repair  # None: plain feedback loops (seed 004's table); see harness_lab.repair
         # Directories the run made itself are removed by close(); a caller's workspace never is.
         self._owned_dirs: list[Path] = []
         if workspace is None:
@@ -316,6 +319,8 @@ class Run:
     def _execute(self, proposal: Proposal, key: str | None = None) -> ToolResult:
         assert proposal.action is not None
         self.usage = self.usage.model_copy(update={"tool_calls": self.usage.tool_calls + 1})
+        if self.repair is not None:
+            self.repair.before_execute(self, proposal)
         executor = self._faults.executor_for(self, proposal.action, self.executor)
         self._crash_point(CrashPoint.BEFORE_EFFECT)
         result = executor.execute(proposal.action, idempotency_key=key or f"{self.run_id}:{self.step_no}")
@@ -346,7 +351,17 @@ class Run:
         if verdict is not None and not verdict.accepted:
             self.context.add_feedback(self.step_no, "finish rejected: " + "; ".join(verdict.reasons),
                                       source=f"step {self.step_no}:validator")
+            repair = self.repair.after_failure(self, verdict) if self.repair is not None else None
+            if repair is not None:
+                self._emit(Note, topic="repair", message=repair.note, data=repair.model_dump(mode="json"))
+            if repair is not None and repair.action == "escalate":
+                self._transition(RunState.BLOCKED, repair.note)
+                self.stop_reason = StopReason(code="escalated", message=repair.note)
+                return verdict
             self._transition(RunState.RUNNING, "checks failed: " + "; ".join(verdict.reasons))
+            if repair is not None and repair.action == "rollback" and repair.snapshot is not None:
+                self.rollback(repair.snapshot)  # files, run state and context together
+                self.context.add_feedback(self.step_no, repair.note, source="repair", key="repair:approach")
             return verdict
         self._faults.after_validate(self)
         if read_report_snapshot(self.workspace, report.path) != snapshot:  # changed behind the validator

@@ -227,6 +227,101 @@ print("all claims hold")"""),
 ]
 
 
+LESSONS["04_gates_faults"] = [
+    ("md", """# 4 · Human gates, loop gates and faults
+
+Gates live outside the model. A gated proposal (push, release, delete, send_message, ...) parks the run
+in `WAITING_FOR_HUMAN` with a checkpoint and **no side effect**; Approve executes exactly the approved
+action, Reject stops safely with the reason kept. Loop gates stop a run that repeats itself or spends
+its budget. Faults from the catalogue break the next step on purpose; read how the harness answers."""),
+    ("params", """# Parameters
+reject_reason = "not during the release freeze"
+fault = "tool_timeout"  # any name in harness_lab.faults.fault_names()"""),
+    ("code", """from harness_lab import EvidenceCatalogue, FakeClock, Run, RunState, ScriptedProposer, load_contract
+from harness_lab.errors import SimulatedCrash
+from harness_lab.faults import fault_catalogue
+from harness_lab.paths import data_dir
+from harness_lab.widgets import LabView
+
+CONTRACT = load_contract(data_dir() / "contracts" / "report_task.yaml")
+EVIDENCE = EvidenceCatalogue.from_dir(data_dir() / "evidence")
+
+
+def scripted(actions, run_id, then="finish"):
+    return Run(contract=CONTRACT, proposer=ScriptedProposer(actions, then=then), evidence=EVIDENCE,
+               clock=FakeClock(), run_id=run_id)"""),
+    ("md", "## Approve inline"),
+    ("code", """gated = scripted([
+    {"kind": "read_evidence", "id": "harness-boundary"},
+    {"kind": "push", "remote": "origin", "branch": "main"},
+    {"kind": "send_message", "to": "team", "text": "report pushed"},
+], "gate-lesson")
+view = LabView(gated)
+view"""),
+    ("code", """for rec in view.run_to_gate():
+    print(rec.summary())
+print("pending:", gated.pending.describe(), "| args sha256:", gated.waiting.args_sha256)
+print("effects applied so far:", list(gated.executor.effects.sent))
+rec = view.approve()
+print(rec.summary())
+print("effects applied:", [a.kind for a in gated.executor.effects.sent.values()])"""),
+    ("md", "## Reject inline: a safe stop, the reason kept"),
+    ("code", """for rec in view.run_to_gate():
+    print(rec.summary())
+rec = view.reject(reject_reason)
+print(rec.summary())
+print("stop:", gated.stop_reason.code, "|", gated.stop_reason.message)"""),
+    ("md", "## Loop gates: the third identical call gets a hint, the fourth stops the run"),
+    ("code", """looping = scripted([{"kind": "list_dir", "path": "."}], "loop-lesson", then="repeat_last")
+looping.run()
+for rec in looping.records:
+    print(rec.summary())
+print("stop:", looping.stop_reason.code)"""),
+    ("md", "## Inject one fault into the next step"),
+    ("code", """victim = LabView(Run.from_scenario("conforming_report", clock=FakeClock()))
+victim.inject(fault)
+try:
+    print(victim.step().summary())
+    victim.run_to_end()
+except SimulatedCrash as crash:  # process_crash: lesson 5 resumes from the checkpoint
+    print("crashed:", crash)
+for r in victim.run.faults:
+    print(f"step {r.step} {r.fault}: {r.effect}\\n    harness answer: {r.answer}")
+print("final:", victim.summary())"""),
+    ("md", "## Every fault of the catalogue, and how the harness answered"),
+    ("code", """outcomes = {}
+for name in fault_catalogue():
+    run = Run.from_scenario("conforming_report", clock=FakeClock(), run_id=f"fault-{name}")
+    run.inject(name)
+    try:
+        run.run()
+        end = run.state.value
+    except SimulatedCrash:
+        end = "crashed (resume it: lesson 5)"
+    outcomes[name] = (run, end)
+    first = run.faults[0] if run.faults else None
+    print(f"{name:34} {end:30} {first.answer[:70] if first else 'did not fire'}")"""),
+    ("md", """## Your turn
+Click **Step**: the push parks at the human gate. Then type a reason and **Reject**, or **Approve**."""),
+    ("code", """try_it = LabView(scripted([{"kind": "push", "remote": "origin", "branch": "main"},
+                           {"kind": "read_evidence", "id": "harness-boundary"}], "try-it"))
+try_it"""),
+    ("md", "## What this lesson claims"),
+    ("code", """assert gated.state is RunState.BLOCKED and gated.stop_reason.code == "human_rejected"
+assert reject_reason in gated.stop_reason.message
+assert [a.kind for a in gated.executor.effects.sent.values()] == ["push"]  # the rejected message never went out
+assert looping.stop_reason.code == "no_progress" and looping.records[2].decision.verdict == "refuse"
+assert len(outcomes) >= 12
+for name, (run, end) in outcomes.items():
+    assert run.faults and all(r.answer for r in run.faults), name  # every fault fired and was answered
+    assert any(e.kind == "note" and e.topic == "fault" for e in run.events), name  # ...in the trace
+    if run.state is RunState.REVIEW_READY:  # accepted despite the fault: the receipt holds the checked bytes
+        assert run.receipt.matches(run.accepted_bytes), name
+    run.close()  # removes the run's temporary workspace
+print("all claims hold")"""),
+]
+
+
 def _cell(notebook: str, index: int, kind: str, source: str) -> nbformat.NotebookNode:
     cell_id = f"{notebook[:2]}-{index:02d}"
     if kind == "md":

@@ -1,30 +1,23 @@
-"""The fault picker: inject any fault of the catalogue into the next step (``run.inject(name)``)."""
+"""The fault picker: inject any fault of the catalogue into the next step (``run.inject(name)``),
+and the faults that fired with the harness's answer to each."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Hashable
 from typing import Any
 
 import ipywidgets as w
 
-from ._panel import Panel, esc
+from harness_lab.faults import fault_catalogue
+
+from ._panel import Panel, esc, html_table
 
 __all__ = ["FaultPanel", "fault_names"]
 
 
 def fault_names() -> list[str]:
-    """Names in the runtime's fault catalogue, or [] while the catalogue does not exist."""
-    try:
-        faults = importlib.import_module("harness_lab.faults")
-    except ImportError:
-        return []
-    for attr in ("FAULTS", "CATALOGUE", "CATALOG"):
-        table = getattr(faults, attr, None)
-        if table is not None:
-            return sorted(str(name) for name in table)
-    names = getattr(faults, "fault_names", None)
-    return sorted(names()) if callable(names) else []
+    """The catalogue's fault names, in catalogue order."""
+    return list(fault_catalogue())
 
 
 class FaultPanel(Panel):
@@ -33,22 +26,29 @@ class FaultPanel(Panel):
 
     def __init__(self) -> None:
         super().__init__()
-        self.names = fault_names()
+        catalogue = fault_catalogue()
+        self.names = list(catalogue)
+        self.docs = {name: type(fault).doc() for name, fault in catalogue.items()}
         self.picker = w.Dropdown(options=self.names, description="fault", layout=w.Layout(width="320px"))
         self.inject_button = w.Button(description="Inject", button_style="danger", disabled=True)
-        self.inject_button.add_class("hl-inject")
+        self.doc = w.HTML()
         self.html = w.HTML()
-        self.widget = w.VBox([w.HBox([self.picker, self.inject_button]), self.html])
-        self.injected: list[str] = []
+        self.picker.observe(lambda _change: self._show_doc(), names="value")
+        self.widget = w.VBox([w.HBox([self.picker, self.inject_button]), self.doc, self.html])
+        self.injected: list[str] = []  # names armed through this view (the run's trace has every one)
+        self._show_doc()
+
+    def _show_doc(self) -> None:
+        self.doc.value = f"<i>{esc(self.docs.get(self.picker.value or '', ''))}</i>"
 
     def key(self, run: Any) -> Hashable:
-        return (hasattr(run, "inject"), run.state.terminal, tuple(self.injected))
+        return (run.state.terminal, len(run.faults), tuple(self.injected))
 
     def draw(self, run: Any) -> None:
-        ready = bool(self.names) and hasattr(run, "inject") and not run.state.terminal
-        self.inject_button.disabled = not ready
-        if not self.names or not hasattr(run, "inject"):
-            self.html.value = "<i>the fault catalogue is not available in this runtime (run.inject)</i>"
-        else:
-            done = ", ".join(self.injected) or "none"
-            self.html.value = f"<div class='hl-faults'>{len(self.names)} faults; injected so far: {esc(done)}</div>"
+        self.inject_button.disabled = run.state.terminal
+        fired = [(r.step, r.fault, r.effect, r.answer, r.state_after.value if r.state_after else "-")
+                 for r in run.faults]
+        armed = f"<div>armed from here: {esc(', '.join(self.injected))}</div>" if self.injected else ""
+        self.html.value = ("<div class='hl-faults'>" + armed
+                           + (html_table(("step", "fault", "effect", "harness answer", "state after"), fired)
+                              if fired else "<i>no fault fired yet</i>") + "</div>")

@@ -135,9 +135,7 @@ class LabView:
         return child
 
     def inject(self, name: str | None = None) -> Any:
-        """``run.inject(name)``: the fault changes the next step."""
-        if not hasattr(self.run, "inject"):
-            raise HarnessLabError("this runtime has no fault catalogue (run.inject) yet")
+        """``run.inject(name)``: the fault (default: the picked one) changes the next step."""
         fault = name or self.faults.picker.value
         try:
             result = self.run.inject(fault)

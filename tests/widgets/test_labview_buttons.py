@@ -139,16 +139,23 @@ def test_snapshot_rows_show_the_diff_against_the_previous_snapshot(make_run):
     assert "+b.txt" in view.snapshots.html.value
 
 
-def test_fault_picker_is_disabled_until_the_runtime_has_a_catalogue(make_run):
+def test_fault_picker_injects_the_picked_fault_and_shows_the_harness_answer(make_run):
     run = make_run(scenario="conforming_report")
     view = LabView(run)
-    if hasattr(run, "inject"):
-        assert view.faults.names and not view.faults.inject_button.disabled
-    else:
-        assert view.faults.inject_button.disabled
-        assert "not available" in view.faults.html.value
-        view.faults.inject_button.click()
-        assert "no fault catalogue" in view.status.value
+    assert "tool_timeout" in view.faults.names and len(view.faults.names) >= 12
+    view.faults.picker.value = "tool_timeout"
+    assert view.faults.doc.value != "<i></i>"  # the picked fault's one-line documentation
+    view.faults.inject_button.click()
+    assert "armed from here: tool_timeout" in view.faults.html.value
+    assert any(e.kind == "note" and e.topic == "fault_armed" for e in run.events)
+    rec = view.step()
+    assert rec.tool_result is not None and rec.tool_result.status == "timeout"
+    (fired,) = run.faults
+    assert fired.fault == "tool_timeout" and not fired.success_state
+    assert fired.answer in view.faults.html.value.replace("&#x27;", "'")
+    view.faults.picker.value = None
+    view.faults.inject_button.click()  # nothing picked: the status line says so, the run is unchanged
+    assert "unknown fault" in view.status.value and len(run.faults) == 1
 
 
 def test_plot_panel_draws_a_png_of_budget_use(make_run):
