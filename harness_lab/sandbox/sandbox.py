@@ -66,6 +66,7 @@ class Sandbox:
         self._state_provider = state_provider
         self.last_auto_snapshot: SnapshotInfo | None = None
         self._owned = False  # whether a full walk has handed the tree to the sandbox uid yet
+        self._hash_memo: dict[str, tuple[tuple[str, str, int], int]] = {}
         iso = dict(detect_isolation(self.policy.isolation, os.geteuid()))
         if self.policy.isolation != "auto" and iso["kind"] != self.policy.isolation:
             self.close()
@@ -275,7 +276,11 @@ class Sandbox:
 
     def workspace_hash(self) -> str:
         """sha256 over the current workspace manifest (path, kind, content hash, mode)."""
-        return manifest_hash(self._scanner.scan(full=True))
+        return manifest_hash(self._scanner.scan(full=True), self._hash_memo)
+
+    def manifest(self) -> Manifest:
+        """The current workspace manifest, path -> (kind, content hash, mode): what workspace_hash hashes."""
+        return dict(self._scanner.scan(full=True))
 
 
 def _with_snapshot(result: ToolResult, auto: SnapshotInfo | None) -> ToolResult:

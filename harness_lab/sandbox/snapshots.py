@@ -71,14 +71,28 @@ def _hex(total: int) -> str:
     return f"{total % _MOD:064x}"
 
 
-def manifest_hash(entries: Manifest) -> str:
+def manifest_hash(entries: Manifest, memo: dict[str, tuple[Entry, int]] | None = None) -> str:
     """Hash of a manifest: the sum mod 2**256 of sha256(path, kind, digest, mode) per entry.
 
     A sum rather than one sha256 over the sorted lines so that a snapshot can update it from its
     parent's in time proportional to what changed (an incremental multiset hash); it is meant to
-    detect change, not to resist a forger. Specials (FIFOs, devices) are excluded.
+    detect change, not to resist a forger. Specials (FIFOs, devices) are excluded. ``memo`` keeps
+    each path's last line hash between calls, so repeated hashing of a large tree is cheap.
     """
-    return _hex(sum(_line(p, e) for p, e in entries.items() if e[0] != "s"))
+    if memo is None:
+        return _hex(sum(_line(p, e) for p, e in entries.items() if e[0] != "s"))
+    total = 0
+    for p, e in entries.items():
+        if e[0] == "s":
+            continue
+        hit = memo.get(p)
+        if hit is None or hit[0] != e:
+            hit = memo[p] = (e, _line(p, e))
+        total += hit[1]
+    if len(memo) > 2 * len(entries) + 64:  # forget paths that are long gone
+        for p in memo.keys() - entries.keys():
+            del memo[p]
+    return _hex(total)
 
 
 def _display(path: str, entry: Entry) -> str:
@@ -150,6 +164,12 @@ class SnapshotStore:
         seq = max((i.created_seq for i in self._infos.values()), default=0) + 1
         snap_id = f"snap-{seq:04d}"
         delta: tuple[str, dict[str, Entry], list[str]] | None = None
+        if self._last is not None and changed is None:
+            # Unknown change set (a full walk happened): find it by comparing with the parent,
+            # which costs a dict lookup per entry but no hashing.
+            base = self._last[1]
+            changed = {p for p, e in entries.items() if base.get(p) != e}
+            changed.update(base.keys() - entries.keys())
         if self._last is not None and changed is not None:
             base_id, base, depth, files, total = self._last
             kept = dict(base)
@@ -176,11 +196,7 @@ class SnapshotStore:
             kept = {p: e for p, e in entries.items() if e[0] != "s"}
             files = sum(1 for e in kept.values() if e[0] != "d")
             total = sum(_line(p, e) for p, e in kept.items())
-            depth = self._last[2] if self._last is not None else _FULL_EVERY
-            if self._last is not None:
-                base = self._last[1]
-                delta = (self._last[0], {p: e for p, e in kept.items() if base.get(p) != e},
-                         [p for p in base if p not in kept])
+            depth = _FULL_EVERY
         info = SnapshotInfo(id=snap_id, label=label, created_seq=seq, files=files, run_state=run_state,
                             trigger=trigger, workspace_hash=_hex(total), created_at=time.time(), hashed=hashed)
         doc: dict[str, Any] = {"info": info.model_dump(mode="json")}
