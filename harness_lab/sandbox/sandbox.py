@@ -124,6 +124,9 @@ class Sandbox:
         except OSError as exc:  # an unexpected filesystem error is still data, never a traceback
             return ToolResult.failure(tool, f"{tool} failed: {exc.strerror or exc.__class__.__name__}",
                                       "check the path and try a different approach")
+        except (UnicodeError, ValueError) as exc:  # e.g. text with unpaired surrogates
+            return ToolResult.failure(tool, f"invalid argument: {exc.__class__.__name__}",
+                                      "pass plain UTF-8 text")
 
     def _dispatch(self, tool: str, args: dict[str, Any]) -> ToolResult:
         b = self._boundary

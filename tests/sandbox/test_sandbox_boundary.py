@@ -172,6 +172,9 @@ def test_bad_inputs_are_errors_not_exceptions(world: dict[str, Path], make_sandb
     assert sb.call("format_disk").status == "error"
     assert sb.call("read_file", path="").status == "error"
     assert sb.call("write_file", path=".", content="x").status == "error"
+    assert sb.call("write_file", path="u.txt", content="\ud800 unpaired").status == "error"
+    assert sb.call("write_file", path="\ud800.txt", content="x").status in ("error", "denied")
+    assert sb.call("read_file", path="\udcff").status in ("error", "denied")
 
 
 def test_denied_by_policy(world: dict[str, Path], make_sandbox: Any) -> None:

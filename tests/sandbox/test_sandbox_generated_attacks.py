@@ -21,7 +21,8 @@ from harness_lab.sandbox import Sandbox, SandboxPolicy
 
 _TOKENS = ["..", ".", "", "sub", "inner.txt", "real.txt", "link_file", "link_rel", "link_dir", "link_dir_rel",
            "dangling", "loop1", "self_loop", "proc_root", "proc_cwd", "hard", "fifo", "devnull", "outside",
-           "secret.txt", "ws-evil", "etc", "passwd", "up", "up2", "new.txt", "x" * 256, "\x00", "~", "-"]
+           "secret.txt", "ws-evil", "etc", "passwd", "up", "up2", "new.txt", "x" * 256, "\x00", "~", "-",
+           "\udcff", "\ud800", "é", "a b", "\n", "*"]
 _TOOLS = ["read_file", "write_file", "list_dir", "delete_file"]
 
 
@@ -36,8 +37,12 @@ def _legit(path: str, ws: str) -> bool:
     rel = path[len(ws) + 1:] if path.startswith(ws + "/") else path
     if rel.startswith("/") or "\x00" in rel:
         return False
+    try:
+        os.fsencode(rel)
+    except UnicodeEncodeError:
+        return False  # not representable as a file name at all
     names = [n for n in rel.split("/") if n not in ("", ".")]
-    if ".." in names or any(len(n.encode()) > 255 for n in names):
+    if ".." in names or any(len(os.fsencode(n)) > 255 for n in names):
         return False
     here = ws
     for name in names:
