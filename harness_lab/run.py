@@ -10,11 +10,12 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._run_setup import initial_context, read_report_snapshot
 from .actions import Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
 from .approval import ApprovalRequest, Approver, AskHuman
+from .checkpoint import Checkpointer
 from .clock import Clock, SystemClock
 from .context import ContextManager
 from .contract import ControlContract, load_contract
@@ -43,8 +44,12 @@ from .repair import RepairPolicy
 from .sandbox import Sandbox
 from .scenarios import load_scenario
 from .states import RunState, can_transition
+from .store import Store
 from .tools import ToolResult
 from .validation import Receipt, ReportVerdict, check_report, sha256_hex
+
+if TYPE_CHECKING:
+    from .resume import ResumeReport
 
 __all__ = ["Run"]
 
@@ -67,6 +72,7 @@ class Run:
         run_id: str = "run",
         resume: bool = False,
         repair: RepairPolicy | None = None,
+        store: Store | None = None,
     ) -> None:
         self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
         self.run_id = run_id
@@ -109,6 +115,10 @@ class Run:
         self._faults = FaultSchedule(lambda topic, message, data: self._emit(Note, topic=topic, message=message, data=data))
         self.crashed: CrashPoint | None = None
         self._ws_hash: str | None = None  # the workspace as the last step left it
+        self.scenario: str | None = None  # set by from_scenario: resume rebuilds the run from it
+        # With a store, every step is checkpointed; only a window of the trace stays in memory.
+        self.checkpoints = Checkpointer(store, self, fresh=not resume) if store is not None else None
+        self.resume_report: ResumeReport | None = None  # what Run.resume checked, in the seed's order
 
     def close(self) -> None:
         """Release the sandbox and remove the temporary directories this run created."""
@@ -177,17 +187,61 @@ class Run:
         approver: Approver | None = None,
         clock: Clock | None = None,
         run_id: str | None = None,
+        store: Store | None = None,
     ) -> Run:
         """A run of a shipped scenario (``data/scenarios/<name>.yaml``) with its scripted proposer."""
         scenario = load_scenario(name)
         root = data_dir()
-        return cls(
+        run = cls(
             contract=load_contract(root / "contracts" / f"{scenario.contract}.yaml"),
             proposer=ScriptedProposer(scenario.actions, then=scenario.then),
             evidence=EvidenceCatalogue.from_dir(root / "evidence"),
             workspace=workspace, validation=validation, approver=approver, clock=clock,
             run_id=run_id or scenario.id,
         )
+        run.scenario = name  # before the store registers the run: resume rebuilds it from the name
+        run.checkpoints = Checkpointer(store, run, fresh=True) if store is not None else None
+        return run
+
+    # -- checkpoints: resume, fork --------------------------------------------------------------
+    @classmethod
+    def resume(
+        cls,
+        store: Store,
+        run_id: str,
+        *,
+        proposer: Proposer | None = None,
+        evidence: EvidenceCatalogue | None = None,
+        approver: Approver | None = None,
+        effects: ExternalEffects | None = None,
+        clock: Clock | None = None,
+    ) -> Run:
+        """Continue a checkpointed run in the seed's order (see :mod:`harness_lab.resume`); the
+        checks are in ``run.resume_report``; a failed check leaves the run BLOCKED and the store as it was."""
+        from .resume import resume_run
+
+        return resume_run(store, run_id, proposer=proposer, evidence=evidence, approver=approver,
+                          effects=effects, clock=clock)
+
+    def fork(self, checkpoint_id: str, *, new_run_id: str | None = None, workspace: str | Path | None = None) -> Run:
+        """A new run (new id, own workspace) from a checkpoint ``"<run>@<step>"`` or a sandbox snapshot
+        id of this run; the original run, its store rows and its workspace are left untouched."""
+        from .resume import fork_run
+
+        return fork_run(self, checkpoint_id, new_run_id=new_run_id, workspace=workspace)
+
+    def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str) -> None:
+        """Resume and fork entry: unlike a rollback, the step counters come from the checkpoint too."""
+        self.step_no, self._seq, self.usage = step, seq, usage
+        self.gates.started_at = self.clock.now() - usage.elapsed_s
+        self.restore(captured, source=source)
+
+    def halt(self, code: str, message: str) -> StepRecord:
+        """Stop now, safely, with a reason (one step without a proposal; the run ends BLOCKED)."""
+        self._open_step()
+        self.waiting, self._pending = None, None
+        stop = StopReason(code=code, message=message)
+        return self._close(None, Decision(verdict="block", reason=message), stop=stop)
 
     # -- the human gate -------------------------------------------------------------------------
     def approve(self, *, by: str = "human", args_sha256: str | None = None) -> StepRecord:
@@ -323,7 +377,9 @@ class Run:
             self.repair.before_execute(self, proposal)
         executor = self._faults.executor_for(self, proposal.action, self.executor)
         self._crash_point(CrashPoint.BEFORE_EFFECT)
-        result = executor.execute(proposal.action, idempotency_key=key or f"{self.run_id}:{self.step_no}")
+        key = key or f"{self.run_id}:{self.step_no}"
+        held = self.checkpoints.before_effect(proposal.action, key) if self.checkpoints is not None else None
+        result = held or executor.execute(proposal.action, idempotency_key=key)
         self._crash_point(CrashPoint.AFTER_EFFECT)
         self._emit(ToolCalled, tool=result.tool, result=result)
         return result
@@ -415,6 +471,10 @@ class Run:
                             usage=self.usage, events=tuple(self._step_events))
         self._step_events = []
         self._crash_point(CrashPoint.BEFORE_COMMIT)
+        if self.checkpoints is not None:
+            self.checkpoints.commit(record, self._ws_hash)
+            _keep_window(self.records, 256)
+            _keep_window(self.events, 4096)
         self.records.append(record)
         self._crash_point(CrashPoint.AFTER_COMMIT)
         return record
@@ -461,6 +521,12 @@ class Run:
         self.waiting = ApprovalRequest.model_validate(captured["waiting"]) if captured["waiting"] else None
         self._pending = parse_proposal(captured["pending"]) if captured["pending"] is not None else None
         self._emit(Restored, source=source, state=self.state)
+
+
+def _keep_window(trace: list[Any], size: int) -> None:
+    """Older entries live in the store; dropping half at a time keeps this O(1) amortized."""
+    if len(trace) >= 2 * size:
+        del trace[: len(trace) - size]
 
 
 def _sha(data: bytes | None) -> str:

@@ -1,3 +1,29 @@
-"""Checkpoint stores: embedded SQLite (default) and an in-memory double."""
+"""Checkpoint stores: embedded SQLite (the default) and an in-memory double.
 
-__all__: list[str] = []
+``SQLiteStore("runs.sqlite")`` keeps every run's spec, one checkpoint row per step, the side-effect
+ledger, heartbeats and progress reports; ``InMemoryStore()`` has the same semantics without a file.
+"""
+
+from .base import (
+    SCHEMA_VERSION,
+    EffectEntry,
+    EffectStatus,
+    Heartbeat,
+    InMemoryStore,
+    RunInfo,
+    Store,
+    StoredStep,
+)
+from .sqlite import SQLiteStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "EffectEntry",
+    "EffectStatus",
+    "Heartbeat",
+    "InMemoryStore",
+    "RunInfo",
+    "SQLiteStore",
+    "Store",
+    "StoredStep",
+]

@@ -1,0 +1,282 @@
+"""Resume a checkpointed run in the seed's order, and fork a run from a checkpoint or snapshot.
+
+Seed 000's order, each step a :class:`ResumeCheck` in ``run.resume_report``:
+
+1. ``trigger``    the contract's trigger still holds;
+2. ``workspace``  the workspace hash equals the checkpoint's, or differs only by the step that was
+                  in flight at the crash (its write-ahead intent names the path); anything else is
+                  a concurrent change: reported, never overwritten;
+3. ``scope``      pending items and the last failure are loaded;
+4. ``prechecks``  cheap checks: the contract version, the evidence read so far, the artifact hash;
+5. ``harness``    only when all of the above pass: the run state is restored, a resume note goes
+                  into the context, and an effect in flight at the crash is settled: a workspace
+                  write is redone (same bytes), anything whose outcome cannot be checked (push,
+                  send_message, a command that changed files) ends the run BLOCKED as uncertain.
+
+A refused resume returns the run BLOCKED (``resume_refused``) in memory; the store is not written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .approval import Approver
+from .checkpoint import Checkpoint, Checkpointer
+from .clock import Clock
+from .contract import ControlContract, load_contract
+from .errors import RunStateError, StoreError
+from .events import Usage
+from .evidence import EvidenceCatalogue
+from .executor import ExternalEffects
+from .paths import data_dir
+from .proposers.base import Proposer
+from .proposers.scripted import ScriptedProposer
+from .sandbox.snapshots import manifest_hash
+from .scenarios import load_scenario
+from .store import EffectEntry, RunInfo, Store
+
+if TYPE_CHECKING:
+    from .run import Run
+
+__all__ = ["ResumeCheck", "ResumeReport", "fork_run", "load_checkpoint", "resume_run"]
+
+_CHECKPOINT_ID = re.compile(r"^(?P<run>.+)@(?P<step>\d+)$")
+
+
+class ResumeCheck(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["resume_check"] = "resume_check"
+    name: Literal["trigger", "workspace", "scope", "prechecks", "harness"]
+    ok: bool
+    detail: str
+
+
+class ResumeReport(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["resume_report"] = "resume_report"
+    checkpoint_id: str
+    checks: tuple[ResumeCheck, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def summary(self) -> str:
+        return "; ".join(f"{c.name} {'ok' if c.ok else 'FAILED'}: {c.detail}" for c in self.checks)
+
+
+def load_checkpoint(store: Store, run_id: str, step: int | None = None) -> tuple[Checkpoint, dict[str, Any] | None]:
+    """The checkpoint of ``step`` (default: the last one) and the context state stored with it."""
+    row = store.step(run_id, step) if step is not None else store.last_step(run_id)
+    if row is None:
+        store.run_info(run_id)  # raises for an unknown id
+        raise StoreError(f"run {run_id!r} has no committed step to resume from")
+    try:
+        checkpoint = Checkpoint.model_validate_json(row.checkpoint)
+        context = json.loads(row.context) if row.context is not None else None
+    except (ValidationError, ValueError) as exc:
+        raise StoreError(f"checkpoint {run_id}@{row.step} is unreadable: {str(exc).splitlines()[0]}") from exc
+    return checkpoint, context
+
+
+def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, evidence: EvidenceCatalogue | None = None,
+               approver: Approver | None = None, effects: ExternalEffects | None = None,
+               clock: Clock | None = None) -> Run:
+    """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
+    info = store.run_info(run_id)
+    checkpoint, context = load_checkpoint(store, run_id)
+    run = _rebuild(info, proposer, evidence, approver, effects, clock)
+    in_flight = [e for e in store.effects(run_id) if e.status == "intent" and e.step == checkpoint.step + 1]
+    flight = in_flight[0] if in_flight else None
+    checks = [_trigger(run.contract), _workspace(run, checkpoint, flight), _scope(checkpoint),
+              _prechecks(run, checkpoint, flight)]
+    _continue(run, checkpoint, context, f"checkpoint {checkpoint.id}")
+    ok = all(c.ok for c in checks)
+    checks.append(ResumeCheck(name="harness", ok=ok, detail="entered" if ok else "not entered: a check above failed"))
+    report = ResumeReport(checkpoint_id=checkpoint.id, checks=tuple(checks))
+    run.resume_report = report
+    if not ok:
+        if not run.state.terminal:  # in memory only: nothing is written to the store
+            run.halt("resume_refused", "resume refused: " + "; ".join(c.detail for c in checks if not c.ok))
+        return run
+    run.context.add_resume_note(_note(checkpoint), round=checkpoint.step)
+    run.checkpoints = Checkpointer(store, run, fresh=False)
+    run.checkpoints.adopt(checkpoint)
+    if flight is not None:
+        _settle(run, store, flight, workspace_unchanged=run.sandbox.workspace_hash() == checkpoint.workspace_hash)
+    return run
+
+
+def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
+             workspace: str | Path | None = None) -> Run:
+    """See :meth:`Run.fork <harness_lab.run.Run.fork>`."""
+    from .run import Run
+
+    store = run.checkpoints.store if run.checkpoints is not None else None
+    proposer: Proposer = run.proposer
+    if isinstance(proposer, ScriptedProposer):  # its own copy: the original's position is untouched
+        proposer = ScriptedProposer(proposer.actions, then=proposer.then)
+    fork = Run(contract=run.contract, proposer=proposer, evidence=run.evidence, workspace=workspace,
+               validation=run.validation, approver=run.approver, clock=run.clock, run_id=new_run_id or "fork",
+               resume=True)
+    fork.scenario = run.scenario
+    if any(fork.workspace.iterdir()):
+        fork.close()
+        raise RunStateError(f"{fork.workspace}: a fork needs an empty workspace")
+    match = _CHECKPOINT_ID.match(checkpoint_id)
+    if match is not None:
+        if store is None:
+            raise RunStateError(f"run {run.run_id} has no store: checkpoint {checkpoint_id} does not exist")
+        checkpoint, context = load_checkpoint(store, match["run"], int(match["step"]))
+        _fork_files(run, checkpoint, fork.workspace)
+        _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}")
+    else:
+        snap = run.sandbox.materialize(checkpoint_id, fork.workspace)
+        if snap.run_state is None:
+            raise RunStateError(f"snapshot {checkpoint_id} holds no run state")
+        fork.continue_from(snap.run_state, step=run.step_no, seq=run.events[-1].seq if run.events else 0,
+                           usage=run.usage, source=f"fork of snapshot {checkpoint_id}")
+    fork.run_id = new_run_id or _fork_id(run.run_id, store)
+    if store is not None:
+        fork.checkpoints = Checkpointer(store, fork, fresh=True)
+    return fork
+
+
+# -- the five checks -------------------------------------------------------------------------------
+def _trigger(contract: ControlContract) -> ResumeCheck:
+    t = contract.trigger
+    detail = f"{t.source}: {t.condition}" + ("" if t.still_valid else " no longer holds")
+    return ResumeCheck(name="trigger", ok=t.still_valid, detail=detail)
+
+
+def _workspace(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> ResumeCheck:
+    if not run.workspace.is_dir():
+        return ResumeCheck(name="workspace", ok=False, detail=f"{run.workspace} is missing")
+    now = run.sandbox.workspace_hash()
+    if now == checkpoint.workspace_hash or checkpoint.workspace_hash is None:
+        return ResumeCheck(name="workspace", ok=True, detail=f"unchanged since step {checkpoint.step}")
+    if flight is not None and "pre" in flight.detail:
+        manifest = run.sandbox.manifest()
+        for path, entry in flight.detail["pre"].items():
+            if entry is None:
+                manifest.pop(path, None)
+            else:
+                manifest[path] = (str(entry[0]), str(entry[1]), int(entry[2]))
+        if manifest_hash(manifest) == checkpoint.workspace_hash:
+            return ResumeCheck(name="workspace", ok=True, detail=(
+                f"changed only by the {flight.tool} of {flight.detail['path']} in flight at step {flight.step}"))
+    return ResumeCheck(name="workspace", ok=False, detail=(
+        f"concurrent change: the workspace hash is {now[:12]}, the checkpoint of step {checkpoint.step} "
+        f"recorded {checkpoint.workspace_hash[:12]}; nothing was overwritten"))
+
+
+def _scope(checkpoint: Checkpoint) -> ResumeCheck:
+    pending = ", ".join(checkpoint.pending) or "nothing"
+    return ResumeCheck(name="scope", ok=True, detail=(
+        f"done: {checkpoint.step} steps, evidence {list(checkpoint.completed_scope)}; pending: {pending}; "
+        f"last failure: {checkpoint.failure_root_cause or 'none'}"))
+
+
+def _prechecks(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> ResumeCheck:
+    problems = []
+    if run.contract.version != checkpoint.contract_version:
+        problems.append(f"the contract changed since the checkpoint ({checkpoint.contract_version[:12]} -> "
+                        f"{run.contract.version[:12]})")
+    for evidence_id, sha in dict(checkpoint.run_state.get("observed", {})).items():
+        note = run.evidence.get(evidence_id)
+        if note is None or note.sha256 != sha:
+            problems.append(f"evidence {evidence_id} changed or vanished since it was read")
+    in_flight_path = flight.detail.get("path") if flight is not None else None
+    for path, sha in checkpoint.artifact_sha256.items():
+        data = (run.workspace / path).read_bytes() if (run.workspace / path).is_file() else None
+        if path != in_flight_path and (data is None or hashlib.sha256(data).hexdigest() != sha):
+            problems.append(f"artifact {path} differs from the checkpoint's hash")
+    ok = not problems
+    return ResumeCheck(name="prechecks", ok=ok, detail="contract, evidence and artifacts as checkpointed"
+                       if ok else "; ".join(problems))
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def _rebuild(info: RunInfo, proposer: Proposer | None, evidence: EvidenceCatalogue | None,
+             approver: Approver | None, effects: ExternalEffects | None, clock: Clock | None) -> Run:
+    from .run import Run
+
+    spec = info.spec
+    scenario = spec.get("scenario")
+    if scenario is not None:  # reload from disk: a contract changed since is caught by the prechecks
+        contract = load_contract(data_dir() / "contracts" / f"{load_scenario(scenario).contract}.yaml")
+    else:
+        contract = ControlContract.model_validate(spec["contract"])
+    if proposer is None:
+        recorded = spec.get("proposer", {})
+        if recorded.get("kind") != "scripted":
+            raise RunStateError(f"run {info.run_id} used a {recorded.get('kind', 'custom')} proposer; "
+                                "pass proposer= to resume it")
+        proposer = ScriptedProposer(recorded["actions"], then=recorded["then"])
+    run = Run(contract=contract, proposer=proposer, evidence=evidence or EvidenceCatalogue.from_dir(data_dir() / "evidence"),
+              workspace=spec["workspace"], validation=bool(spec.get("validation", True)), approver=approver,
+              clock=clock, effects=effects, run_id=info.run_id, resume=True)
+    run.scenario = scenario
+    return run
+
+
+def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, source: str) -> None:
+    captured = run.capture()  # fills whatever memory.exclude kept out of the checkpoint
+    captured.update(checkpoint.run_state)
+    if context is not None:
+        captured["context"] = context
+    run.continue_from(captured, step=checkpoint.step, seq=checkpoint.seq,
+                      usage=Usage.model_validate(checkpoint.usage), source=source)
+
+
+def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged: bool) -> None:
+    kind = _effect_class(flight)
+    if kind == "redoable" or (kind == "workspace" and workspace_unchanged):
+        store.set_effect_status(flight.key, "resolved")  # the next step does it (again), same bytes
+        return
+    store.set_effect_status(flight.key, "uncertain")
+    run.halt("effect_uncertain", (
+        f"{flight.tool} (idempotency key {flight.key}) was in flight when the process died; its outcome is "
+        "unknown, so it is not retried: a human must check before it is tried again"))
+
+
+def _effect_class(entry: EffectEntry) -> str:
+    """From the ledger's tool name: a write redoes, delete/run_command touch only the workspace."""
+    return {"write_file": "redoable", "write_report": "redoable", "delete_file": "workspace",
+            "run_command": "workspace"}.get(entry.tool, "external")
+
+
+def _note(checkpoint: Checkpoint) -> str:
+    return (f"Resumed from checkpoint {checkpoint.id} after an interruption. State: {checkpoint.state.value}. "
+            f"Done: {checkpoint.step} steps; evidence read: {', '.join(checkpoint.completed_scope) or 'none'}; "
+            f"report: {'written' if checkpoint.artifact_sha256 else 'not yet written'}. "
+            f"Pending: {', '.join(checkpoint.pending) or 'nothing'}. "
+            f"Last failure: {checkpoint.failure_root_cause or 'none'}. Next: {checkpoint.next_step}.")
+
+
+def _fork_files(run: Run, checkpoint: Checkpoint, dest: Path) -> None:
+    if run.sandbox.workspace_hash() == checkpoint.workspace_hash:
+        shutil.copytree(run.workspace, dest, symlinks=True, dirs_exist_ok=True)
+        return
+    for snap in reversed(run.sandbox.snapshots()):
+        if snap.workspace_hash == checkpoint.workspace_hash:
+            run.sandbox.materialize(snap.id, dest)
+            return
+    raise RunStateError(f"no copy of the workspace as it was at checkpoint {checkpoint.id} (the workspace moved on "
+                        "and no snapshot matches its hash); fork from a snapshot id instead")
+
+
+def _fork_id(run_id: str, store: Store | None) -> str:
+    n = 1
+    while store is not None and store.has_run(f"{run_id}-fork{n}"):
+        n += 1
+    return f"{run_id}-fork{n}"

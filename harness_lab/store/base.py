@@ -1,0 +1,225 @@
+"""The checkpoint store protocol, its records, and the in-memory double.
+
+A store keeps, per run id: the run's spec (how to rebuild it), one row per committed step (the
+step record, the checkpoint, and the context state when it was written in full), the side-effect
+ledger (one entry per idempotency key), the last heartbeat, a status and progress reports.
+
+Effect ledger statuses::
+
+    intent     written *before* the effect runs (write-ahead); the effect may or may not have landed
+    committed  the step that carried the effect committed: never apply this key again
+    uncertain  found as ``intent`` on resume for an effect that cannot be checked: never retried
+    resolved   found as ``intent`` on resume and re-done idempotently (a workspace write)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..errors import StoreError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "EffectEntry",
+    "EffectStatus",
+    "Heartbeat",
+    "InMemoryStore",
+    "RunInfo",
+    "Store",
+    "StoredStep",
+]
+
+SCHEMA_VERSION = 1
+
+EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    spec: dict[str, Any]
+    created_at: float
+    status: str = "active"  # active | stuck | stopped
+    status_reason: str = ""
+
+
+@dataclass(frozen=True)
+class StoredStep:
+    """One committed step: JSON texts exactly as written (the caller parses what it needs)."""
+
+    run_id: str
+    step: int
+    at: float
+    record: str
+    checkpoint: str
+    context: str | None  # the full context state, or None when this step logged only context ops
+
+
+@dataclass(frozen=True)
+class EffectEntry:
+    key: str
+    run_id: str
+    step: int
+    tool: str
+    status: EffectStatus
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    run_id: str
+    at: float  # wall-clock time of the beat
+    step: int
+    progress_at: float  # wall-clock time the run last completed a step
+    pid: int
+    doing: str
+
+
+class Store(Protocol):
+    """Where checkpoints live. Every method raises :class:`StoreError` on misuse (unknown run id,
+    a run id that exists already) or an unusable store; nothing is ever overwritten."""
+
+    def create_run(self, run_id: str, spec: dict[str, Any], at: float) -> None: ...
+
+    def has_run(self, run_id: str) -> bool: ...
+
+    def run_info(self, run_id: str) -> RunInfo: ...
+
+    def run_ids(self) -> list[str]: ...
+
+    def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
+                    context: str | None) -> None:
+        """One transaction: the step row, and every ``intent`` of this step becomes ``committed``."""
+        ...
+
+    def last_step(self, run_id: str) -> StoredStep | None: ...
+
+    def step(self, run_id: str, step: int) -> StoredStep: ...
+
+    def steps(self, run_id: str, start: int = 1, end: int | None = None) -> list[StoredStep]: ...
+
+    def record_intent(self, entry: EffectEntry) -> EffectEntry | None:
+        """Write the intent (committed before returning); if the key exists, return it unchanged."""
+        ...
+
+    def effect(self, key: str) -> EffectEntry | None: ...
+
+    def effects(self, run_id: str) -> list[EffectEntry]: ...
+
+    def set_effect_status(self, key: str, status: EffectStatus) -> None: ...
+
+    def beat(self, beat: Heartbeat) -> None: ...
+
+    def last_beat(self, run_id: str) -> Heartbeat | None: ...
+
+    def set_status(self, run_id: str, status: str, reason: str) -> None: ...
+
+    def add_report(self, run_id: str, at: float, text: str) -> None: ...
+
+    def reports(self, run_id: str) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+class InMemoryStore:
+    """The deterministic double: same semantics as :class:`~harness_lab.store.SQLiteStore`, no file."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, RunInfo] = {}
+        self._steps: dict[str, dict[int, StoredStep]] = {}
+        self._effects: dict[str, EffectEntry] = {}
+        self._beats: dict[str, Heartbeat] = {}
+        self._reports: dict[str, list[str]] = {}
+
+    def create_run(self, run_id: str, spec: dict[str, Any], at: float) -> None:
+        if run_id in self._runs:
+            raise StoreError(f"run id {run_id!r} exists already; resume it or choose another id")
+        self._runs[run_id] = RunInfo(run_id, dict(spec), at)
+        self._steps[run_id] = {}
+
+    def has_run(self, run_id: str) -> bool:
+        return run_id in self._runs
+
+    def run_info(self, run_id: str) -> RunInfo:
+        if run_id not in self._runs:
+            raise StoreError(_unknown_run(run_id, self.run_ids()))
+        return self._runs[run_id]
+
+    def run_ids(self) -> list[str]:
+        return sorted(self._runs)
+
+    def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
+                    context: str | None) -> None:
+        steps = self._steps.get(run_id)
+        if steps is None:
+            raise StoreError(_unknown_run(run_id, self.run_ids()))
+        if step in steps:
+            raise StoreError(f"run {run_id!r} already has step {step}; a committed step is never rewritten")
+        steps[step] = StoredStep(run_id, step, at, record, checkpoint, context)
+        for key, entry in list(self._effects.items()):
+            if entry.run_id == run_id and entry.step == step and entry.status in ("intent", "resolved"):
+                self._effects[key] = _with_status(entry, "committed")
+
+    def last_step(self, run_id: str) -> StoredStep | None:
+        steps = self._steps.get(run_id) or {}
+        return steps[max(steps)] if steps else None
+
+    def step(self, run_id: str, step: int) -> StoredStep:
+        self.run_info(run_id)
+        if step not in self._steps[run_id]:
+            raise StoreError(f"run {run_id!r} has no step {step}")
+        return self._steps[run_id][step]
+
+    def steps(self, run_id: str, start: int = 1, end: int | None = None) -> list[StoredStep]:
+        self.run_info(run_id)
+        rows = self._steps[run_id]
+        return [rows[s] for s in sorted(rows) if s >= start and (end is None or s <= end)]
+
+    def record_intent(self, entry: EffectEntry) -> EffectEntry | None:
+        if entry.key in self._effects:
+            return self._effects[entry.key]
+        self._effects[entry.key] = entry
+        return None
+
+    def effect(self, key: str) -> EffectEntry | None:
+        return self._effects.get(key)
+
+    def effects(self, run_id: str) -> list[EffectEntry]:
+        return [e for e in self._effects.values() if e.run_id == run_id]
+
+    def set_effect_status(self, key: str, status: EffectStatus) -> None:
+        if key not in self._effects:
+            raise StoreError(f"no effect with idempotency key {key!r}")
+        self._effects[key] = _with_status(self._effects[key], status)
+
+    def beat(self, beat: Heartbeat) -> None:
+        self._beats[beat.run_id] = beat
+
+    def last_beat(self, run_id: str) -> Heartbeat | None:
+        return self._beats.get(run_id)
+
+    def set_status(self, run_id: str, status: str, reason: str) -> None:
+        info = self.run_info(run_id)
+        self._runs[run_id] = RunInfo(info.run_id, info.spec, info.created_at, status, reason)
+
+    def add_report(self, run_id: str, at: float, text: str) -> None:
+        self.run_info(run_id)
+        self._reports.setdefault(run_id, []).append(text)
+
+    def reports(self, run_id: str) -> list[str]:
+        self.run_info(run_id)
+        return list(self._reports.get(run_id, []))
+
+    def close(self) -> None:
+        return None
+
+
+def _with_status(entry: EffectEntry, status: EffectStatus) -> EffectEntry:
+    return EffectEntry(entry.key, entry.run_id, entry.step, entry.tool, status, entry.detail)
+
+
+def _unknown_run(run_id: str, known: Sequence[str]) -> str:
+    shown = ", ".join(known[:10]) + (" ..." if len(known) > 10 else "")
+    return f"unknown run id {run_id!r}; known: {shown or '(none)'}"

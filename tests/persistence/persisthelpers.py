@@ -1,0 +1,66 @@
+"""Shared helpers of the persistence tests: a run with a gated push, a counting outbox, outcomes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness_lab import Run
+from harness_lab.actions import GatedAction
+from harness_lab.approval import AutoApprove
+from harness_lab.contract import load_contract
+from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.paths import data_dir
+from harness_lab.proposers import ScriptedProposer
+from harness_lab.store import Store
+from harness_lab.tools import ToolResult
+
+REPORT = (
+    "# Report\n\n## Conclusion\nChecks keep drafts out of review [E:harness-boundary] [E:acceptance-snapshot].\n\n"
+    "## Evidence\n- The runtime decides [E:harness-boundary].\n- Receipts bind bytes [E:acceptance-snapshot].\n\n"
+    "## Limitations\nTest material only.\n"
+)
+# read, read, write a note, push (gated, approved by policy), write the report, overwrite the note, finish
+ACTIONS: list[dict[str, Any]] = [
+    {"kind": "read_evidence", "id": "harness-boundary"},
+    {"kind": "read_evidence", "id": "acceptance-snapshot"},
+    {"kind": "write_file", "path": "notes/plan.txt", "content": "draft the report, then push"},
+    {"kind": "push", "ref": "main"},
+    {"kind": "write_report", "text": REPORT},
+    {"kind": "write_file", "path": "notes/plan.txt", "content": "report written and pushed"},
+    {"kind": "finish"},
+]
+PUSH_STEP = 4
+
+
+class CountingOutbox:
+    """An outside world that counts every application (an idempotency key seen twice is a double effect)."""
+
+    def __init__(self) -> None:
+        self.applied: list[str] = []
+
+    def apply(self, action: GatedAction, idempotency_key: str) -> ToolResult:
+        self.applied.append(idempotency_key)
+        return ToolResult.success(action.kind, f"{action.kind} applied", key=idempotency_key)
+
+
+def push_run(workspace: Path, store: Store | None, outbox: CountingOutbox, run_id: str = "R1",
+             actions: list[dict[str, Any]] | None = None, max_decisions: int = 12) -> Run:
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
+        max_decisions=max_decisions, max_tool_calls=max_decisions)
+    return Run(contract=contract, proposer=ScriptedProposer(actions or ACTIONS),
+               evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
+               approver=AutoApprove(), effects=outbox, run_id=run_id, store=store)
+
+
+def outcome(run: Run) -> dict[str, Any]:
+    """What an interrupted-then-resumed run must share with an uninterrupted one."""
+    return {
+        "state": run.state.value,
+        "stop": run.stop_reason.code if run.stop_reason else None,
+        "decisions": run.usage.decisions,
+        "tool_calls": run.usage.tool_calls,
+        "workspace": run.sandbox.workspace_hash(),
+        "receipt": json.loads(run.receipt.model_dump_json()) if run.receipt else None,
+    }
