@@ -13,15 +13,18 @@ uid (``setpriv`` from util-linux after the namespaces are made, ``--no-new-privs
 cannot regain root) with RLIMIT_NPROC set in ``preexec``. The uid is derived from the workspace path
 (``1_900_000_000 + h % 2**20``) rather than ``nobody``: RLIMIT_NPROC counts every process of a uid,
 so sharing one uid between sandboxes would let one sandbox's fork bomb starve another. The
-workspace must be writable by that uid, so before each command the sandbox chowns the workspace
-entries it owns (directories and single-link regular files, never through symlinks; see
-:mod:`harness_lab.sandbox.scan`). A non-root parent cannot drop uid; it sets RLIMIT_NPROC to its
-own current process count plus the quota and says the limit is per-user.
+workspace must be writable by that uid, so before the first command a full walk hands the tree to
+it (directories and single-link regular files only, never through symlinks; see
+:mod:`harness_lab.sandbox.scan`), and files the sandbox writes or restores later get that owner.
+A non-root parent cannot drop uid; it sets RLIMIT_NPROC to its own current process count plus the
+quota and says the limit is per-user.
 
-Every child starts a new session; on timeout, output overflow or exit the whole process group gets
-SIGKILL, and with a pid namespace the kernel kills everything left in it when its init dies, so
-nothing outlives the call. The environment is rebuilt from scratch (PATH, HOME, TMPDIR, LANG): no
-variable of the parent, hence no secret, reaches the child.
+The command ends when its main process exits (closing the output is not the end) or at the
+deadline. Every child starts a new session; the wrapper's children are killed first, then the whole
+process group gets SIGKILL, and with a pid namespace the kernel kills everything left in it when
+its init dies, so nothing outlives the call. Without a pid namespace a process that calls setsid()
+escapes the group kill; ``missing`` says so. The environment is rebuilt from scratch (PATH, HOME,
+TMPDIR, LANG): no variable of the parent, hence no secret, reaches the child.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
             missing.append("unshare cannot create network/pid namespaces (needs root or user namespaces)")
     if kind == "none":
         missing.append("no network namespace: commands share the host network")
+        missing.append("no pid namespace: a process that calls setsid() can outlive its command")
     if euid != 0:
         missing.append("not root: cannot drop to a dedicated uid; RLIMIT_NPROC counts all of this user's processes")
     info: dict[str, Any] = {

@@ -6,6 +6,13 @@ policy) gives ``status="denied"``. Before every irreversible call (``delete_file
 that overwrites, ``run_command``) the sandbox takes a snapshot; if that snapshot fails the call is
 not executed. Snapshots also store what ``state_provider()`` returns, so a rollback hands back the
 run's state and context of that moment together with the files.
+
+Cost model: a snapshot after file-tool calls looks only at the paths those tools touched; the
+first snapshot, the first one after a ``run_command`` and ``snapshot(rescan=True)`` walk the tree
+(stat cache: unchanged files are not read). ``rollback`` and ``workspace_hash`` always walk, since
+they must prove the current state rather than remember it. Someone who writes into the workspace
+behind the sandbox's back should call ``workspace_hash()`` or ``snapshot(rescan=True)`` before
+relying on an incremental snapshot.
 """
 
 from __future__ import annotations
