@@ -13,14 +13,18 @@ from .errors import (
     HarnessLabError,
     RunStateError,
     SandboxEnvironmentError,
+    SimulatedCrash,
     StoreError,
     WorkspaceError,
 )
 from .events import StepRecord, StopReason
 from .evidence import EvidenceCatalogue
+from .faults import CrashPoint, Fault, fault_catalogue
 from .proposers import FunctionProposer, ScriptedProposer
+from .repair import RepairPolicy
 from .run import Run
 from .sandbox import Sandbox, SandboxPolicy
+from .scheduler import ExternalLoop
 from .states import LoopState, RunState
 from .tools import ToolResult
 from .validation import Receipt, check_report
@@ -35,19 +39,24 @@ __all__ = [
     "Clock",
     "ConfigError",
     "ControlContract",
+    "CrashPoint",
     "EvidenceCatalogue",
+    "ExternalLoop",
     "FakeClock",
+    "Fault",
     "FunctionProposer",
     "HarnessLabError",
     "LoopState",
     "Proposal",
     "Receipt",
+    "RepairPolicy",
     "Run",
     "RunState",
     "RunStateError",
     "Sandbox",
     "SandboxEnvironmentError",
     "SandboxPolicy",
+    "SimulatedCrash",
     "ScriptedProposer",
     "StepRecord",
     "StopReason",
@@ -56,6 +65,7 @@ __all__ = [
     "ToolResult",
     "WorkspaceError",
     "check_report",
+    "fault_catalogue",
     "load_contract",
     "parse_proposal",
 ]

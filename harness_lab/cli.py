@@ -7,6 +7,11 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .run import Run
+    from .store import Store
 
 from .contract import load_contract
 from .errors import HarnessLabError
@@ -38,13 +43,84 @@ def _cmd_check_report(args: argparse.Namespace) -> int:
     return 0 if verdict.accepted else 1
 
 
+def _cmd_faults(args: argparse.Namespace) -> int:
+    from .faults import fault_catalogue
+
+    catalogue = fault_catalogue()
+    if args.json:
+        print(json.dumps([{"name": n, "doc": type(f).doc(), "hook": f.hook, "params": f.model_dump(mode="json")}
+                          for n, f in catalogue.items()], ensure_ascii=False))
+        return 0
+    width = max(map(len, catalogue))
+    for name, fault in catalogue.items():
+        print(f"{name:<{width}}  {type(fault).doc()}")
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .run import Run
 
+    if args.db is not None:
+        from .store import SQLiteStore
+
+        store = SQLiteStore(args.db)
+        run = Run.from_scenario(args.scenario, validation=not args.no_validation, run_id=args.run_id, store=store)
+        return _drive_stored(run, store, args)
     run = Run.from_scenario(args.scenario, validation=not args.no_validation)
     while not run.state.terminal and run.waiting is None:
         record = run.step()
         print(record.model_dump_json() if args.json else record.summary())
+    return _print_final(run, args)
+
+
+def _drive_stored(run: Run, store: Store, args: argparse.Namespace) -> int:
+    """Checkpoint every step, beat, and stop gracefully on SIGTERM (persistence commands)."""
+    from .heartbeat import drive
+
+    stopped = drive(run, store, lambda r: print(r.model_dump_json() if args.json else r.summary(), flush=True),
+                    heartbeat_s=args.heartbeat, grace_s=args.grace)
+    if stopped:
+        print(f"stopped by SIGTERM after step {run.step_no}; resume with: harness-lab resume --db {args.db} "
+              f"--run-id {run.run_id}", file=sys.stderr)
+        return 143
+    return _print_final(run, args)
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    from .run import Run
+    from .store import SQLiteStore
+
+    store = SQLiteStore(args.db, create=False)
+    run = Run.resume(store, args.run_id)
+    assert run.resume_report is not None
+    print(("resumed: " if run.resume_report.ok else "resume refused: ") + run.resume_report.summary(),
+          file=sys.stderr)
+    args.scenario = run.scenario
+    args.no_validation = not run.validation
+    code = _drive_stored(run, store, args)
+    return code if run.resume_report.ok else 1
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from .proposers.replay import saved_trace
+    from .store import SQLiteStore
+
+    for record in saved_trace(SQLiteStore(args.db, create=False), args.run_id):
+        print(record.model_dump_json() if args.json else record.summary())
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from .proposers.replay import replay_run
+    from .store import SQLiteStore
+
+    result = replay_run(SQLiteStore(args.db, create=False), args.run_id)
+    result.run.close()
+    print(("identical: " if result.identical else "diverged: ") + result.detail)
+    return 0 if result.identical else 1
+
+
+def _print_final(run: Run, args: argparse.Namespace) -> int:
     final = {
         "scenario": args.scenario,
         "validation": not args.no_validation,
@@ -141,11 +217,36 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--contract", help="contract file (default: data/contracts/report_task.yaml)")
     p.set_defaults(func=_cmd_check_report)
 
+    p = sub.add_parser("faults", help="list the fault catalogue (inject with run.inject(name))")
+    p.add_argument("--json", action="store_true", help="names, docs, hook points and default parameters")
+    p.set_defaults(func=_cmd_faults)
+
     p = sub.add_parser("run", help="run one scenario headless")
     p.add_argument("scenario")
     p.add_argument("--no-validation", action="store_true")
     p.add_argument("--json", action="store_true", help="one JSON object per step, then the final state")
+    p.add_argument("--db", help="checkpoint every step into this SQLite file (created if missing)")
+    p.add_argument("--run-id", default=None, help="the run's id in --db (default: the scenario id)")
+    _liveness_args(p)
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("resume", help="resume a checkpointed run (after a kill, a SIGTERM or a gate)")
+    p.add_argument("--db", required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--json", action="store_true")
+    _liveness_args(p)
+    p.set_defaults(func=_cmd_resume)
+
+    p = sub.add_parser("trace", help="print the stored event trace of a run")
+    p.add_argument("--db", required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--json", action="store_true", help="one StepRecord JSON per line")
+    p.set_defaults(func=_cmd_trace)
+
+    p = sub.add_parser("replay", help="re-run a stored trace in a fresh workspace and compare step by step")
+    p.add_argument("--db", required=True)
+    p.add_argument("--run-id", required=True)
+    p.set_defaults(func=_cmd_replay)
 
     p = sub.add_parser("study", help="seed 004's four-group study under one fixed budget")
     p.add_argument("--groups", default="base,structural,repair,semantic", help="comma list of groups")
@@ -161,6 +262,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="directory for results.json, table.md, scenarios.md, plots")
     p.set_defaults(func=_cmd_study)
     return parser
+
+
+def _liveness_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--heartbeat", type=float, default=30.0, metavar="SECONDS", help="heartbeat interval (with --db)")
+    p.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
+                   help="SIGTERM window to finish the step, checkpoint and report")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -258,3 +258,14 @@ def test_a_timed_out_read_is_not_evidence_for_a_later_finish(tmp_path) -> None:
     # The timed-out read is not evidence, so the report cites something never read.
     assert run.state is not RunState.REVIEW_READY
     assert any(r.verdict is not None and "citation_not_read" in {e.code for e in r.verdict.errors} for r in run.records)
+
+
+def test_cli_lists_the_catalogue_one_line_each(capsys) -> None:
+    from harness_lab.cli import main
+
+    assert main(["faults"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    catalogue = fault_catalogue()
+    assert [line.split()[0] for line in lines] == list(catalogue)
+    for line, fault in zip(lines, catalogue.values(), strict=True):
+        assert line.endswith(type(fault).doc())
