@@ -13,9 +13,9 @@ uid (``setpriv`` from util-linux after the namespaces are made, ``--no-new-privs
 cannot regain root) with RLIMIT_NPROC set in ``preexec``. The uid is derived from the workspace path
 (``1_900_000_000 + h % 2**20``) rather than ``nobody``: RLIMIT_NPROC counts every process of a uid,
 so sharing one uid between sandboxes would let one sandbox's fork bomb starve another. The
-workspace must be writable by that uid, so before the first command a full walk hands the tree to
-it (directories and single-link regular files only, never through symlinks; see
-:mod:`harness_lab.sandbox.scan`), and files the sandbox writes or restores later get that owner.
+workspace must be writable by that uid, so the walk of the snapshot before each command hands the
+tree to it (directories and single-link regular files only, never through symlinks; see
+:mod:`harness_lab.sandbox.scan`), and files the sandbox writes or restores get that owner too.
 A non-root parent cannot drop uid; it sets RLIMIT_NPROC to its own current process count plus the
 quota and says the limit is per-user.
 

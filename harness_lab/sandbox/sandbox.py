@@ -72,7 +72,6 @@ class Sandbox:
         self._scanner = Scanner(self._boundary.root_fd, self._store.blobs)
         self._state_provider = state_provider
         self.last_auto_snapshot: SnapshotInfo | None = None
-        self._owned = False  # whether a full walk has handed the tree to the sandbox uid yet
         self._hash_memo: dict[str, tuple[tuple[str, str, int], int]] = {}
         iso = dict(detect_isolation(self.policy.isolation, os.geteuid()))
         if self.policy.isolation != "auto" and iso["kind"] != self.policy.isolation:
@@ -205,12 +204,13 @@ class Sandbox:
 
     def _auto_snapshot(self, trigger: str, take_ownership: bool = False) -> SnapshotInfo | ToolResult:
         tool = trigger.split()[1]
-        need_owner = take_ownership and self._uid is not None and not self._owned
+        # Before a command the walk also hands the tree to the sandbox uid, so files that appeared
+        # behind the sandbox's back (owned by root) are writable by the command too.
+        owner = self._owner() if take_ownership else None
         try:
-            if need_owner and self._uid is not None:
-                os.fchown(self._boundary.root_fd, self._uid, self._uid)
-            info = self._take("auto", trigger, self._owner() if need_owner else None)
-            self._owned = self._owned or need_owner
+            if owner is not None:
+                os.fchown(self._boundary.root_fd, owner[0], owner[1])
+            info = self._take("auto", trigger, owner)
         except (OSError, SandboxEnvironmentError) as exc:
             return ToolResult.failure(tool, f"the snapshot before this irreversible call failed ({exc}); "
                                       "the call was not executed", "retry later or report the problem",

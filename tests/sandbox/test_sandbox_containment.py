@@ -257,3 +257,13 @@ def test_end_of_output_is_not_end_of_command(ws: Path, make_sandbox: Any) -> Non
     res = sb.call("run_command", argv=["sh", "-c", "exec >&- 2>&-; sleep 30"], timeout=1)
     assert res.status == "timeout" and time.monotonic() - start < 2.0
     _assert_nothing_left(sb)
+
+
+def test_files_added_behind_the_sandbox_back_are_writable_by_commands(ws: Path, make_sandbox: Any) -> None:
+    sb: Sandbox = make_sandbox(ws)
+    assert sb.call("run_command", argv=["true"]).ok
+    (ws / "late").mkdir()
+    (ws / "late" / "by_root.txt").write_text("root wrote this")  # e.g. the runtime, as root
+    res = sb.call("run_command", argv=["sh", "-c", "echo edited > late/by_root.txt && touch late/new"])
+    assert res.ok, res
+    assert (ws / "late" / "by_root.txt").read_text() == "edited\n"
