@@ -11,18 +11,25 @@ from typing import Any
 
 import pytest
 
+from harness_lab.sandbox.command import detect_isolation
 from harness_lab.tools import ToolResult
 
 SECRET = "TOP-SECRET-outside-the-workspace"
 RESOLUTIONS = ["openat2", "walk"]
 
 
-def isolation_or_skip() -> None:
+def isolation_or_skip(kind: str = "auto") -> None:
     """Skip containment tests on machines that cannot provide the mechanism (never in CI)."""
     if os.geteuid() != 0:
         pytest.skip("needs root to drop to a dedicated uid (run the tests as root, as CI does)")
-    if not (shutil.which("bwrap") or shutil.which("unshare")):
+    if kind == "bwrap" and not shutil.which("bwrap"):
+        pytest.skip("bubblewrap not installed (apt-get install bubblewrap)")
+    if not shutil.which("unshare") and not shutil.which("bwrap"):
         pytest.skip("needs bubblewrap or util-linux unshare (apt-get install bubblewrap)")
+    found = dict(detect_isolation(kind, os.geteuid()))["kind"]
+    if found == "none" or (kind != "auto" and found != kind):
+        pytest.skip(f"{kind} cannot create namespaces here (needs root with CAP_SYS_ADMIN, "
+                    "e.g. not an unprivileged container)")
 
 
 def guarded(fn: Callable[[], ToolResult], seconds: float = 2.0) -> ToolResult:

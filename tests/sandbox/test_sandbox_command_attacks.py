@@ -7,7 +7,6 @@ files, the network) must be unchanged and unreadable afterwards, whatever the sc
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import time
 from pathlib import Path
@@ -57,8 +56,7 @@ def _attacks(outside: Path, snaps: Path, parent_pid: int, port: int) -> dict[str
 
 @pytest.fixture(params=["bwrap", "unshare"])
 def arena(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
-    if not shutil.which(str(request.param)):
-        pytest.skip(f"{request.param} not installed (apt-get install bubblewrap / util-linux)")
+    isolation_or_skip(str(request.param))
     world = build_world(tmp_path)
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

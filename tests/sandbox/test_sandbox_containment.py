@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import time
 from pathlib import Path
@@ -48,8 +47,7 @@ def _assert_nothing_left(sb: Sandbox) -> None:
 def iso(request: pytest.FixtureRequest) -> str:
     """Both wrappers: CI has bubblewrap, and unshare is the fallback when it is missing."""
     name = str(request.param)
-    if not shutil.which(name):
-        pytest.skip(f"{name} not installed (apt-get install {'bubblewrap' if name == 'bwrap' else 'util-linux'})")
+    isolation_or_skip(name)
     return name
 
 
