@@ -17,13 +17,14 @@ import tempfile
 from pathlib import Path
 
 
-def child(steps: int) -> None:
+def child(steps: int, with_store: bool) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
-    from step_overhead import noop_run
+    from step_overhead import noop_run, sqlite_store_class
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with tempfile.TemporaryDirectory() as d:
-        run = noop_run(Path(d) / "ws")
+        store = sqlite_store_class()(Path(d) / "store.sqlite") if with_store else None
+        run = noop_run(Path(d) / "ws", store=store)
         for _ in range(steps):
             run.step()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -36,13 +37,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--with-store", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        child(args.child)
+        child(args.child, args.with_store)
         return
-    rows = [json.loads(subprocess.run([sys.executable, __file__, "--child", str(n)], capture_output=True,
+    sys.path.insert(0, str(Path(__file__).parent))
+    from step_overhead import sqlite_store_class
+
+    store = sqlite_store_class() is not None
+    flag = ["--with-store"] if store else []
+    rows = [json.loads(subprocess.run([sys.executable, __file__, "--child", str(n), *flag], capture_output=True,
                                       text=True, check=True).stdout) for n in args.steps]
-    print("peak RSS of a no-op run (fresh process each; MiB)")
+    print("peak RSS of a no-op run (fresh process each; MiB); "
+          + ("SQLite store attached" if store else "no store attached (harness_lab.store not landed)"))
     for r in rows:
         print(f"  {r['steps']:>6} steps: peak {r['peak_kib'] / 1024:7.1f}  (after imports {r['baseline_kib'] / 1024:6.1f}; "
               f"grew {(r['peak_kib'] - r['baseline_kib']) / 1024:6.1f})  records={r['records']} events={r['events']} "

@@ -19,6 +19,8 @@ survives a killed process) before the next step starts.
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import json
 import os
 import sqlite3
@@ -49,7 +51,17 @@ class NoopEffects:
         return ToolResult.success(action.kind, "ok")
 
 
-def noop_run(workspace: Path | None = None) -> Run:
+def sqlite_store_class() -> Any:
+    """``harness_lab.store.SQLiteStore`` once ``Run`` takes ``store=``; None before the store lands."""
+    if "store" not in inspect.signature(Run).parameters:
+        return None
+    try:
+        return importlib.import_module("harness_lab.store").SQLiteStore
+    except (ImportError, AttributeError):
+        return None
+
+
+def noop_run(workspace: Path | None = None, store: Any = None) -> Run:
     """A run that never ends on its own: two ungated no-op tools, alternating (no convergence stop)."""
     contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
         max_decisions=10**9, max_tool_calls=10**9)
@@ -58,7 +70,8 @@ def noop_run(workspace: Path | None = None) -> Run:
     counter = iter(range(10**12))
     return Run(contract=contract, proposer=FunctionProposer(lambda view: actions[next(counter) % 2]),
                evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
-               effects=NoopEffects(), approver=AutoApprove(), run_id="bench")
+               effects=NoopEffects(), approver=AutoApprove(), run_id="bench",
+               **({"store": store} if store is not None else {}))
 
 
 def _db(path: Path) -> sqlite3.Connection:
@@ -89,9 +102,12 @@ def bare(steps: int, tmp: Path | None) -> float:
     return (time.perf_counter() - start) / steps * 1e6
 
 
-def ours(steps: int, tmp: Path | None, workdir: Path) -> float:
-    conn = _db(tmp / "ours.db") if tmp else None
-    run = noop_run(workdir / ("ws-durable" if tmp else "ws"))
+def ours(steps: int, tmp: Path | None, workdir: Path, *, real_store: bool = False) -> float:
+    conn = _db(tmp / "ours.db") if tmp and not real_store else None
+    if tmp is not None:
+        tmp.mkdir(parents=True, exist_ok=True)
+    store = sqlite_store_class()(tmp / "store.sqlite") if tmp and real_store else None
+    run = noop_run(workdir / ("ws-durable" if tmp else "ws"), store=store)
     for _ in range(50):  # warm-up: first view, first compression
         run.step()
     start = time.perf_counter()
@@ -191,6 +207,9 @@ def main() -> None:
             "harness-lab": min(ours(args.steps, None, tmp / f"o{i}") for i in range(3)),
             "harness-lab+sqlite": min(ours(args.steps, tmp / f"d{i}", tmp / f"d{i}") for i in range(3)),
         }
+        if sqlite_store_class() is not None:  # the real checkpoint store, once it has landed
+            rows["harness-lab+store"] = min(ours(args.steps, tmp / f"s{i}", tmp / f"s{i}", real_store=True)
+                                            for i in range(3))
     peer: dict[str, Any] = {} if args.no_langgraph else langgraph(args.steps)
     if peer:
         rows["langgraph"], rows["langgraph+sqlite(sync)"] = peer["plain"], peer["durable"]
@@ -201,10 +220,17 @@ def main() -> None:
     print(f"  harness-lab / bare                    {rows['harness-lab'] / rows['bare']:8.1f}x   (target: <= 15 µs/step)")
     print(f"  harness-lab+sqlite / bare+sqlite      {rows['harness-lab+sqlite'] / rows['bare+sqlite']:8.2f}x   "
           "(target: <= 3x, and <= 100 µs/step)")
+    if "harness-lab+store" in rows:
+        print(f"  harness-lab+store / bare+sqlite       {rows['harness-lab+store'] / rows['bare+sqlite']:8.2f}x")
+    else:
+        print("  (harness_lab.store not landed: harness-lab+sqlite is the stand-in row)")
     if peer:
         print(f"  langgraph / harness-lab               {rows['langgraph'] / rows['harness-lab']:8.2f}x")
         print(f"  langgraph+sqlite / harness-lab+sqlite {rows['langgraph+sqlite(sync)'] / rows['harness-lab+sqlite']:8.2f}x"
               "   (target: >= 10x)")
+        if "harness-lab+store" in rows:
+            print(f"  langgraph+sqlite / harness-lab+store  "
+                  f"{rows['langgraph+sqlite(sync)'] / rows['harness-lab+store']:8.2f}x   (target: >= 10x)")
         print(f"  (langgraph {peer['version']}, SqliteSaver journal_mode={peer['journal_mode']})")
 
 
