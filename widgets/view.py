@@ -70,6 +70,7 @@ class LabView:
         self.last_changed: list[str] = []
         self.widget = self._layout()
         self.refresh(force=True)
+        self.status.value = esc(self.summary())
 
     # -- the buttons, as Python calls -------------------------------------------------------------
     def step(self) -> StepRecord:
