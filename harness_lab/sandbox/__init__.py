@@ -7,8 +7,11 @@ tool call returns a :class:`~harness_lab.tools.ToolResult`. Modules:
 * :mod:`.boundary`  path resolution beneath the root (openat2, O_NOFOLLOW walk fallback)
 * :mod:`.fileops`   read_file / write_file / list_dir / delete_file
 * :mod:`.command`   run_command: namespaces, rlimits, uid drop, timeout, output cap
-* :mod:`.scan`      manifests with a stat cache, content-addressed blobs
-* :mod:`.snapshots` snapshot records, store, diff, rollback
+* :mod:`.process`   collecting output, ending the child and everything it started
+* :mod:`.scan`      manifests with a stat cache (full walk or only what the tools touched)
+* :mod:`.blobs`     content-addressed file contents
+* :mod:`.snapshots` snapshot records, the manifest store (deltas), diff
+* :mod:`.restore`   rollback / materialize: write only what differs, never through links
 * :mod:`.sandbox`   the facade
 """
 
