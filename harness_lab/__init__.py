@@ -26,6 +26,7 @@ from .run import Run
 from .sandbox import Sandbox, SandboxPolicy
 from .scheduler import ExternalLoop
 from .states import LoopState, RunState
+from .store import InMemoryStore, SQLiteStore, Store
 from .tools import ToolResult
 from .validation import Receipt, check_report
 
@@ -46,6 +47,7 @@ __all__ = [
     "Fault",
     "FunctionProposer",
     "HarnessLabError",
+    "InMemoryStore",
     "LoopState",
     "Proposal",
     "Receipt",
@@ -53,13 +55,15 @@ __all__ = [
     "Run",
     "RunState",
     "RunStateError",
+    "SQLiteStore",
     "Sandbox",
     "SandboxEnvironmentError",
     "SandboxPolicy",
-    "SimulatedCrash",
     "ScriptedProposer",
+    "SimulatedCrash",
     "StepRecord",
     "StopReason",
+    "Store",
     "StoreError",
     "SystemClock",
     "ToolResult",

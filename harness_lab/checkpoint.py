@@ -145,6 +145,7 @@ class Checkpointer:
         self._failure: str | None = None
         self.last_commit_at = time.time()
         self.last_step = run.step_no
+        self.window = 256  # step records kept in run.records (events: 16x); the rest is in the store
         if fresh:  # registered at once with a first checkpoint (step 0): a kill before step 1 resumes too
             self.store.create_run(run.run_id, json.loads(self._redact(_dumps(run_spec(run)))), self.last_commit_at)
             self._write(run.step_no, "null", run.sandbox.workspace_hash(), run.usage.model_dump(mode="json"))

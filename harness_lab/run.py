@@ -473,8 +473,8 @@ class Run:
         self._crash_point(CrashPoint.BEFORE_COMMIT)
         if self.checkpoints is not None:
             self.checkpoints.commit(record, self._ws_hash)
-            _keep_window(self.records, 256)
-            _keep_window(self.events, 4096)
+            _keep_window(self.records, self.checkpoints.window)
+            _keep_window(self.events, 16 * self.checkpoints.window)
         self.records.append(record)
         self._crash_point(CrashPoint.AFTER_COMMIT)
         return record

@@ -1,0 +1,153 @@
+"""Liveness of long runs (seed 003, 6.2): heartbeat, watchdog, and a graceful SIGTERM window.
+
+* :class:`HeartbeatThread` writes a beat to the store every ``interval_s`` (default 30 s; tests use
+  tens of ms): which step the run is at and when it last *completed* a step.
+* :class:`Watchdog` (default 90 s) marks a run ``stuck`` in the store when its beats stop (the process
+  is gone or hung) or when beats keep coming but no step completed for that long (alive but stuck).
+* :class:`GracefulStop` turns SIGTERM into a request the loop sees between steps: the last step is
+  checkpointed already, a progress report is written, and the loop stops; if the current step does
+  not finish within ``window_s`` (default 30 s) the process exits anyway (status 143).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType, TracebackType
+from typing import TYPE_CHECKING, Literal
+
+from .events import StepRecord
+from .store import Heartbeat, Store
+
+if TYPE_CHECKING:
+    from .run import Run
+
+__all__ = ["GracefulStop", "HeartbeatThread", "Watchdog", "WatchdogVerdict", "drive", "progress_report"]
+
+
+class HeartbeatThread:
+    """Beats for one run from a daemon thread until :meth:`stop` (also a context manager)."""
+
+    def __init__(self, store: Store, run: Run, interval_s: float = 30.0) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval_s must be positive")
+        self.store, self.run, self.interval_s = store, run, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run.run_id}", daemon=True)
+        self.beats = 0
+
+    def beat(self) -> None:
+        run = self.run
+        progress = run.checkpoints.last_commit_at if run.checkpoints is not None else time.time()
+        doing = f"{run.state.value} at step {run.step_no}"
+        self.store.beat(Heartbeat(run.run_id, time.time(), run.step_no, progress, os.getpid(), doing))
+        self.beats += 1
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.beat()
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> HeartbeatThread:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def __enter__(self) -> HeartbeatThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass(frozen=True)
+class WatchdogVerdict:
+    run_id: str
+    status: Literal["alive", "stuck", "no_heartbeat"]
+    reason: str
+
+
+class Watchdog:
+    """Judges one run from its last beat; :meth:`check` marks a silent run ``stuck`` in the store."""
+
+    def __init__(self, store: Store, timeout_s: float = 90.0) -> None:
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        self.store, self.timeout_s = store, timeout_s
+
+    def check(self, run_id: str, now: float | None = None) -> WatchdogVerdict:
+        now = time.time() if now is None else now
+        beat = self.store.last_beat(run_id)
+        if beat is None:
+            return WatchdogVerdict(run_id, "no_heartbeat", "the run never beat (not started with a heartbeat)")
+        if now - beat.at > self.timeout_s:
+            reason = f"no heartbeat for {now - beat.at:.1f}s (limit {self.timeout_s}s); last: {beat.doing}"
+        elif now - beat.progress_at > self.timeout_s:
+            reason = f"alive but no step completed for {now - beat.progress_at:.1f}s (limit {self.timeout_s}s); {beat.doing}"
+        else:
+            return WatchdogVerdict(run_id, "alive", beat.doing)
+        self.store.set_status(run_id, "stuck", reason)
+        return WatchdogVerdict(run_id, "stuck", reason)
+
+
+def progress_report(run: Run, why: str) -> str:
+    """What was done, where it stands, what is next: written when a run is stopped from outside."""
+    last = run.records[-1].summary() if run.records else "no step taken"
+    pending = "approve() or reject() the parked proposal" if run.waiting is not None else "the next proposal"
+    return (f"# Progress report: {run.run_id}\n\nStopped: {why}\n\n- state: {run.state.value}\n"
+            f"- steps: {run.step_no}, decisions {run.usage.decisions}, tool calls {run.usage.tool_calls}\n"
+            f"- evidence read: {', '.join(sorted(run.executor.observed)) or 'none'}\n"
+            f"- report accepted: {'yes' if run.receipt else 'no'}\n- last step: {last}\n"
+            f"- next: {'nothing (terminal)' if run.state.terminal else pending}; resume with "
+            f"`harness-lab resume --run-id {run.run_id}`\n")
+
+
+class GracefulStop:
+    """``with GracefulStop(window_s=30) as stop: while not stop.requested: run.step()``."""
+
+    def __init__(self, window_s: float = 30.0, signum: int = signal.SIGTERM) -> None:
+        self.window_s, self.signum = window_s, signum
+        self.requested = False
+        self._timer: threading.Timer | None = None
+        self._previous: signal._HANDLER = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            return
+        self.requested = True
+        # The step in progress gets the window to finish and checkpoint; after it, exit regardless.
+        self._timer = threading.Timer(self.window_s, os._exit, args=(128 + signum,))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def __enter__(self) -> GracefulStop:
+        self._previous = signal.signal(self.signum, self._handle)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        signal.signal(self.signum, self._previous)
+
+
+def drive(run: Run, store: Store, on_step: Callable[[StepRecord], None], *, heartbeat_s: float = 30.0,
+          grace_s: float = 30.0) -> bool:
+    """Step a checkpointed run to a terminal state or a human gate, beating; True if SIGTERM stopped it
+    (the last step is checkpointed and a progress report is in the store)."""
+    with HeartbeatThread(store, run, heartbeat_s), GracefulStop(grace_s) as stop:
+        while not run.state.terminal and run.waiting is None:
+            if stop.requested:
+                store.add_report(run.run_id, time.time(), progress_report(run, "SIGTERM: graceful stop"))
+                store.set_status(run.run_id, "stopped", f"SIGTERM after step {run.step_no}")
+                return True
+            on_step(run.step())
+    return False

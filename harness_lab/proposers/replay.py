@@ -1,0 +1,112 @@
+"""Replay of a saved trace: the same proposals and human decisions, re-run through the harness.
+
+:func:`replay_run` rebuilds a stored run's contract, feeds the recorded raw proposals to a fresh
+run in a fresh workspace (external effects go to an in-memory outbox, never the real world), and
+compares every step with the saved one (decision, state after, tool status). Determinism is the
+point: a divergence means the harness (or the evidence) changed, and it is reported by step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman
+from ..context import ContextView
+from ..contract import ControlContract
+from ..errors import RunStateError
+from ..events import StepRecord
+from ..evidence import EvidenceCatalogue
+from ..paths import data_dir
+from ..store import Store
+
+if TYPE_CHECKING:
+    from ..run import Run
+
+__all__ = ["ReplayProposer", "ReplayResult", "replay_run", "saved_trace"]
+
+_HUMAN = ("approved", "rejected")
+
+
+class ReplayProposer:
+    """Proposes the recorded raw proposals in order; past the end it proposes ``finish``."""
+
+    def __init__(self, raws: Sequence[object]) -> None:
+        self.raws = list(raws)
+        self.position = 0
+
+    def propose(self, view: ContextView) -> object:
+        raw = self.raws[self.position] if self.position < len(self.raws) else {"kind": "finish"}
+        self.position += 1
+        return raw
+
+    def state(self) -> dict[str, Any]:
+        return {"position": self.position}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.position = int(state["position"])
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    run: Run
+    steps: int
+    diverged_at: int | None
+    detail: str
+
+    @property
+    def identical(self) -> bool:
+        return self.diverged_at is None
+
+
+def saved_trace(store: Store, run_id: str) -> list[StepRecord]:
+    """Every committed step record of a run, oldest first (the step-0 registration row excluded)."""
+    return [StepRecord.model_validate_json(row.record) for row in store.steps(run_id) if row.record != "null"]
+
+
+def _key(record: StepRecord) -> tuple[Any, ...]:
+    tool = record.tool_result.status if record.tool_result else None
+    return record.decision.verdict, record.state_after.value, tool
+
+
+def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None = None,
+               workspace: str | Path | None = None) -> ReplayResult:
+    from ..executor import Outbox
+    from ..run import Run
+
+    records = saved_trace(store, run_id)
+    if not records:
+        raise RunStateError(f"run {run_id!r} has no recorded step to replay")
+    spec = store.run_info(run_id).spec
+    raws = [r.proposal.raw for r in records if r.proposal is not None and r.decision.verdict not in _HUMAN]
+    # A trace with a parked gate is replayed through approve()/reject(); else inline decisions as recorded.
+    approver: Approver = AskHuman() if any(r.decision.verdict == "park" for r in records) else _Recorded(records)
+    run = Run(contract=ControlContract.model_validate(spec["contract"]), proposer=ReplayProposer(raws),
+              evidence=evidence or EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
+              validation=bool(spec.get("validation", True)), approver=approver,
+              effects=Outbox(), run_id=f"{run_id}-replay")
+    for saved in records:
+        if saved.proposal is None and saved.decision.verdict == "block":
+            new = run.halt("replayed_halt", saved.decision.reason)
+        elif saved.decision.verdict == "approved" and run.waiting is not None:
+            new = run.approve(by="replay")
+        elif saved.decision.verdict == "rejected" and run.waiting is not None:
+            new = run.reject(saved.decision.reason, by="replay")
+        else:
+            new = run.step()
+        if _key(new) != _key(saved):
+            return ReplayResult(run, new.step, new.step, f"step {saved.step}: saved {_key(saved)} != replayed {_key(new)}")
+    return ReplayResult(run, len(records), None, f"{len(records)} steps replayed identically")
+
+
+class _Recorded:
+    """Answers inline gate requests with the decisions recorded in the trace, in order."""
+
+    def __init__(self, records: Sequence[StepRecord]) -> None:
+        self._answers = [ApprovalDecision(approved=e.approved, reason=e.reason, by=e.by)
+                         for r in records for e in r.events if e.kind == "human_decided"]
+
+    def decide(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        return self._answers.pop(0) if self._answers else None
