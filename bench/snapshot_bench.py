@@ -72,7 +72,7 @@ def _change(ws: Path, rnd: int, big: bool) -> None:
     (ws / path).write_text(text)
 
 
-def bench(n: int, rounds: int, big: bool) -> dict[str, float]:
+def bench(n: int, rounds: int, big: bool, pick: Callable[[list[float]], float] = statistics.median) -> dict[str, float]:
     base = Path(tempfile.mkdtemp(prefix="hl-snapbench-"))
     try:
         ours_ws, git_ws = base / "ours", base / "git"
@@ -109,10 +109,8 @@ def bench(n: int, rounds: int, big: bool) -> dict[str, float]:
             groll_t.append(_timed(lambda: _git(git_ws, gitdir, "checkout", "-q", "--detach", git_first)))
             time.sleep(0.06)
         sb.close()
-        return {"full": full, "git_full": git_full, "snap": statistics.median(snap_t),
-                "rescan": statistics.median(rescan_t),
-                "roll": statistics.median(roll_t), "gsnap": statistics.median(gsnap_t),
-                "groll": statistics.median(groll_t)}
+        return {"full": full, "git_full": git_full, "snap": pick(snap_t), "rescan": pick(rescan_t),
+                "roll": pick(roll_t), "gsnap": pick(gsnap_t), "groll": pick(groll_t)}
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -121,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--stat", choices=["median", "min"], default="median",
+                    help="min is steadier on a loaded machine (both sides get their best round)")
     args = ap.parse_args(argv)
     if shutil.which("git") is None:
         print("git not installed: nothing to compare against")
@@ -129,11 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     head = (f"{'files':>6} {'change':>7} | {'snapshot':>9} {'git commit':>10} {'ratio':>6} | "
             f"{'rescan snap':>11} {'ratio':>6} | {'rollback':>9} {'git checkout':>12} {'ratio':>6} | "
             f"{'first snapshot / git':>22}")
+    print(f"{args.stat} of {args.rounds} rounds; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
     print(head)
     print("-" * len(head))
     for n in args.sizes:
         for big in (False, True):
-            r = bench(n, args.rounds, big)
+            r = bench(n, args.rounds, big, statistics.median if args.stat == "median" else min)
             print(f"{n:>6} {'8 MiB' if big else '1 small':>7} | {r['snap'] * ms:>7.1f}ms {r['gsnap'] * ms:>8.1f}ms "
                   f"{r['snap'] / r['gsnap']:>6.2f} | {r['rescan'] * ms:>9.1f}ms {r['rescan'] / r['gsnap']:>6.2f} | "
                   f"{r['roll'] * ms:>7.1f}ms {r['groll'] * ms:>10.1f}ms "
