@@ -299,3 +299,14 @@ def test_policy_validation() -> None:
         SandboxPolicy(timeouts={"install": 300})
     with pytest.raises(ValueError):
         SandboxPolicy(timeouts={"default": 0})
+
+
+def test_manifest_lists_current_entries_with_content_hashes(sb: Sandbox, ws: Path) -> None:
+    import hashlib
+
+    m = sb.manifest()
+    mode = stat.S_IMODE((ws / "docs" / "a.txt").stat().st_mode)
+    assert m["docs/a.txt"] == ("f", hashlib.sha256(b"alpha\n").hexdigest(), mode)
+    assert m["docs"][0] == "d" and m["inner_link"] == ("l", "docs/a.txt", 0)
+    (ws / "docs" / "a.txt").write_text("beta")
+    assert sb.manifest()["docs/a.txt"][1] == hashlib.sha256(b"beta").hexdigest()  # proven, not remembered
