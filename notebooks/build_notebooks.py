@@ -214,6 +214,13 @@ print(f"{snaps[-1].id} -> now: {run.sandbox.diff(snaps[-1].id, run.sandbox.snaps
 view.rollback(first.id)
 print("plan.md:", (run.workspace / "notes/plan.md").read_text())
 print("run state:", run.state.value, "| pending:", run.pending.describe())"""),
+    ("md", """## Fork: a new run (own id, own workspace) from the snapshot taken before the delete
+The original run is left untouched."""),
+    ("code", """child = view.fork(snaps[-1].id)
+print(child.summary())
+print("fork's plan.md:", (child.run.workspace / "notes/plan.md").read_text())
+print("original's plan.md:", (run.workspace / "notes/plan.md").read_text())
+child"""),
     ("md", "## What this lesson claims"),
     ("code", """statuses = [r.tool_result.status for r in run.records[1:3]]
 assert statuses == ["denied", "denied"], statuses
@@ -223,6 +230,8 @@ assert (run.workspace / "notes/plan.md").read_text() == "v1: compare two harness
 assert run.state is RunState(first.run_state["state"])
 assert any(e.kind == "restored" for e in run.events) and any(e.kind == "human_decided" for e in run.events)
 assert run.sandbox.workspace_hash() == first.workspace_hash
+assert child.run.run_id != run.run_id and child.run.workspace != run.workspace
+assert (child.run.workspace / "notes/plan.md").read_text() == "v2: skip the evidence"
 print("all claims hold")"""),
 ]
 
@@ -318,6 +327,67 @@ for name, (run, end) in outcomes.items():
     if run.state is RunState.REVIEW_READY:  # accepted despite the fault: the receipt holds the checked bytes
         assert run.receipt.matches(run.accepted_bytes), name
     run.close()  # removes the run's temporary workspace
+print("all claims hold")"""),
+]
+
+
+LESSONS["05_crash_resume"] = [
+    ("md", """# 5 · Crash and resume
+
+Every step is committed to an embedded SQLite store (one transaction per step, side effects in a
+ledger with idempotency keys). Kill the run mid-step and `Run.resume(store, run_id)` continues in the
+seed's order — trigger still valid, workspace hashes against the checkpoint, pending scope and last
+failure, cheap pre-checks, only then the harness — and reaches the state, receipt and workspace an
+uninterrupted run reaches, with no side effect applied twice."""),
+    ("params", """# Parameters
+scenario = "conforming_report"
+crash_step = 3  # the step the simulated process crash strikes (after its effect, before the commit)"""),
+    ("code", """import tempfile
+from pathlib import Path
+
+from harness_lab import FakeClock, Run, RunState
+from harness_lab.errors import SimulatedCrash
+from harness_lab.store import SQLiteStore
+from harness_lab.widgets import LabView
+
+db = Path(tempfile.mkdtemp(prefix="harness-lab-db-")) / "runs.sqlite"
+store = SQLiteStore(db)"""),
+    ("md", "## The reference: the same scenario, never interrupted"),
+    ("code", """reference = Run.from_scenario(scenario, clock=FakeClock(), run_id="reference")
+reference.run()
+print(reference.state.value, "at step", reference.step_no, "| workspace", reference.sandbox.workspace_hash())"""),
+    ("md", "## Checkpoint every step, then crash"),
+    ("code", """run = Run.from_scenario(scenario, clock=FakeClock(), run_id="R1", store=store)
+run.inject("process_crash", at_step=crash_step)
+try:
+    run.run()
+except SimulatedCrash as crash:
+    print("crashed:", crash)
+for rec in run.records:
+    print(rec.summary())
+for row in store.steps("R1"):
+    print("checkpoint", f"R1@{row.step}", "committed")"""),
+    ("md", "## Resume: the checks in the seed's order, then the harness"),
+    ("code", """resumed = Run.resume(store, "R1", clock=FakeClock())
+for check in resumed.resume_report.checks:
+    print(f"{check.name:10} {'ok ' if check.ok else 'NO '} {check.detail}")
+view = LabView(resumed)
+view"""),
+    ("code", """print([i.text for i in resumed.context.view().items if i.role == "resume"][0])
+view.run_to_end()
+print(view.summary())
+print("workspace", resumed.sandbox.workspace_hash())"""),
+    ("md", "## What this lesson claims"),
+    ("code", """assert run.crashed is not None
+assert resumed.state is reference.state and resumed.step_no == reference.step_no
+assert resumed.sandbox.workspace_hash() == reference.sandbox.workspace_hash()
+if reference.receipt is not None:
+    assert resumed.receipt.artifact_sha256 == reference.receipt.artifact_sha256
+    assert resumed.receipt.evidence_sha256 == reference.receipt.evidence_sha256
+assert all(c.ok for c in resumed.resume_report.checks)
+keys = [e.key for e in store.effects("R1")]
+assert len(keys) == len(set(keys)), "a side effect was applied twice"
+assert any(i.role == "resume" for i in resumed.context.view().items)  # the resume note reached the context
 print("all claims hold")"""),
 ]
 

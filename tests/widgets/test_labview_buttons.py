@@ -180,3 +180,24 @@ def test_a_long_run_keeps_every_panel_bounded(long_run):
     assert "RUNNING" in view.state.html.value and view.state.html.value.count("&rarr;") == 1
     # panels that did not change were not redrawn on each step
     assert view.verdicts.renders == 1 and view.faults.renders == 1 and view.state.renders == 2
+
+
+def test_fork_button_opens_a_new_run_from_the_picked_snapshot_and_leaves_this_one_alone(make_run):
+    run = make_run([
+        {"kind": "write_file", "path": "a.txt", "content": "first"},
+        {"kind": "write_file", "path": "a.txt", "content": "second"},
+        {"kind": "read_evidence", "id": "harness-boundary"},
+    ])
+    view = LabView(run)
+    view.run_to_end(max_steps=3)
+    (snap,) = run.sandbox.snapshots()
+    assert not view.snapshots.fork_button.disabled
+    view.snapshots.fork_button.click()
+    (child,) = view.forks
+    assert child.run is not run and child.run.run_id != run.run_id
+    assert child.run.workspace != run.workspace
+    assert (child.run.workspace / "a.txt").read_text() == "first"
+    assert (run.workspace / "a.txt").read_text() == "second" and run.step_no == 3
+    assert child.run.state.value == snap.run_state["state"]
+    child.step()  # the fork goes its own way; the original is untouched
+    assert run.step_no == 3 and len(run.sandbox.snapshots()) == 1
