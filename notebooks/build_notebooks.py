@@ -392,6 +392,59 @@ print("all claims hold")"""),
 ]
 
 
+LESSONS["06_experiments"] = [
+    ("md", """# 6 · Experiments: four harness designs, the same tasks, the same budget
+
+Seed 004's study: **base** (the loop alone; finish accepted unchecked), **structural** (+ structural
+acceptance), **repair** (+ a repair policy after a failed check), **semantic** (+ a semantic review of
+the accepted bytes). Ground truth is each scenario's labels, fixed before any run — never a validator.
+Scripted inputs, not a model: this measures the harness's control flow."""),
+    ("params", """# Parameters
+seeds = 3          # runs per scenario (seed 0 unperturbed, the others perturbed)
+noise = 0.2        # perturbation rate of the scripted actions
+scenarios = "seed" # "seed" (the ten), "all", or a list of names"""),
+    ("code", """import matplotlib.pyplot as plt
+
+from harness_lab.experiments import run_study
+
+result = run_study(scenarios=scenarios, seeds=seeds, noise=noise, progress=False)
+by = {s.group: s for s in result.summaries}
+print(f"{len(result.scenarios)} scenarios x {result.seeds} seeds per group; budget {result.budget}")
+print(f"{'group':11} {'runs':>4} {'completed':>9} {'delivered':>9} {'false acc':>9} {'false rej':>9} "
+      f"{'exhausted':>9} {'decisions':>9} {'tool calls':>10}")
+for s in result.summaries:
+    print(f"{s.group:11} {s.runs:>4} {s.completed:>9} {s.delivered:>9} {s.false_accepts:>9} {s.false_rejects:>9} "
+          f"{s.exhaustions:>9} {s.decisions:>9.2f} {s.tool_calls:>10.2f}")"""),
+    ("md", "## Outcomes and cost per group"),
+    ("code", """groups = list(by)
+fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.5))
+rates = {"completion": "completed", "false accepts": "false_accepts", "false rejects": "false_rejects",
+         "exhaustions": "exhaustions"}
+width = 0.8 / len(rates)
+for i, (label, field) in enumerate(rates.items()):
+    left.bar([g + i * width for g in range(len(groups))], [getattr(by[g], field) / by[g].runs for g in groups],
+             width, label=label)
+left.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))], groups)
+left.set_ylabel("share of runs")
+left.legend(fontsize="small")
+right.bar(groups, [by[g].decisions for g in groups], label="decisions")
+right.bar(groups, [by[g].tool_calls for g in groups], label="tool calls")
+right.set_ylabel("mean per run")
+right.legend(fontsize="small")
+fig.tight_layout()
+plt.show()"""),
+    ("md", "## What this lesson claims"),
+    ("code", """base, structural, repair, semantic = (by[g] for g in ("base", "structural", "repair", "semantic"))
+assert len({s.runs for s in result.summaries}) == 1  # the same tasks for every group
+assert base.false_accepts > structural.false_accepts  # checking the artifact keeps bad reports out
+assert structural.false_accepts >= semantic.false_accepts and repair.false_accepts >= semantic.false_accepts
+assert semantic.completed <= repair.completed  # a review can only hold reports back
+assert base.delivered >= structural.delivered  # structure refuses some finishes the base loop accepts
+assert all(s.completed <= s.attainable for s in result.summaries)
+print("all claims hold")"""),
+]
+
+
 def _cell(notebook: str, index: int, kind: str, source: str) -> nbformat.NotebookNode:
     cell_id = f"{notebook[:2]}-{index:02d}"
     if kind == "md":

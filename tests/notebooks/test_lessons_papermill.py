@@ -28,7 +28,7 @@ PARAMETERS: dict[str, dict[str, object]] = {
     "03_sandbox_snapshots": {"escape_path": "/etc/hostname", "budget_decisions": 10},
     "04_gates_faults": {"reject_reason": "not during the freeze"},
     "05_crash_resume": {"scenario": "missing_section_then_fixed", "crash_step": 5},
-    "06_experiments": {},
+    "06_experiments": {"seeds": 2, "noise": 0.1},
 }
 
 
@@ -46,7 +46,8 @@ def outputs_text(path: Path) -> str:
 
 
 def test_the_lessons_exist_in_order():
-    assert LESSONS[:3] == ["01_finish_validation", "02_context_layers", "03_sandbox_snapshots"]
+    assert LESSONS == ["01_finish_validation", "02_context_layers", "03_sandbox_snapshots", "04_gates_faults",
+                       "05_crash_resume", "06_experiments"]
 
 
 @pytest.mark.notebook
