@@ -31,7 +31,7 @@ from .store import EffectEntry, Store
 from .tools import ToolResult
 
 if TYPE_CHECKING:
-    from .run import Run
+    from ._run_base import RunBase as Run
 
 __all__ = ["SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "effect_class", "redact", "run_spec"]
 

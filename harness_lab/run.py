@@ -6,50 +6,40 @@ The model only proposes; this module decides. ``step()`` is synchronous and retu
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ._run_setup import initial_context, read_report_snapshot
+from ._run_base import RunBase, _sha
+from ._run_setup import read_report_snapshot
 from .actions import Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
-from .approval import ApprovalRequest, Approver, AskHuman
+from .approval import ApprovalRequest, Approver
 from .checkpoint import Checkpointer
-from .clock import Clock, SystemClock
-from .context import ContextManager
-from .contract import ControlContract, load_contract
-from .errors import RunStateError, WorkspaceError
+from .clock import Clock
+from .contract import load_contract
+from .errors import RunStateError
 from .events import (
     Decision,
-    Event,
     HumanDecided,
     Note,
     Proposed,
-    Restored,
-    StateChanged,
     StepRecord,
     StopReason,
     ToolCalled,
-    Usage,
 )
 from .evidence import EvidenceCatalogue
-from .executor import ExternalEffects, Outbox, ToolExecutor
-from .faults import CrashPoint, Fault, FaultRecord, FaultSchedule, resolve_fault
-from .gates import LoopGates
+from .executor import ExternalEffects
+from .faults import CrashPoint, Fault, FaultRecord, resolve_fault
 from .paths import data_dir
-from .proposers.base import Proposer, ProposerOutput, StatefulProposer
+from .proposers.base import Proposer, ProposerOutput
 from .proposers.scripted import ScriptedProposer
-from .repair import RepairPolicy
-from .sandbox import Sandbox
 from .scenarios import load_scenario
-from .states import RunState, can_transition
+from .states import RunState
 from .store import Store
 from .tools import ToolResult
-from .validation import Receipt, ReportVerdict, check_report, sha256_hex
+from .validation import Receipt, ReportVerdict, check_report
 
 if TYPE_CHECKING:
-    from .resume import ResumeReport
+    pass
 
 __all__ = ["Run"]
 
@@ -57,81 +47,8 @@ __all__ = ["Run"]
 _WORKSPACE_TOOLS = ("read_file", "list_dir", "write_file", "delete_file", "run_command")
 
 
-class Run:
-    def __init__(
-        self,
-        *,
-        contract: ControlContract,
-        proposer: Proposer,
-        evidence: EvidenceCatalogue,
-        workspace: str | Path | None = None,
-        validation: bool = True,
-        approver: Approver | None = None,
-        clock: Clock | None = None,
-        effects: ExternalEffects | None = None,
-        run_id: str = "run",
-        resume: bool = False,
-        repair: RepairPolicy | None = None,
-        store: Store | None = None,
-    ) -> None:
-        self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
-        self.run_id = run_id
-        self.repair = repair  # None: plain feedback loops (seed 004's table); see harness_lab.repair
-        # Directories the run made itself are removed by close(); a caller's workspace never is.
-        self._owned_dirs: list[Path] = []
-        if workspace is None:
-            workspace = tempfile.mkdtemp(prefix="harness-lab-ws-")
-            self._owned_dirs.append(Path(workspace))
-        self.workspace = Path(workspace)
-        self.workspace.mkdir(parents=True, exist_ok=True)
-        if not resume and (self.workspace / contract.verification.report.path).exists():
-            raise WorkspaceError(
-                f"{self.workspace}: already holds a draft {contract.verification.report.path}; "
-                "start a new run in a fresh directory, or resume the old run explicitly"
-            )
-        self.approver: Approver = approver or AskHuman()
-        self.clock: Clock = clock or SystemClock()
-        self.context = initial_context(contract, evidence)
-        self.gates = LoopGates(contract.budget, self.clock)
-        snapshot_dir = Path(tempfile.mkdtemp(prefix="harness-lab-snapshots-"))
-        self._owned_dirs.append(snapshot_dir)
-        self.sandbox = Sandbox(self.workspace, snapshot_dir=snapshot_dir, state_provider=self.capture)
-        self.executor = ToolExecutor(
-            self.sandbox, evidence, contract.verification.report.path,
-            lambda ref, start, end: self.context.read_ref(ref, start, end), effects or Outbox(),
-        )
-        self.state: RunState = RunState.CREATED
-        self.stop_reason: StopReason | None = None
-        self.usage = Usage()
-        self.step_no = 0
-        self.records: list[StepRecord] = []
-        self.events: list[Event] = []
-        self.receipt: Receipt | None = None
-        self.accepted_bytes: bytes | None = None
-        self.waiting: ApprovalRequest | None = None
-        self._pending: Proposal | None = None
-        self._step_events: list[Event] = []
-        self._seq = 0
-        self._faults = FaultSchedule(lambda topic, message, data: self._emit(Note, topic=topic, message=message, data=data))
-        self.crashed: CrashPoint | None = None
-        self._ws_hash: str | None = None  # the workspace as the last step left it
-        self.scenario: str | None = None  # set by from_scenario: resume rebuilds the run from it
-        # With a store, every step is checkpointed; only a window of the trace stays in memory.
-        self.checkpoints = Checkpointer(store, self, fresh=not resume) if store is not None else None
-        self.resume_report: ResumeReport | None = None  # what Run.resume checked, in the seed's order
-
-    def close(self) -> None:
-        """Release the sandbox and remove the temporary directories this run created."""
-        self.sandbox.close()
-        for path in self._owned_dirs:
-            shutil.rmtree(path, ignore_errors=True)
-        self._owned_dirs = []
-
-    def __enter__(self) -> Run:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+class Run(RunBase):
+    """A single-steppable run. ``step()`` reads as propose -> gate -> execute -> observe -> validate."""
 
     # -- the caller drives -------------------------------------------------------------------
     @property
@@ -230,12 +147,6 @@ class Run:
 
         return fork_run(self, checkpoint_id, new_run_id=new_run_id, workspace=workspace)
 
-    def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str) -> None:
-        """Resume and fork entry: unlike a rollback, the step counters come from the checkpoint too."""
-        self.step_no, self._seq, self.usage = step, seq, usage
-        self.gates.started_at = self.clock.now() - usage.elapsed_s
-        self.restore(captured, source=source)
-
     def halt(self, code: str, message: str) -> StepRecord:
         """Stop now, safely, with a reason (one step without a proposal; the run ends BLOCKED)."""
         self._open_step()
@@ -269,17 +180,6 @@ class Run:
         stop = StopReason(code="human_rejected", message=f"{request.category} rejected by {by}: {reason}")
         return self._close(proposal, Decision(verdict="rejected", reason=reason), stop=stop)
 
-    def _require_waiting(self) -> tuple[ApprovalRequest, Proposal]:
-        if self.waiting is None or self._pending is None:
-            raise RunStateError(f"run {self.run_id} is {self.state.value}: nothing waits for approval")
-        return self.waiting, self._pending
-
-    def _gate_timed_out(self) -> StopReason | None:
-        limit = self.contract.human_gate.timeout_seconds
-        if self.waiting is None or limit is None or self.clock.now() - self.waiting.requested_at < limit:
-            return None
-        return StopReason(code="human_timeout", message=f"no human decision within {limit}s; stopped safely")
-
     # -- snapshots ------------------------------------------------------------------------------
     def rollback(self, snapshot_id: str) -> None:
         """Restore the workspace files *and* the run's state and context to a snapshot."""
@@ -304,11 +204,6 @@ class Run:
     def faults(self) -> list[FaultRecord]:
         """Every fault that fired, with its effect and the harness's answer."""
         return self._faults.records
-
-    def _crash_point(self, point: CrashPoint) -> None:
-        if (crash := self._faults.crash(self, point)) is not None:
-            self.crashed = point
-            raise crash
 
     def _check_external_change(self) -> None:
         """Between steps only the outside world changes the workspace: what the run saw there is stale."""
@@ -438,99 +333,6 @@ class Run:
                                       message="mechanical checks passed; ready for human review"
                                       if verdict else "finish accepted without validation")
         return verdict
-
-    # -- bookkeeping ----------------------------------------------------------------------------
-    def _open_step(self) -> None:
-        if self.crashed is not None:
-            raise RunStateError(f"run {self.run_id} crashed at {self.crashed.value} (simulated); resume from a checkpoint")
-        if self.state.terminal:
-            raise RunStateError(f"run {self.run_id} is {self.state.value} ({self.stop_reason.code if self.stop_reason else '?'}); it takes no more steps")
-        self.gates.start()
-        self.step_no += 1
-        self._before = self.state
-        if self.state is RunState.CREATED:
-            self._transition(RunState.RUNNING, "run started")
-
-    def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
-               verdict: ReportVerdict | None = None, stop: StopReason | None = None) -> StepRecord:
-        if stop is not None:
-            target = RunState.EXHAUSTED if decision.verdict == "exhaust" else RunState.BLOCKED
-            self._transition(target, stop.message)
-            self.stop_reason = stop
-        elif decision.verdict == "park":
-            self._transition(RunState.WAITING_FOR_HUMAN, decision.reason)
-            # Checkpoint first, never act then ask: the snapshot holds the waiting request.
-            gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
-            self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
-                       data={"snapshot": gate.id})
-        self._faults.settle(self, decision, result)
-        self._ws_hash = self.sandbox.workspace_hash()
-        self.usage = self.usage.model_copy(update={"elapsed_s": self.gates.elapsed()})
-        record = StepRecord(step=self.step_no, state_before=self._before, state_after=self.state,
-                            proposal=proposal, decision=decision, tool_result=result, verdict=verdict,
-                            usage=self.usage, events=tuple(self._step_events))
-        self._step_events = []
-        self._crash_point(CrashPoint.BEFORE_COMMIT)
-        if self.checkpoints is not None:
-            self.checkpoints.commit(record, self._ws_hash)
-            _keep_window(self.records, self.checkpoints.window)
-            _keep_window(self.events, 16 * self.checkpoints.window)
-        self.records.append(record)
-        self._crash_point(CrashPoint.AFTER_COMMIT)
-        return record
-
-    def _transition(self, after: RunState, reason: str) -> None:
-        """The one place the run's state changes; every change is an event."""
-        if not can_transition(self.state, after):
-            raise RunStateError(f"illegal transition {self.state.value} -> {after.value}")
-        before, self.state = self.state, after
-        self._emit(StateChanged, before=before, after=after, reason=reason)
-
-    def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
-        self._seq += 1
-        event = event_type(seq=self._seq, step=self.step_no, **fields)
-        self._step_events.append(event)
-        self.events.append(event)
-
-    def capture(self) -> dict[str, Any]:
-        """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets."""
-        return {
-            "state": self.state.value,
-            "stop_reason": self.stop_reason.model_dump(mode="json") if self.stop_reason else None,
-            "observed": dict(self.executor.observed),
-            "context": self.context.state(),
-            "gates": self.gates.state(),
-            "proposer": self.proposer.state() if isinstance(self.proposer, StatefulProposer) else None,
-            "receipt": self.receipt.model_dump(mode="json") if self.receipt else None,
-            "waiting": self.waiting.model_dump(mode="json") if self.waiting else None,
-            "pending": self._pending.raw if self._pending is not None else None,
-        }
-
-    def restore(self, captured: dict[str, Any], *, source: str) -> None:
-        """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent."""
-        self.state = RunState(captured["state"])
-        self.stop_reason = StopReason.model_validate(captured["stop_reason"]) if captured["stop_reason"] else None
-        self.executor.observed = dict(captured["observed"])
-        # Keep the summarizer in use (a fault may have swapped it in): state() holds data, not code.
-        self.context = ContextManager.from_state(captured["context"], summarizer=self.context.summarizer)
-        self.gates.restore(captured["gates"])
-        if captured["proposer"] is not None and isinstance(self.proposer, StatefulProposer):
-            self.proposer.restore(captured["proposer"])
-        self.receipt = Receipt.model_validate(captured["receipt"]) if captured["receipt"] else None
-        self.accepted_bytes = None if self.receipt is None else self.accepted_bytes
-        self.waiting = ApprovalRequest.model_validate(captured["waiting"]) if captured["waiting"] else None
-        self._pending = parse_proposal(captured["pending"]) if captured["pending"] is not None else None
-        self._emit(Restored, source=source, state=self.state)
-
-
-def _keep_window(trace: list[Any], size: int) -> None:
-    """Older entries live in the store; dropping half at a time keeps this O(1) amortized."""
-    if len(trace) >= 2 * size:
-        del trace[: len(trace) - size]
-
-
-def _sha(data: bytes | None) -> str:
-    return sha256_hex(data or b"")
 
 
 def _state_key(proposal: Proposal, report_path: str) -> str | None:

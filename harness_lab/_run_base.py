@@ -1,0 +1,244 @@
+"""The run's bookkeeping: construction, the one state-changing function, the trace, and the
+restorable state (``capture`` / ``restore``) that snapshots, checkpoints, rollback and forks share.
+
+:class:`~harness_lab.run.Run` adds the step loop on top; read that module first.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._run_setup import initial_context
+from .actions import Proposal, parse_proposal
+from .approval import ApprovalRequest, Approver, AskHuman
+from .checkpoint import Checkpointer
+from .clock import Clock, SystemClock
+from .context import ContextManager
+from .contract import ControlContract
+from .errors import RunStateError, WorkspaceError
+from .events import (
+    Decision,
+    Event,
+    Note,
+    Restored,
+    StateChanged,
+    StepRecord,
+    StopReason,
+    Usage,
+)
+from .evidence import EvidenceCatalogue
+from .executor import ExternalEffects, Outbox, ToolExecutor
+from .faults import CrashPoint, FaultSchedule
+from .gates import LoopGates
+from .proposers.base import Proposer, StatefulProposer
+from .repair import RepairPolicy
+from .sandbox import Sandbox
+from .states import RunState, can_transition
+from .store import Store
+from .tools import ToolResult
+from .validation import Receipt, ReportVerdict, sha256_hex
+
+if TYPE_CHECKING:
+    from .resume import ResumeReport
+
+__all__ = ["RunBase"]
+
+_R = TypeVar("_R", bound="RunBase")
+
+
+class RunBase:
+    """State, trace and restorable state of a run; the step loop lives in :class:`Run`."""
+
+    def __init__(
+        self,
+        *,
+        contract: ControlContract,
+        proposer: Proposer,
+        evidence: EvidenceCatalogue,
+        workspace: str | Path | None = None,
+        validation: bool = True,
+        approver: Approver | None = None,
+        clock: Clock | None = None,
+        effects: ExternalEffects | None = None,
+        run_id: str = "run",
+        resume: bool = False,
+        repair: RepairPolicy | None = None,
+        store: Store | None = None,
+    ) -> None:
+        self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
+        self.run_id = run_id
+        self.repair = repair  # None: plain feedback loops (seed 004's table); see harness_lab.repair
+        # Directories the run made itself are removed by close(); a caller's workspace never is.
+        self._owned_dirs: list[Path] = []
+        if workspace is None:
+            workspace = tempfile.mkdtemp(prefix="harness-lab-ws-")
+            self._owned_dirs.append(Path(workspace))
+        self.workspace = Path(workspace)
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        if not resume and (self.workspace / contract.verification.report.path).exists():
+            raise WorkspaceError(
+                f"{self.workspace}: already holds a draft {contract.verification.report.path}; "
+                "start a new run in a fresh directory, or resume the old run explicitly"
+            )
+        self.approver: Approver = approver or AskHuman()
+        self.clock: Clock = clock or SystemClock()
+        self.context = initial_context(contract, evidence)
+        self.gates = LoopGates(contract.budget, self.clock)
+        snapshot_dir = Path(tempfile.mkdtemp(prefix="harness-lab-snapshots-"))
+        self._owned_dirs.append(snapshot_dir)
+        self.sandbox = Sandbox(self.workspace, snapshot_dir=snapshot_dir, state_provider=self.capture)
+        self.executor = ToolExecutor(
+            self.sandbox, evidence, contract.verification.report.path,
+            lambda ref, start, end: self.context.read_ref(ref, start, end), effects or Outbox(),
+        )
+        self.state: RunState = RunState.CREATED
+        self.stop_reason: StopReason | None = None
+        self.usage = Usage()
+        self.step_no = 0
+        self.records: list[StepRecord] = []
+        self.events: list[Event] = []
+        self.receipt: Receipt | None = None
+        self.accepted_bytes: bytes | None = None
+        self.waiting: ApprovalRequest | None = None
+        self._pending: Proposal | None = None
+        self._step_events: list[Event] = []
+        self._seq = 0
+        self._faults = FaultSchedule(lambda topic, message, data: self._emit(Note, topic=topic, message=message, data=data))
+        self.crashed: CrashPoint | None = None
+        self._ws_hash: str | None = None  # the workspace as the last step left it
+        self.scenario: str | None = None  # set by from_scenario: resume rebuilds the run from it
+        # With a store, every step is checkpointed; only a window of the trace stays in memory.
+        self.checkpoints = Checkpointer(store, self, fresh=not resume) if store is not None else None
+        self.resume_report: ResumeReport | None = None  # what Run.resume checked, in the seed's order
+
+    def close(self) -> None:
+        """Release the sandbox and remove the temporary directories this run created."""
+        self.sandbox.close()
+        for path in self._owned_dirs:
+            shutil.rmtree(path, ignore_errors=True)
+        self._owned_dirs = []
+
+    def __enter__(self: _R) -> _R:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str) -> None:
+        """Resume and fork entry: unlike a rollback, the step counters come from the checkpoint too."""
+        self.step_no, self._seq, self.usage = step, seq, usage
+        self.gates.started_at = self.clock.now() - usage.elapsed_s
+        self.restore(captured, source=source)
+
+    def _require_waiting(self) -> tuple[ApprovalRequest, Proposal]:
+        if self.waiting is None or self._pending is None:
+            raise RunStateError(f"run {self.run_id} is {self.state.value}: nothing waits for approval")
+        return self.waiting, self._pending
+
+    def _gate_timed_out(self) -> StopReason | None:
+        limit = self.contract.human_gate.timeout_seconds
+        if self.waiting is None or limit is None or self.clock.now() - self.waiting.requested_at < limit:
+            return None
+        return StopReason(code="human_timeout", message=f"no human decision within {limit}s; stopped safely")
+
+    def _crash_point(self, point: CrashPoint) -> None:
+        if (crash := self._faults.crash(self, point)) is not None:
+            self.crashed = point
+            raise crash
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def _open_step(self) -> None:
+        if self.crashed is not None:
+            raise RunStateError(f"run {self.run_id} crashed at {self.crashed.value} (simulated); resume from a checkpoint")
+        if self.state.terminal:
+            raise RunStateError(f"run {self.run_id} is {self.state.value} ({self.stop_reason.code if self.stop_reason else '?'}); it takes no more steps")
+        self.gates.start()
+        self.step_no += 1
+        self._before = self.state
+        if self.state is RunState.CREATED:
+            self._transition(RunState.RUNNING, "run started")
+
+    def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
+               verdict: ReportVerdict | None = None, stop: StopReason | None = None) -> StepRecord:
+        if stop is not None:
+            target = RunState.EXHAUSTED if decision.verdict == "exhaust" else RunState.BLOCKED
+            self._transition(target, stop.message)
+            self.stop_reason = stop
+        elif decision.verdict == "park":
+            self._transition(RunState.WAITING_FOR_HUMAN, decision.reason)
+            # Checkpoint first, never act then ask: the snapshot holds the waiting request.
+            gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
+            self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
+                       data={"snapshot": gate.id})
+        self._faults.settle(self, decision, result)
+        self._ws_hash = self.sandbox.workspace_hash()
+        self.usage = self.usage.model_copy(update={"elapsed_s": self.gates.elapsed()})
+        record = StepRecord(step=self.step_no, state_before=self._before, state_after=self.state,
+                            proposal=proposal, decision=decision, tool_result=result, verdict=verdict,
+                            usage=self.usage, events=tuple(self._step_events))
+        self._step_events = []
+        self._crash_point(CrashPoint.BEFORE_COMMIT)
+        if self.checkpoints is not None:
+            self.checkpoints.commit(record, self._ws_hash)
+            _keep_window(self.records, self.checkpoints.window)
+            _keep_window(self.events, 16 * self.checkpoints.window)
+        self.records.append(record)
+        self._crash_point(CrashPoint.AFTER_COMMIT)
+        return record
+
+    def _transition(self, after: RunState, reason: str) -> None:
+        """The one place the run's state changes; every change is an event."""
+        if not can_transition(self.state, after):
+            raise RunStateError(f"illegal transition {self.state.value} -> {after.value}")
+        before, self.state = self.state, after
+        self._emit(StateChanged, before=before, after=after, reason=reason)
+
+    def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
+        self._seq += 1
+        event = event_type(seq=self._seq, step=self.step_no, **fields)
+        self._step_events.append(event)
+        self.events.append(event)
+
+    def capture(self) -> dict[str, Any]:
+        """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets."""
+        return {
+            "state": self.state.value,
+            "stop_reason": self.stop_reason.model_dump(mode="json") if self.stop_reason else None,
+            "observed": dict(self.executor.observed),
+            "context": self.context.state(),
+            "gates": self.gates.state(),
+            "proposer": self.proposer.state() if isinstance(self.proposer, StatefulProposer) else None,
+            "receipt": self.receipt.model_dump(mode="json") if self.receipt else None,
+            "waiting": self.waiting.model_dump(mode="json") if self.waiting else None,
+            "pending": self._pending.raw if self._pending is not None else None,
+        }
+
+    def restore(self, captured: dict[str, Any], *, source: str) -> None:
+        """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent."""
+        self.state = RunState(captured["state"])
+        self.stop_reason = StopReason.model_validate(captured["stop_reason"]) if captured["stop_reason"] else None
+        self.executor.observed = dict(captured["observed"])
+        # Keep the summarizer in use (a fault may have swapped it in): state() holds data, not code.
+        self.context = ContextManager.from_state(captured["context"], summarizer=self.context.summarizer)
+        self.gates.restore(captured["gates"])
+        if captured["proposer"] is not None and isinstance(self.proposer, StatefulProposer):
+            self.proposer.restore(captured["proposer"])
+        self.receipt = Receipt.model_validate(captured["receipt"]) if captured["receipt"] else None
+        self.accepted_bytes = None if self.receipt is None else self.accepted_bytes
+        self.waiting = ApprovalRequest.model_validate(captured["waiting"]) if captured["waiting"] else None
+        self._pending = parse_proposal(captured["pending"]) if captured["pending"] is not None else None
+        self._emit(Restored, source=source, state=self.state)
+
+
+def _keep_window(trace: list[Any], size: int) -> None:
+    """Older entries live in the store; dropping half at a time keeps this O(1) amortized."""
+    if len(trace) >= 2 * size:
+        del trace[: len(trace) - size]
+
+
+def _sha(data: bytes | None) -> str:
+    return sha256_hex(data or b"")
