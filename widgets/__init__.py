@@ -8,6 +8,7 @@ from .context_panel import ContextPanel
 from .fault_panel import FaultPanel, fault_names
 from .pending_panel import PendingPanel
 from .plot_panel import PlotPanel, budget_figure, budget_series
+from .session import Session, SessionEntry, SessionReplay
 from .snapshot_panel import SnapshotPanel
 from .state_panel import StatePanel
 from .trace_panel import TracePanel
@@ -21,6 +22,9 @@ __all__ = [
     "LabView",
     "PendingPanel",
     "PlotPanel",
+    "Session",
+    "SessionEntry",
+    "SessionReplay",
     "SnapshotPanel",
     "StatePanel",
     "TracePanel",

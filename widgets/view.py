@@ -23,6 +23,7 @@ from .context_panel import ContextPanel
 from .fault_panel import FaultPanel
 from .pending_panel import PendingPanel
 from .plot_panel import PlotPanel
+from .session import Session
 from .snapshot_panel import SnapshotPanel
 from .state_panel import StatePanel
 from .trace_panel import TracePanel
@@ -67,6 +68,7 @@ class LabView:
             button.add_class("hl-" + button.description.lower().replace(" ", "-"))
             button.on_click(self._clicked(action))
         self.forks: list[LabView] = []
+        self.session = Session()  # every call below, replayable headless (Session.replay)
         self.last_changed: list[str] = []
         self.widget = self._layout()
         self.refresh(force=True)
@@ -76,9 +78,11 @@ class LabView:
     def step(self) -> StepRecord:
         """One decision (``run.step()``)."""
         try:
-            return self.run.step()
+            record = self.run.step()
         finally:
             self.refresh()
+        self.session.record(self.run, "step", {})
+        return record
 
     def run_to_gate(self, max_steps: int = 1000) -> list[StepRecord]:
         """Step until the harness intervenes: a human gate, a validation, a refusal, or a stop."""
@@ -90,30 +94,37 @@ class LabView:
                     break
         finally:
             self.refresh()
+        self.session.record(self.run, "run_to_gate", {"max_steps": max_steps})
         return taken
 
     def run_to_end(self, max_steps: int | None = None) -> RunState:
         """``run.run()``: to a terminal state; a human gate still stops it (no one approves for you)."""
         try:
-            return RunState(self.run.run(max_steps=max_steps))
+            state = RunState(self.run.run(max_steps=max_steps))
         finally:
             self.refresh()
+        self.session.record(self.run, "run_to_end", {"max_steps": max_steps})
+        return state
 
     def approve(self, *, by: str = "human") -> StepRecord:
         """``run.approve()``: execute exactly the parked action."""
         try:
-            return self.run.approve(by=by)
+            record = self.run.approve(by=by)
         finally:
             self.refresh()
+        self.session.record(self.run, "approve", {"by": by})
+        return record
 
     def reject(self, reason: str, *, by: str = "human") -> StepRecord:
         """``run.reject(reason)``: the run stops safely with the reason kept."""
         if not reason.strip():
             raise ValueError("a rejection needs a reason")
         try:
-            return self.run.reject(reason, by=by)
+            record = self.run.reject(reason, by=by)
         finally:
             self.refresh()
+        self.session.record(self.run, "reject", {"reason": reason, "by": by})
+        return record
 
     def rollback(self, snapshot_id: str | None = None) -> None:
         """``run.rollback(id)``: files, run state and context go back together (default: the picked one)."""
@@ -124,6 +135,7 @@ class LabView:
             self.run.rollback(target)
         finally:
             self.refresh()
+        self.session.record(self.run, "rollback", {"snapshot_id": target})
 
     def fork(self, snapshot_id: str | None = None) -> LabView:
         """``run.fork(id)``: a new run from a snapshot, shown in its own LabView; this run is untouched."""
@@ -133,6 +145,7 @@ class LabView:
         child = LabView(self.run.fork(target), plot=self.plot is not None, trace_rows=self.trace.tail)
         self.forks.append(child)
         self.refresh()
+        self.session.record(self.run, "fork", {"snapshot_id": target})
         return child
 
     def inject(self, name: str | None = None) -> Any:
@@ -141,9 +154,10 @@ class LabView:
         try:
             result = self.run.inject(fault)
             self.faults.injected.append(str(fault))
-            return result
         finally:
             self.refresh()
+        self.session.record(self.run, "inject", {"name": fault})
+        return result
 
     # -- rendering --------------------------------------------------------------------------------
     def refresh(self, *, force: bool = False) -> list[str]:

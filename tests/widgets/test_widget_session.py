@@ -1,0 +1,68 @@
+"""A hand-made debugging session is recorded call by call and replays headless to the same states."""
+
+from __future__ import annotations
+
+import pytest
+from harness_lab.widgets import LabView, Session
+
+from harness_lab import FakeClock, Run
+
+
+def _fresh(tmp_path, name: str) -> LabView:
+    return LabView(Run.from_scenario("missing_section_then_fixed", workspace=tmp_path / name, clock=FakeClock()),
+                   plot=False)
+
+
+def _debug_by_hand(view: LabView) -> None:
+    view.step()
+    view.inject("tool_timeout")
+    view.step()  # the evidence read times out: the run goes on without it
+    view.run_to_gate()
+    view.run_to_end()
+    first = view.run.sandbox.snapshots()[0].id
+    view.rollback(first)
+    view.step()
+
+
+def test_every_call_is_recorded_with_what_it_led_to(tmp_path):
+    view = _fresh(tmp_path, "a")
+    _debug_by_hand(view)
+    actions = [e.action for e in view.session.entries]
+    assert actions == ["step", "inject", "step", "run_to_gate", "run_to_end", "rollback", "step"]
+    inject = view.session.entries[1]
+    assert inject.args == {"name": "tool_timeout"} and inject.step_after == 1
+    assert view.session.entries[-1].state_after == view.run.state.value
+    assert view.session.entries[-1].workspace_hash == view.run.sandbox.workspace_hash()
+    # the decisions themselves are in the run's trace
+    kinds = {(e.kind, getattr(e, "topic", "")) for e in view.run.events}
+    assert ("note", "fault_armed") in kinds and ("restored", "") in kinds
+
+
+def test_a_saved_session_replays_to_the_same_states_and_hashes(tmp_path):
+    view = _fresh(tmp_path, "a")
+    _debug_by_hand(view)
+    saved = view.session.save(tmp_path / "session.json")
+    replayed = Session.load(saved).replay(_fresh(tmp_path, "b"))
+    assert replayed.identical, replayed.detail
+    assert replayed.entries == 7
+
+
+def test_a_replay_that_goes_another_way_names_the_first_differing_call(tmp_path):
+    view = _fresh(tmp_path, "a")
+    _debug_by_hand(view)
+    text = view.session.to_json().replace('"tool_timeout"', '"malformed_proposal"')
+    replayed = Session.from_json(text).replay(_fresh(tmp_path, "b"))
+    assert not replayed.identical and replayed.diverged_at is not None and replayed.diverged_at >= 2
+    assert f"entry {replayed.diverged_at}" in replayed.detail
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{", "s.json: not JSON"),
+    ('{"kind": "trace", "entries": []}', "s.json: not a saved session"),
+    ('{"kind": "session", "entries": [{"action": "explode", "state_after": "RUNNING", "step_after": 1, '
+     '"workspace_hash": "x"}]}', "s.json: entry 0:"),
+])
+def test_a_bad_session_file_is_one_clear_error(text, message):
+    with pytest.raises(ValueError) as info:
+        Session.from_json(text, source="s.json")
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
