@@ -128,11 +128,12 @@ class RunBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str) -> None:
+    def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str,
+                      ref_loader: Callable[[str], str | None] | None = None) -> None:
         """Resume and fork entry: unlike a rollback, the step counters come from the checkpoint too."""
         self.step_no, self._seq, self.usage = step, seq, usage
         self.gates.started_at = self.clock.now() - usage.elapsed_s
-        self.restore(captured, source=source)
+        self.restore(captured, source=source, ref_loader=ref_loader)
 
     def _require_waiting(self) -> tuple[ApprovalRequest, Proposal]:
         if self.waiting is None or self._pending is None:
@@ -203,27 +204,32 @@ class RunBase:
         self._step_events.append(event)
         self.events.append(event)
 
-    def capture(self) -> dict[str, Any]:
-        """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets."""
-        return {
+    def capture(self, *, context: bool = True) -> dict[str, Any]:
+        """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets.
+        ``context=False`` leaves the context out (a checkpoint writes it as a change log)."""
+        captured = {
             "state": self.state.value,
             "stop_reason": self.stop_reason.model_dump(mode="json") if self.stop_reason else None,
             "observed": dict(self.executor.observed),
-            "context": self.context.state(),
             "gates": self.gates.state(),
             "proposer": self.proposer.state() if isinstance(self.proposer, StatefulProposer) else None,
             "receipt": self.receipt.model_dump(mode="json") if self.receipt else None,
             "waiting": self.waiting.model_dump(mode="json") if self.waiting else None,
             "pending": self._pending.raw if self._pending is not None else None,
         }
+        if context:
+            captured["context"] = self.context.state()
+        return captured
 
-    def restore(self, captured: dict[str, Any], *, source: str) -> None:
+    def restore(self, captured: dict[str, Any], *, source: str,
+                ref_loader: Callable[[str], str | None] | None = None) -> None:
         """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent."""
         self.state = RunState(captured["state"])
         self.stop_reason = StopReason.model_validate(captured["stop_reason"]) if captured["stop_reason"] else None
         self.executor.observed = dict(captured["observed"])
         # Keep the summarizer in use (a fault may have swapped it in): state() holds data, not code.
-        self.context = ContextManager.from_state(captured["context"], summarizer=self.context.summarizer)
+        self.context = ContextManager.from_state(captured["context"], summarizer=self.context.summarizer,
+                                                 ref_loader=ref_loader)
         self.gates.restore(captured["gates"])
         if captured["proposer"] is not None and isinstance(self.proposer, StatefulProposer):
             self.proposer.restore(captured["proposer"])

@@ -7,7 +7,13 @@ failure root cause, pending items, the next step, and the restorable run state
 to the store passes :func:`redact`, which honours ``contract.memory.exclude``.
 
 The hot path (:meth:`Checkpointer.commit`) builds plain dicts and compact JSON (no model
-validation), and writes one row in one transaction; the typed record is for readers.
+validation), and writes one row in one transaction; the typed record is for readers. Its cost does
+not grow with the run: the context is written whole only every ``FULL_EVERY`` steps (or once the
+change logs since then reach ``FULL_BYTES``, or when the run's context object was replaced by a
+restore); the rows in between hold :meth:`ContextManager.take_changes
+<harness_lab.context.ContextManager.take_changes>`, and ``context_base`` names the row a restore
+replays from. Large outputs go to the store's blobs once, by sha256. Redaction runs over what is
+written, so only over the new and changed text.
 """
 
 from __future__ import annotations
@@ -33,7 +39,11 @@ from .tools import ToolResult
 if TYPE_CHECKING:
     from ._run_base import RunBase as Run
 
-__all__ = ["SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "effect_class", "redact", "run_spec"]
+__all__ = ["FULL_BYTES", "FULL_EVERY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "effect_class", "redact",
+           "run_spec"]
+
+FULL_EVERY = 64  # steps between whole context states: a restore replays at most this many change logs
+FULL_BYTES = 256 * 1024  # ... or fewer, once the change logs since the last whole state are this large
 
 # memory.exclude entries that name a kind of secret (seed 000: "secrets, raw_credentials").
 SECRET_CATEGORIES = frozenset({"secrets", "raw_credentials", "credentials", "api_keys", "tokens", "passwords"})
@@ -74,6 +84,7 @@ class Checkpoint(BaseModel):
     usage: dict[str, Any]
     run_state: dict[str, Any]
     excluded: tuple[str, ...] = ()
+    context_base: int | None = None  # the step whose row holds the whole context state to replay from
 
     @property
     def id(self) -> str:
@@ -91,22 +102,48 @@ def effect_class(action: _Action) -> Literal["read", "redoable", "workspace", "e
     return "read"
 
 
+# Cheap pre-check: a text none of whose pattern could match skips the regex (which scans ~30 µs/KB:
+# its alternatives start with \b, so no literal prefix speeds it up). Every match of a pattern
+# contains one of these literals (the key names case-folded), so the pre-check never hides a secret.
+# (The dotted and dotless capital/small I match "i" under (?i) but do not case-fold to it: listed.)
+_LITERALS = ("-----BEGIN ", "AKIA", "sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "\u0130", "\u0131")
+_KEY_NAMES = ("password", "passwd", "pwd", "api_key", "api-key", "apikey", "secret", "token")
+_AFTER_KEY = re.compile(r'\\?"?\s*[:=]')
+
+
 class _Redactor:
     def __init__(self, exclude: Iterable[str]) -> None:
         self.exclude = tuple(exclude)
         patterns: list[str] = []
+        self._values: list[str] = []
         if SECRET_CATEGORIES & set(self.exclude):
             patterns += _SECRET_PATTERNS
             # Values of secret-named environment variables (an endpoint key, a token) never persist.
-            patterns += sorted((re.escape(v) for k, v in os.environ.items()
-                                if _SECRET_ENV_NAME.search(k) and len(v) >= 8 and not {'"', "\\"} & set(v)),
-                                key=len, reverse=True)
+            self._values = sorted((v for k, v in os.environ.items()
+                                   if _SECRET_ENV_NAME.search(k) and len(v) >= 8 and not {'"', "\\"} & set(v)),
+                                  key=len, reverse=True)
+            patterns += [re.escape(v) for v in self._values]
         self._re = re.compile("|".join(f"(?:{p})" for p in patterns), re.DOTALL) if patterns else None
+        self.inert = self._re is None
 
     def __call__(self, text: str) -> str:
-        if self._re is None or self._re.search(text) is None:
+        if self._re is None or not self._may_hold_secret(text) or self._re.search(text) is None:
             return text
         return self._re.sub(lambda m: (m.group("k") or "") + _REDACTED, text)
+
+    def _may_hold_secret(self, text: str) -> bool:
+        if any(lit in text for lit in _LITERALS) or any(v in text for v in self._values):
+            return True
+        folded = text.casefold()  # what (?i:...) matches, case-folded, is found here
+        if "bearer" in folded:
+            return True
+        for name in _KEY_NAMES:
+            at = folded.find(name)
+            while at >= 0:
+                if _AFTER_KEY.match(folded, at + len(name)):
+                    return True
+                at = folded.find(name, at + 1)
+        return False
 
 
 def redact(text: str, exclude: Iterable[str]) -> str:
@@ -145,6 +182,11 @@ class Checkpointer:
         self._failure: str | None = None
         self.last_commit_at = time.time()
         self.last_step = run.step_no
+        self._ctx: object = None  # the context object the change log follows (a restore replaces it)
+        self._base: int | None = None  # step of the last whole context state written
+        self._since = 0  # bytes of change logs written since then
+        self._blobs: set[str] = set()  # sha256 of the outputs this checkpointer knows are stored
+        self._verbatim: list[str] = []
         self.window = 256  # step records kept in run.records (events: 16x); the rest is in the store
         if fresh:  # registered at once with a first checkpoint (step 0): a kill before step 1 resumes too
             self.store.create_run(run.run_id, json.loads(self._redact(_dumps(run_spec(run)))), self.last_commit_at)
@@ -188,24 +230,67 @@ class Checkpointer:
 
     def _write(self, step: int, record: str, workspace_hash: str | None, usage: dict[str, Any]) -> None:
         run, now = self.run, time.time()
-        state = run.capture()
-        context = state.pop("context")
+        state = run.capture(context=False)
         for key in self._drop:
             state.pop(key, None)
+        try:
+            context, blobs, base = self._context(step)
+        except BaseException:
+            self._ctx = None  # the change log may be half taken: the next row holds the whole state
+            raise
         checkpoint = {
             "kind": "checkpoint", "run_id": run.run_id, "step": step, "seq": self._seq,
             "contract_version": self._version, "state": run.state.value,
             "completed_scope": sorted(run.executor.observed), "artifact_sha256": self._artifacts,
             "workspace_hash": workspace_hash, "verification": self._verification,
             "failure_root_cause": self._failure, "pending": _pending(run), "next_step": _next_step(run),
-            "usage": usage, "run_state": state, "excluded": self._drop,
+            "usage": usage, "run_state": state, "excluded": self._drop, "context_base": base,
         }
         redact_ = self._redact
-        self.store.commit_step(
-            run.run_id, step, now, redact_(record), redact_(_dumps(checkpoint)),
-            None if "context" in self._drop else redact_(_dumps(context)),
-        )
+        try:
+            self.store.commit_step(run.run_id, step, now, redact_(record), redact_(_dumps(checkpoint)), context, blobs)
+        except BaseException:
+            self._ctx = None
+            raise
+        if base == step:
+            self._base, self._since = step, 0
+        elif context is not None:
+            self._since += len(context)
+        if blobs:
+            self._blobs.update(sha for sha, _ in blobs)
+            # Unchanged by redaction: the store's copy can stand in for the one in memory.
+            run.context.release_ref_texts(self._verbatim)
         self.last_commit_at, self.last_step = now, step
+
+    def _context(self, step: int) -> tuple[str | None, list[tuple[str, str]], int | None]:
+        """The context text of this row (whole state or change log), its new blobs, its base step."""
+        if "context" in self._drop:
+            return None, [], None
+        ctx = self.run.context
+        whole = (ctx is not self._ctx or self._base is None or step - self._base >= FULL_EVERY
+                 or self._since >= FULL_BYTES)
+        base: int | None
+        if whole:
+            data = ctx.state(ref_texts=False)
+            ctx.discard_changes()
+            refs = data["refs"]["refs"]
+            self._ctx, base = ctx, step
+            ctx.attach_ref_loader(self.store.blob)
+        else:
+            data = ctx.take_changes()
+            refs, base = data["refs"], self._base
+        blobs, self._verbatim = [], []
+        for entry in refs:
+            if entry["sha256"] not in self._blobs:
+                text = ctx.read_ref(entry["ref_id"])
+                blobs.append((entry["sha256"], redacted := self._redact_text(text)))
+                if redacted == text:
+                    self._verbatim.append(entry["sha256"])
+        return self._redact(_dumps(data)), blobs, base
+
+    def _redact_text(self, text: str) -> str:
+        # The patterns are written for JSON-escaped text (what every other row holds).
+        return text if self._redact.inert else str(json.loads(self._redact(_dumps(text))))
 
     def _observe(self, record: StepRecord) -> None:
         result, verdict = record.tool_result, record.verdict

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .approval import Approver
 from .checkpoint import Checkpoint, Checkpointer
 from .clock import Clock
+from .context import apply_changes
 from .contract import ControlContract, load_contract
 from .errors import RunStateError, StoreError
 from .events import Usage
@@ -82,10 +83,27 @@ def load_checkpoint(store: Store, run_id: str, step: int | None = None) -> tuple
         raise StoreError(f"run {run_id!r} has no committed step to resume from")
     try:
         checkpoint = Checkpoint.model_validate_json(row.checkpoint)
-        context = json.loads(row.context) if row.context is not None else None
-    except (ValidationError, ValueError) as exc:
+        context = _context(store, run_id, row.step, checkpoint.context_base, row.context)
+    except (ValidationError, ValueError, KeyError, TypeError) as exc:
         raise StoreError(f"checkpoint {run_id}@{row.step} is unreadable: {str(exc).splitlines()[0]}") from exc
     return checkpoint, context
+
+
+def _context(store: Store, run_id: str, step: int, base: int | None, text: str | None) -> dict[str, Any] | None:
+    """The context state at ``step``: the whole state of row ``base`` with the change logs of the
+    rows after it replayed (at most FULL_EVERY rows, whatever the history's length)."""
+    if text is None:
+        return None
+    if base is None or base == step:
+        state: dict[str, Any] = json.loads(text)
+        return state
+    rows = store.contexts(run_id, base, step)
+    if not rows or rows[0][0] != base or rows[-1][0] != step or len(rows) != step - base + 1:
+        raise ValueError(f"the context rows {base}..{step} are incomplete")
+    if any(c is None for _, c in rows):
+        raise ValueError(f"a context row between steps {base} and {step} is empty")
+    first, *changes = (json.loads(c or "null") for _, c in rows)
+    return apply_changes(first, changes)
 
 
 def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, evidence: EvidenceCatalogue | None = None,
@@ -99,7 +117,7 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     flight = in_flight[0] if in_flight else None
     checks = [_trigger(run.contract), _workspace(run, checkpoint, flight), _scope(checkpoint),
               _prechecks(run, checkpoint, flight)]
-    _continue(run, checkpoint, context, f"checkpoint {checkpoint.id}")
+    _continue(run, checkpoint, context, f"checkpoint {checkpoint.id}", store)
     ok = all(c.ok for c in checks)
     checks.append(ResumeCheck(name="harness", ok=ok, detail="entered" if ok else "not entered: a check above failed"))
     report = ResumeReport(checkpoint_id=checkpoint.id, checks=tuple(checks))
@@ -138,7 +156,7 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
             raise RunStateError(f"run {run.run_id} has no store: checkpoint {checkpoint_id} does not exist")
         checkpoint, context = load_checkpoint(store, match["run"], int(match["step"]))
         _fork_files(run, checkpoint, fork.workspace)
-        _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}")
+        _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
     else:
         snap = run.sandbox.materialize(checkpoint_id, fork.workspace)
         if snap.run_state is None:
@@ -229,13 +247,15 @@ def _rebuild(info: RunInfo, proposer: Proposer | None, evidence: EvidenceCatalog
     return run
 
 
-def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, source: str) -> None:
+def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, source: str,
+              store: Store | None = None) -> None:
     captured = run.capture()  # fills whatever memory.exclude kept out of the checkpoint
     captured.update(checkpoint.run_state)
     if context is not None:
         captured["context"] = context
     run.continue_from(captured, step=checkpoint.step, seq=checkpoint.seq,
-                      usage=Usage.model_validate(checkpoint.usage), source=source)
+                      usage=Usage.model_validate(checkpoint.usage), source=source,
+                      ref_loader=store.blob if store is not None else None)
 
 
 def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged: bool) -> None:

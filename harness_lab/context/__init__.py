@@ -8,6 +8,7 @@ policy in :mod:`harness_lab.context.compress`, the token counter in :mod:`harnes
 from __future__ import annotations
 
 from .anomaly import ANOMALY_PATTERN, anomaly_lines, is_anomalous
+from .changes import apply_changes
 from .compress import COMPRESSION_ORDER, Summarizer, default_summarizer
 from .items import ContextItem, ContextView, Freshness, Layer, Role, Status
 from .manager import INTERACTION_WINDOW, ContextManager
@@ -32,6 +33,7 @@ __all__ = [
     "Summarizer",
     "TokenCounter",
     "anomaly_lines",
+    "apply_changes",
     "approx_token_count",
     "default_summarizer",
     "find_losses",

@@ -247,6 +247,6 @@ def run_pass(
         lost_anomalies=tuple(result.lost_anomalies),
         lost_pinned=tuple(result.lost_pinned),
         lost_failures=tuple(result.lost_failures),
-        residual=tuple(find_losses(before.items, after.items, rec.archive.__getitem__).all()),
+        residual=tuple(find_losses(before.items, after.items, rec.archive.get).all()),
         over_budget=after.total_tokens > budget,
     )

@@ -21,8 +21,12 @@ Behaviour worth knowing:
 * a summary with the key of an earlier one supersedes it visibly: both stay in the view, the earlier
   marked ``superseded by <id>``;
 * :meth:`mark_stale` marks items (and summaries/conclusions built from them) stale;
-  :meth:`reselect` takes stale items out of the view except L0/L1 and pinned ones; every item stays
-  recorded in :meth:`state`;
+  :meth:`reselect` takes stale items out of the view except L0/L1 and pinned ones; they stay recorded
+  (:meth:`item`) while anything can still need them: items that left the view for good, and that no
+  retained summary covers or carries, are retired once the record has grown by ``max(128, live)``
+  items, so memory and :meth:`state` are bounded by the view, not by the run's length;
+* :meth:`take_changes` gives what changed since it was last called (a checkpoint's change log);
+  :func:`~harness_lab.context.changes.apply_changes` replays it onto a state;
 * :meth:`view` compresses only when over budget, and then down to ``low_water`` x budget (0.8 by
   default) so that it does not compress again at the very next step;
 * feedback stays pinned; a later feedback with the same ``key`` supersedes and releases it;
@@ -31,14 +35,15 @@ Behaviour worth knowing:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .anomaly import is_anomalous
+from .changes import CHANGES_VERSION, SCALARS
 from .compress import Summarizer, default_summarizer, run_pass
 from .items import ContextItem, ContextView, Layer
 from .record import ItemRecord
-from .refs import RefInfo, RefStore, describe_large_output
+from .refs import RefInfo, RefStore, _entry, describe_large_output
 from .selfcheck import CompressionReport, find_losses
 from .tokens import approx_token_count
 
@@ -97,6 +102,7 @@ class ContextManager:
         key: str | None = None,
     ) -> ContextItem:
         """Add one item; L2-L5 text over the output cap becomes an L5 reference."""
+        self._rec.maybe_retire()
         ref_id = None
         if layer.compressible and self._too_large(text):
             info = self._refs.put(text, source=source, round=round)
@@ -118,6 +124,7 @@ class ContextManager:
         *key* names the external state the result came from (e.g. a file path) for
         :meth:`mark_stale`; ``anomaly=None`` detects anomalies in *result*.
         """
+        self._rec.maybe_retire()
         flagged = is_anomalous(result) if anomaly is None else anomaly
         if self._too_large(result):
             info: RefInfo = self._refs.put(result, source=source, round=round)
@@ -142,6 +149,7 @@ class ContextManager:
         key supersedes the earlier one, which stays visible but unpinned, so compression may fold it
         (use it for repeating warnings such as a budget alert).
         """
+        self._rec.maybe_retire()
         item = self._new(Layer.L2, text, source, round, role="feedback", pinned=True, anomaly=True, key=key)
         earlier = self._rec.current_with_key(key, exclude=item.id, roles=("feedback",))
         for old in earlier:  # no longer an open failure: let compression fold it
@@ -150,6 +158,7 @@ class ContextManager:
 
     def begin_subtask(self, name: str, goal: str, *, round: int) -> ContextItem:
         """Open a subtask: its goal sits in L2 until :meth:`finish_subtask` collapses it."""
+        self._rec.maybe_retire()
         self._subtask = name
         return self._new(Layer.L2, goal, f"subtask:{name}", round, role="subtask", key=f"subtask:{name}")
 
@@ -160,6 +169,7 @@ class ContextManager:
         anomalies and pinned items of that span move to L3 verbatim; stored outputs it referenced
         are named in the conclusion so they stay fetchable.
         """
+        self._rec.maybe_retire()
         process: list[ContextItem] = []
         refs: list[str] = []
         for item in list(self._rec.live.values()):
@@ -199,6 +209,7 @@ class ContextManager:
     ) -> ContextItem:
         """An L3 summary stamped with round and source; it supersedes, visibly, the current summary
         with the same *key* and the item named by *supersedes* (an id or a key)."""
+        self._rec.maybe_retire()
         stamped = f"[round {round} summary, from {source}] {text}"
         item = self._new(Layer.L3, stamped, source, round, role="summary", key=key)
         targets = self._rec.current_with_key(key, exclude=item.id) if key else []
@@ -214,6 +225,7 @@ class ContextManager:
     def add_resume_note(self, text: str, *, round: int) -> ContextItem:
         """After a resume the view starts with this note (what was done, what is finished, where it
         stuck). An earlier resume note is marked superseded and unpinned."""
+        self._rec.maybe_retire()
         item = self._new(Layer.L2, text, "resume", round, role="resume", pinned=True, key="resume")
         earlier = self._rec.current_with_key("resume", exclude=item.id, roles=("resume",))
         for old in earlier:
@@ -260,8 +272,12 @@ class ContextManager:
         return self._rec.total
 
     def item(self, item_id: str) -> ContextItem:
-        """Any item ever added or made, in its latest version (in the view or not)."""
-        return self._rec.archive[item_id]
+        """An item in its latest version, in the view or still recorded (see retirement above)."""
+        try:
+            return self._rec.archive[item_id]
+        except KeyError:
+            raise KeyError(f"no context item {item_id!r}: never made, or retired after it left the view "
+                           "(nothing retained refers to it)") from None
 
     def view(self) -> ContextView:
         """The frozen view; compresses first when the context is over budget."""
@@ -279,12 +295,13 @@ class ContextManager:
 
     def self_check(self, before: ContextView, after: ContextView) -> list[str]:
         """Every anomaly, pinned fact or failure reason in *before* that *after* lost (empty = fine)."""
-        return find_losses(before.items, after.items, self._rec.archive.__getitem__).all()
+        return find_losses(before.items, after.items, self._rec.archive.get).all()
 
     # ------------------------------------------------------------------ state
 
-    def state(self) -> dict[str, Any]:
-        """Everything, JSON-able; :meth:`from_state` rebuilds an identical manager."""
+    def state(self, *, ref_texts: bool = True) -> dict[str, Any]:
+        """Everything, JSON-able; :meth:`from_state` rebuilds an identical manager. ``ref_texts=False``
+        names stored outputs by sha256 instead of carrying their texts (a store keeps them once)."""
         return {
             "kind": "context_state",
             "version": _STATE_VERSION,
@@ -294,8 +311,35 @@ class ContextManager:
             "subtask": self._subtask,
             "window": list(self._window),
             **self._rec.to_dict(),
-            "refs": self._refs.to_dict(),
+            "refs": self._refs.to_dict(texts=ref_texts),
         }
+
+    def take_changes(self) -> dict[str, Any]:
+        """What changed since the last call (or since the manager was made or loaded), JSON-able;
+        new stored outputs are named by sha256 (read their texts with :meth:`read_ref`)."""
+        items, retired, live = self._rec.take_changes()
+        refs = [_entry(info, None) for info, _ in self._refs.take_new()]
+        return {"kind": "context_changes", "version": CHANGES_VERSION, "items": [i.to_dict() for i in items],
+                "retired": retired, "live": live, "refs": refs, **self.state_scalars()}
+
+    def discard_changes(self) -> None:
+        """Start a new change log here (after the whole state was written)."""
+        self._rec.take_changes()
+        self._refs.take_new()
+
+    def state_scalars(self) -> dict[str, Any]:
+        values = {"budget_tokens": self.budget_tokens, "output_cap_bytes": self.output_cap_bytes,
+                  "low_water": self.low_water, "subtask": self._subtask, "window": list(self._window),
+                  "next": self._rec.next, "segment": self._rec.segment, "retained": self._rec.retained}
+        return {k: values[k] for k in SCALARS}
+
+    def attach_ref_loader(self, loader: Callable[[str], str | None]) -> None:
+        """Where stored outputs not in memory are read from (sha256 -> text; a store's blobs)."""
+        self._refs.loader = loader
+
+    def release_ref_texts(self, sha256s: Iterable[str]) -> None:
+        """Drop these stored outputs' texts from memory (only when a ref loader can fetch them again)."""
+        self._refs.release_texts(sha256s)
 
     @classmethod
     def from_state(
@@ -304,8 +348,10 @@ class ContextManager:
         counter: Callable[[str], int] | None = None,
         *,
         summarizer: Summarizer | None = None,
+        ref_loader: Callable[[str], str | None] | None = None,
     ) -> ContextManager:
-        """Rebuild from :meth:`state`; token counts are recomputed with *counter*."""
+        """Rebuild from :meth:`state`; token counts are recomputed with *counter*. ``ref_loader``
+        (sha256 -> text) fetches stored outputs the state names by sha256 only, when read."""
         if state.get("kind") != "context_state" or state.get("version") != _STATE_VERSION:
             raise ValueError(f"not a context state of version {_STATE_VERSION}")
         ctx = cls(
@@ -317,7 +363,7 @@ class ContextManager:
         )
         ctx._subtask = state["subtask"]
         ctx._window = [str(i) for i in state["window"]]
-        ctx._refs = RefStore.from_dict(state["refs"])
+        ctx._refs = RefStore.from_dict(state["refs"], ref_loader)
         ctx._rec.load(state)
         return ctx
 

@@ -1,8 +1,18 @@
-"""The item record behind the manager: every item ever made, the ones in the view, a running total.
+"""The item record behind the manager: the items in the view, what they still refer to, a running total.
 
 Items are immutable; a change is a new version (:meth:`ItemRecord.restamp`) whose token count is
 redone once, because the rendered header (layer, freshness, status) is part of what is counted.
 ``version`` increases with every change to the view so the manager can cache its frozen view.
+
+Retention. ``archive`` holds the latest version of every item that can still matter: the view, what
+a retained summary or conclusion covers or carries (staleness propagates through ``covers``, a
+summary unpacks into what it ``carries``), and the current keyed summaries, conclusions, feedback
+and resume notes (a later one with the same key supersedes them). Everything else left the view for
+good and is *retired* (:meth:`ItemRecord.retire`) once the archive has grown by ``max(128, live)``
+items since the last retirement, so memory and the state stay bounded by the view, not by history.
+
+Change log. Every archive write and retirement is noted until :meth:`ItemRecord.take_changes`, so a
+checkpoint can store what changed since the previous one instead of the whole record.
 """
 
 from __future__ import annotations
@@ -19,6 +29,9 @@ __all__ = ["ItemRecord"]
 # Stable sort by (layer, seq); ties keep insertion order, which the state preserves.
 _ORDER = attrgetter("layer", "seq")
 _BUILT_FROM_OTHERS = frozenset({"summary", "conclusion"})
+# Roles a later item with the same key supersedes (current_with_key callers): kept while current.
+_SUPERSEDABLE = frozenset({"summary", "conclusion", "feedback", "resume"})
+RETIRE_MIN = 128  # archive growth (items) that triggers a retirement pass; amortizes its O(archive)
 
 
 class ItemRecord:
@@ -32,6 +45,11 @@ class ItemRecord:
         self.next = 1  # next item number: ids are c1, c2, ... in creation order
         self.segment = 0  # current subtask span; finish_subtask closes it
         self.version = 0
+        self.retained = 0  # archive size after the last retirement pass (part of the state)
+        self.retire_min = RETIRE_MIN
+        self._changed: dict[str, None] = {}  # ids written since take_changes, first-write order
+        self._retired: list[str] = []
+        self._live_dirty = False
 
     def make(self, **fields: Any) -> ContextItem:
         """A new item (id, seq and segment filled in, tokens counted) that is not yet in the view."""
@@ -59,8 +77,10 @@ class ItemRecord:
         """Put (a new version of) *item* in the view and the record."""
         old = self.live.get(item.id)
         self.total += item.tokens - (old.tokens if old else 0)
+        if old is None:
+            self._live_dirty = True
         self.live[item.id] = item
-        self.archive[item.id] = item
+        self._record(item)
         self.version += 1
 
     def store(self, item: ContextItem) -> None:
@@ -68,18 +88,63 @@ class ItemRecord:
         if item.id in self.live:
             self.put(item)
         else:
-            self.archive[item.id] = item
+            self._record(item)
 
     def remove(self, item_id: str) -> None:
         self.total -= self.live.pop(item_id).tokens
+        self._live_dirty = True
         self.version += 1
 
     def replace_live(self, live: dict[str, ContextItem]) -> None:
         """Adopt the result of a compression pass (new and changed items are recorded too)."""
         self.live = live
-        self.archive.update(live)
+        archive = self.archive
+        for item in live.values():
+            if archive.get(item.id) is not item:
+                self._record(item)
         self.total = sum(i.tokens for i in live.values())
+        self._live_dirty = True
         self.version += 1
+
+    def _record(self, item: ContextItem) -> None:
+        self.archive[item.id] = item
+        self._changed[item.id] = None
+
+    # -- retention and the change log -------------------------------------------------------------
+    def maybe_retire(self) -> None:
+        """Retire when the archive grew enough since the last pass (call between operations only:
+        mid-operation, items just taken out of the view are not yet covered by what replaces them)."""
+        if len(self.archive) - self.retained >= max(self.retire_min, len(self.live)):
+            self.retire()
+
+    def retire(self) -> list[str]:
+        """Drop every archived item that nothing retained refers to (see the module docstring)."""
+        archive = self.archive
+        keep = set(self.live)
+        todo = [i for i in archive.values()
+                if i.id in keep or (i.key is not None and i.status == "current" and i.role in _SUPERSEDABLE)]
+        keep.update(i.id for i in todo)
+        while todo:
+            item = todo.pop()
+            for ref in (*item.covers, *item.carries):
+                if ref not in keep and ref in archive:
+                    keep.add(ref)
+                    todo.append(archive[ref])
+        gone = [i for i in archive if i not in keep]
+        for item_id in gone:
+            del archive[item_id]
+            self._changed.pop(item_id, None)
+        self._retired.extend(gone)
+        self.retained = len(archive)
+        return gone
+
+    def take_changes(self) -> tuple[list[ContextItem], list[str], list[str] | None]:
+        """(items written, ids retired, live ids if the view's membership or order changed) since
+        the last call; replaying them on the previous state in this order gives the current one."""
+        changed = [self.archive[i] for i in self._changed if i in self.archive]
+        retired, live = self._retired, list(self.live) if self._live_dirty else None
+        self._changed, self._retired, self._live_dirty = {}, [], False
+        return changed, retired, live
 
     def current_with_key(
         self, key: str | None, *, exclude: str, roles: Iterable[str] = ("summary", "conclusion")
@@ -143,6 +208,7 @@ class ItemRecord:
         return {
             "next": self.next,
             "segment": self.segment,
+            "retained": self.retained,
             "live": list(self.live),
             "items": [item.to_dict() for item in self.archive.values()],
         }
@@ -151,11 +217,13 @@ class ItemRecord:
         """Fill an empty record from :meth:`to_dict` output, recounting tokens with this counter."""
         self.next = int(data["next"])
         self.segment = int(data["segment"])
+        self.retained = int(data.get("retained", 0))
         for entry in data["items"]:
             item = ContextItem.from_dict(entry)
             self.archive[item.id] = self.restamp(item)
         for item_id in data["live"]:
             self.put(self.archive[str(item_id)])
+        self.take_changes()  # a loaded state is the baseline, not a change
 
 
 def _count(item: ContextItem, counter: Callable[[str], int]) -> None:

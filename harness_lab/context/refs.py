@@ -5,12 +5,16 @@ short id (``ref_001``, ``ref_002``, ... in order of storage); :meth:`RefStore.re
 Offsets are **character** offsets into the stored ``str`` (Python slice semantics: ``end=None`` means
 to the end, negative values count from the end, out-of-range values clamp), so a slice never splits
 a UTF-8 sequence. ``read(ref_id)`` with no offsets returns the stored text exactly.
+
+With a ``loader`` (sha256 -> text; a checkpoint store's blob table), texts need not stay in memory:
+a state written with ``texts=False`` names each output by its sha256 only, and
+:meth:`RefStore.release_texts` drops the texts already kept durably; a read fetches the text again.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -39,20 +43,22 @@ class RefInfo:
 
 
 class RefStore:
-    """In-memory store of large outputs, keyed by ref id; serialises with the context state."""
+    """Store of large outputs, keyed by ref id; serialises with the context state."""
 
-    def __init__(self) -> None:
-        self._texts: dict[str, str] = {}
+    def __init__(self, loader: Callable[[str], str | None] | None = None) -> None:
+        self._texts: dict[str, str] = {}  # in memory; without a loader, every text
         self._infos: dict[str, RefInfo] = {}
+        self.loader = loader
+        self._taken = 0  # refs handed out by take_new
 
     def __len__(self) -> int:
-        return len(self._texts)
+        return len(self._infos)
 
     def __contains__(self, ref_id: object) -> bool:
-        return ref_id in self._texts
+        return ref_id in self._infos
 
     def put(self, text: str, *, source: str, round: int) -> RefInfo:
-        ref_id = f"ref_{len(self._texts) + 1:03d}"
+        ref_id = f"ref_{len(self._infos) + 1:03d}"
         data = text.encode("utf-8")
         info = RefInfo(
             ref_id=ref_id,
@@ -75,29 +81,67 @@ class RefStore:
 
     def read(self, ref_id: str, start: int = 0, end: int | None = None) -> str:
         """Characters ``[start:end]`` of a stored output, unchanged."""
-        try:
-            text = self._texts[ref_id]
-        except KeyError:
-            raise KeyError(f"no stored output with id {ref_id!r}; known: {sorted(self._texts)}") from None
-        return text[start:end]
+        if ref_id not in self._infos:
+            raise KeyError(f"no stored output with id {ref_id!r}; known: {sorted(self._infos)}")
+        return self.text(ref_id)[start:end]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": "ref_store",
-            "refs": [
-                {"ref_id": i.ref_id, "source": i.source, "round": i.round, "text": self._texts[i.ref_id]}
-                for i in self._infos.values()
-            ],
-        }
+    def text(self, ref_id: str) -> str:
+        """The whole stored output (fetched through the loader when it is not in memory)."""
+        text = self._texts.get(ref_id)
+        if text is None:
+            info = self.info(ref_id)
+            text = self.loader(info.sha256) if self.loader is not None else None
+            if text is None:
+                raise KeyError(f"stored output {ref_id} (sha256 {info.sha256[:12]}) is not in memory "
+                               "and its store does not hold it")
+        return text
+
+    def release_texts(self, sha256s: Iterable[str]) -> None:
+        """Forget these outputs' texts in memory (only with a loader: it reads them back on demand)."""
+        if self.loader is None:
+            return
+        gone = set(sha256s)
+        for ref_id in [r for r in self._texts if self._infos[r].sha256 in gone]:
+            del self._texts[ref_id]
+
+    def take_new(self) -> list[tuple[RefInfo, str]]:
+        """The outputs stored since the last call, with their texts (what a checkpoint must persist)."""
+        infos = list(self._infos.values())[self._taken :]
+        self._taken = len(self._infos)
+        return [(i, self.text(i.ref_id)) for i in infos]
+
+    def to_dict(self, *, texts: bool = True) -> dict[str, Any]:
+        """JSON-able; ``texts=False`` names each output by its sha256 (and sizes) instead of its text."""
+        return {"kind": "ref_store", "refs": [_entry(i, self.text(i.ref_id) if texts else None)
+                                              for i in self._infos.values()]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RefStore:
-        store = cls()
+    def from_dict(cls, data: Mapping[str, Any], loader: Callable[[str], str | None] | None = None) -> RefStore:
+        store = cls(loader)
         for entry in data["refs"]:
-            info = store.put(str(entry["text"]), source=str(entry["source"]), round=int(entry["round"]))
-            if info.ref_id != entry["ref_id"]:  # ids are positional; a reordered state is corrupt
-                raise ValueError(f"ref store out of order: expected {info.ref_id}, got {entry['ref_id']}")
+            store.load_entry(entry)
+        store._taken = len(store._infos)
         return store
+
+    def load_entry(self, entry: Mapping[str, Any]) -> RefInfo:
+        """Add one :meth:`to_dict` entry (with its text, or by sha256 for the loader to fetch)."""
+        if "text" in entry:
+            info = self.put(str(entry["text"]), source=str(entry["source"]), round=int(entry["round"]))
+        else:
+            info = RefInfo(ref_id=f"ref_{len(self._infos) + 1:03d}", source=str(entry["source"]),
+                           round=int(entry["round"]), n_chars=int(entry["n_chars"]), n_bytes=int(entry["n_bytes"]),
+                           n_lines=int(entry["n_lines"]), sha256=str(entry["sha256"]))
+            self._infos[info.ref_id] = info
+        if info.ref_id != entry["ref_id"]:  # ids are positional; a reordered state is corrupt
+            raise ValueError(f"ref store out of order: expected {info.ref_id}, got {entry['ref_id']}")
+        return info
+
+
+def _entry(info: RefInfo, text: str | None) -> dict[str, Any]:
+    base = {"ref_id": info.ref_id, "source": info.source, "round": info.round}
+    if text is not None:
+        return {**base, "text": text}
+    return {**base, "n_chars": info.n_chars, "n_bytes": info.n_bytes, "n_lines": info.n_lines, "sha256": info.sha256}
 
 
 def _clip(line: str) -> str:

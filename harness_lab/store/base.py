@@ -1,8 +1,10 @@
 """The checkpoint store protocol, its records, and the in-memory double.
 
 A store keeps, per run id: the run's spec (how to rebuild it), one row per committed step (the
-step record, the checkpoint, and the context state when it was written in full), the side-effect
-ledger (one entry per idempotency key), the last heartbeat, a status and progress reports.
+step record, the checkpoint, and the context: its whole state every few steps, otherwise the change
+log since the previous row), the side-effect ledger (one entry per idempotency key), the last
+heartbeat, a status and progress reports. Large tool outputs are blobs, keyed by their sha256 and
+written once (in the transaction of the step that made them), whichever run or fork refers to them.
 
 Effect ledger statuses::
 
@@ -25,13 +27,14 @@ __all__ = [
     "EffectEntry",
     "EffectStatus",
     "Heartbeat",
+    "HistoryEntry",
     "InMemoryStore",
     "RunInfo",
     "Store",
     "StoredStep",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: blobs (large outputs by sha256); a version-1 file gains the table on open
 
 EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]
 
@@ -54,7 +57,20 @@ class StoredStep:
     at: float
     record: str
     checkpoint: str
-    context: str | None  # the full context state, or None when this step logged only context ops
+    context: str | None  # the context state, or its change log since the previous row (kind says which)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One committed step as a listing shows it (no JSON parsed)."""
+
+    run_id: str
+    step: int
+    at: float
+
+    @property
+    def id(self) -> str:
+        return f"{self.run_id}@{self.step}"
 
 
 @dataclass(frozen=True)
@@ -90,8 +106,19 @@ class Store(Protocol):
     def run_ids(self) -> list[str]: ...
 
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
-                    context: str | None) -> None:
-        """One transaction: the step row, and every ``intent`` of this step becomes ``committed``."""
+                    context: str | None, blobs: Sequence[tuple[str, str]] = ()) -> None:
+        """One transaction: the step row, the new ``(sha256, text)`` blobs (kept if present already),
+        and every ``intent`` of this step becomes ``committed``."""
+        ...
+
+    def blob(self, sha256: str) -> str | None: ...
+
+    def contexts(self, run_id: str, start: int, end: int) -> list[tuple[int, str | None]]:
+        """``(step, context)`` of the steps ``start..end`` in order (what a restore replays)."""
+        ...
+
+    def history(self, run_id: str) -> list[HistoryEntry]:
+        """Every committed step of the run, oldest first (cheap: no JSON is parsed)."""
         ...
 
     def last_step(self, run_id: str) -> StoredStep | None: ...
@@ -132,6 +159,7 @@ class InMemoryStore:
         self._effects: dict[str, EffectEntry] = {}
         self._beats: dict[str, Heartbeat] = {}
         self._reports: dict[str, list[str]] = {}
+        self._blobs: dict[str, str] = {}
 
     def create_run(self, run_id: str, spec: dict[str, Any], at: float) -> None:
         if run_id in self._runs:
@@ -151,13 +179,15 @@ class InMemoryStore:
         return sorted(self._runs)
 
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
-                    context: str | None) -> None:
+                    context: str | None, blobs: Sequence[tuple[str, str]] = ()) -> None:
         steps = self._steps.get(run_id)
         if steps is None:
             raise StoreError(_unknown_run(run_id, self.run_ids()))
         if step in steps:
             raise StoreError(f"run {run_id!r} already has step {step}; a committed step is never rewritten")
         steps[step] = StoredStep(run_id, step, at, record, checkpoint, context)
+        for sha, text in blobs:
+            self._blobs.setdefault(sha, text)
         for key, entry in list(self._effects.items()):
             if entry.run_id == run_id and entry.step == step and entry.status in ("intent", "resolved"):
                 self._effects[key] = _with_status(entry, "committed")
@@ -171,6 +201,18 @@ class InMemoryStore:
         if step not in self._steps[run_id]:
             raise StoreError(f"run {run_id!r} has no step {step}")
         return self._steps[run_id][step]
+
+    def blob(self, sha256: str) -> str | None:
+        return self._blobs.get(sha256)
+
+    def contexts(self, run_id: str, start: int, end: int) -> list[tuple[int, str | None]]:
+        self.run_info(run_id)
+        steps = self._steps[run_id]
+        return [(n, steps[n].context) for n in sorted(steps) if start <= n <= end]
+
+    def history(self, run_id: str) -> list[HistoryEntry]:
+        self.run_info(run_id)
+        return [HistoryEntry(run_id, n, s.at) for n, s in sorted(self._steps[run_id].items())]
 
     def steps(self, run_id: str, start: int = 1, end: int | None = None) -> list[StoredStep]:
         self.run_info(run_id)

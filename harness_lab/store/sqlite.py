@@ -13,8 +13,9 @@ Settings, on purpose:
   which fsyncs the log on every commit. Pass ``synchronous="FULL"`` to survive power cuts too.
 * ``busy_timeout``: a second process (a watchdog, ``trace``) waits for the lock instead of failing.
 
-Each step is one transaction (the step row plus its ledger updates); statements are fixed SQL
-texts, so the ``sqlite3`` statement cache prepares each once per connection.
+Each step is one transaction (the step row, the blobs it made, its ledger updates); statements are
+fixed SQL texts, so the ``sqlite3`` statement cache prepares each once per connection. Schema 2 added
+the ``blobs`` table; a schema-1 file gains it on open (nothing existing is rewritten).
 """
 
 from __future__ import annotations
@@ -23,15 +24,26 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import StoreError
-from .base import SCHEMA_VERSION, EffectEntry, EffectStatus, Heartbeat, RunInfo, StoredStep, _unknown_run
+from .base import (
+    SCHEMA_VERSION,
+    EffectEntry,
+    EffectStatus,
+    Heartbeat,
+    HistoryEntry,
+    RunInfo,
+    StoredStep,
+    _unknown_run,
+)
 
 __all__ = ["SQLiteStore"]
 
 _APP = "harness-lab"
+_BLOBS = "CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID"
 _TABLES = (
     "CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL)",
     "CREATE TABLE runs (run_id TEXT PRIMARY KEY, spec TEXT NOT NULL, created_at REAL NOT NULL,"
@@ -44,7 +56,9 @@ _TABLES = (
     "CREATE TABLE heartbeats (run_id TEXT PRIMARY KEY, at REAL NOT NULL, step INTEGER NOT NULL,"
     " progress_at REAL NOT NULL, pid INTEGER NOT NULL, doing TEXT NOT NULL)",
     "CREATE TABLE reports (run_id TEXT NOT NULL, at REAL NOT NULL, text TEXT NOT NULL)",
+    _BLOBS,
 )
+_INSERT_BLOB = "INSERT OR IGNORE INTO blobs (sha256, text) VALUES (?, ?)"
 _INSERT_STEP = "INSERT INTO steps (run_id, step, at, record, checkpoint, context) VALUES (?, ?, ?, ?, ?, ?)"
 _COMMIT_EFFECTS = "UPDATE effects SET status = 'committed' WHERE run_id = ? AND step = ? AND status IN ('intent', 'resolved')"
 _STEP_COLS = "run_id, step, at, record, checkpoint, context"
@@ -112,7 +126,9 @@ class SQLiteStore:
         if int(row[1]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path}: written by a newer harness-lab (schema {row[1]} > {SCHEMA_VERSION}); "
                              "upgrade harness-lab to read it")
-        if int(row[1]) < SCHEMA_VERSION:
+        if int(row[1]) == 1:  # schema 1 -> 2: only a new table; existing rows stay as they are
+            self._tx([(_BLOBS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
+        elif int(row[1]) < SCHEMA_VERSION:
             raise StoreError(f"{self.path}: schema {row[1]} is older than {SCHEMA_VERSION} and has no migration")
         check = db.execute("PRAGMA quick_check").fetchone()
         if check is None or check[0] != "ok":
@@ -164,9 +180,26 @@ class SQLiteStore:
 
     # -- steps ----------------------------------------------------------------------------------
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
-                    context: str | None) -> None:
-        self._tx([(_INSERT_STEP, (run_id, step, at, record, checkpoint, context)),
+                    context: str | None, blobs: Sequence[tuple[str, str]] = ()) -> None:
+        self._tx([*((_INSERT_BLOB, blob) for blob in blobs),
+                  (_INSERT_STEP, (run_id, step, at, record, checkpoint, context)),
                   (_COMMIT_EFFECTS, (run_id, step))])
+
+    def blob(self, sha256: str) -> str | None:
+        rows = self._q("SELECT text FROM blobs WHERE sha256 = ?", (sha256,))
+        return str(rows[0][0]) if rows else None
+
+    def contexts(self, run_id: str, start: int, end: int) -> list[tuple[int, str | None]]:
+        rows = self._q("SELECT step, context FROM steps WHERE run_id = ? AND step >= ? AND step <= ? ORDER BY step",
+                       (run_id, start, end))
+        if not rows:
+            self.run_info(run_id)
+        return [(int(n), c) for n, c in rows]
+
+    def history(self, run_id: str) -> list[HistoryEntry]:
+        self.run_info(run_id)
+        rows = self._q("SELECT step, at FROM steps WHERE run_id = ? ORDER BY step", (run_id,))
+        return [HistoryEntry(run_id, n, at) for n, at in rows]
 
     def last_step(self, run_id: str) -> StoredStep | None:
         rows = self._q(f"SELECT {_STEP_COLS} FROM steps WHERE run_id = ? ORDER BY step DESC LIMIT 1", (run_id,))

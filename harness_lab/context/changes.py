@@ -1,0 +1,48 @@
+"""The context's change log: what changed since the last checkpoint, and how to replay it.
+
+A checkpoint stores the whole context state now and then and, in between, only what
+:meth:`~harness_lab.context.ContextManager.take_changes` returns: the item versions written, the
+items retired, the view's membership when it changed, new stored outputs (by sha256) and the few
+scalars. A step then costs what it changed, not what the run remembers. :func:`apply_changes`
+replays such logs onto a state; the result equals ``state(ref_texts=False)`` at that moment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["CHANGES_VERSION", "apply_changes"]
+
+CHANGES_VERSION = 1
+# Small fields copied whole from every change log entry.
+SCALARS = ("budget_tokens", "output_cap_bytes", "low_water", "subtask", "window", "next", "segment", "retained")
+
+
+def apply_changes(state: Mapping[str, Any], changes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """``state`` (a context state) with ``changes`` (``take_changes`` outputs, oldest first) applied.
+
+    Dict semantics give back the record's order exactly: a rewritten item keeps its place, a new
+    one goes to the end, a retired one leaves."""
+    if state.get("kind") != "context_state":
+        raise ValueError(f"not a context state: kind={state.get('kind')!r}")
+    items = {str(d["id"]): d for d in state["items"]}
+    live = list(state["live"])
+    refs = list(state["refs"]["refs"])
+    out = dict(state)
+    for change in changes:
+        if change.get("kind") != "context_changes" or change.get("version") != CHANGES_VERSION:
+            raise ValueError(f"not a context change log of version {CHANGES_VERSION}: kind={change.get('kind')!r}")
+        for entry in change["items"]:
+            items[str(entry["id"])] = entry
+        for item_id in change["retired"]:
+            items.pop(item_id, None)
+        if change["live"] is not None:
+            live = list(change["live"])
+        refs.extend(change["refs"])
+        for key in SCALARS:
+            out[key] = change[key]
+    out["items"] = list(items.values())
+    out["live"] = live
+    out["refs"] = {"kind": "ref_store", "refs": refs}
+    return out

@@ -1,0 +1,128 @@
+"""Retirement and the change log: bounded state, the same views, an exact replay.
+
+Generated runs mix every operation of the manager. A manager that retires eagerly must show the
+model exactly the views of one that never retires, and replaying ``take_changes`` onto an earlier
+state must give ``state(ref_texts=False)`` at every step.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from harness_lab.context import ContextManager, Layer, apply_changes
+from harness_lab.context.record import RETIRE_MIN
+
+PLAIN = ("listed 12 files", "port: 8080", "read 40 lines", "ok", "3 matches")
+ANOMALY = "AssertionError: expected 3, got 4"
+
+
+def _operate(ctx: ContextManager, rng: random.Random, rnd: int) -> None:
+    roll = rng.random()
+    if roll < 0.5:
+        big = rng.random() < 0.03
+        text = "\n".join(f"{rng.choice(PLAIN)} #{k}" for k in range(3000)) if big else rng.choice(PLAIN)
+        if not big and rng.random() < 0.15:
+            text += "\n" + ANOMALY
+        ctx.add_interaction(rnd, f"read f{rnd % 7}", text, source=f"read_file:f{rnd % 7}", key=f"file:f{rnd % 7}")
+    elif roll < 0.58:
+        ctx.add(Layer.L4, rng.choice(PLAIN), source=f"explore:{rnd}", round=rnd)
+    elif roll < 0.62:
+        ctx.add_feedback(rnd, f"validator: failed in round {rnd}", source="validator", key=rng.choice((None, "v")))
+    elif roll < 0.72:
+        ctx.summarize(rng.choice(PLAIN), round=rnd, source="model", key=f"k{rng.randint(0, 2)}",
+                      supersedes=rng.choice((None, "k1")))
+    elif roll < 0.78:
+        ctx.begin_subtask(f"s{rnd % 3}", "goal", round=rnd)
+    elif roll < 0.84:
+        ctx.finish_subtask(f"s{rnd % 3}", "done", round=rnd)
+    elif roll < 0.90:
+        ctx.mark_stale(f"f{rng.randint(0, 6)}")
+        ctx.reselect()
+    elif roll < 0.94:
+        ctx.compress()
+    elif roll < 0.96:
+        ctx.add_resume_note(f"resumed at {rnd}", round=rnd)
+    ctx.view()
+
+
+def _new(seed: int, retire_min: int) -> ContextManager:
+    ctx = ContextManager(budget_tokens=random.Random(seed).randint(300, 1200), output_cap_bytes=4096)
+    ctx._rec.retire_min = retire_min  # eager retirement, so that it happens many times per run
+    ctx.add(Layer.L0, "system: tools", source="system", round=0)
+    ctx.add(Layer.L1, "task: fix config", source="task", round=0)
+    return ctx
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_retiring_never_changes_a_view(seed: int) -> None:
+    eager, keeper = _new(seed, 1), _new(seed, 10**9)
+    rng_a, rng_b = random.Random(seed), random.Random(seed)
+    for rnd in range(1, 400):
+        _operate(eager, rng_a, rnd)
+        _operate(keeper, rng_b, rnd)
+        assert eager.view() == keeper.view(), f"round {rnd}"
+        for item in eager.view().items:  # what the view refers to is still there
+            for ref in (*item.covers, *item.carries):
+                assert eager.item(ref) == keeper.item(ref)
+    assert len(eager.state()["items"]) < len(keeper.state()["items"]) / 2
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_replaying_changes_gives_the_state(seed: int) -> None:
+    ctx = _new(seed, RETIRE_MIN if seed % 2 else 1)
+    rng = random.Random(seed)
+    base = json.loads(json.dumps(ctx.state(ref_texts=False)))
+    ctx.discard_changes()
+    log: list[dict[str, object]] = []
+    for rnd in range(1, 300):
+        _operate(ctx, rng, rnd)
+        log.append(json.loads(json.dumps(ctx.take_changes())))
+        assert apply_changes(base, log) == ctx.state(ref_texts=False), f"round {rnd}"
+        if rnd % 50 == 0:  # a new base, as a checkpoint compaction does
+            base, log = ctx.state(ref_texts=False), []
+            ctx.discard_changes()
+    texts = {e["sha256"]: ctx.read_ref(e["ref_id"]) for e in ctx.state(ref_texts=False)["refs"]["refs"]}
+    restored = ContextManager.from_state(apply_changes(base, log), ref_loader=texts.get)
+    assert restored.state() == ctx.state()  # (before a view: an over-budget view compresses again)
+    assert restored.view() == ctx.view()
+
+
+def test_a_long_run_keeps_a_bounded_state_and_names_retired_items() -> None:
+    ctx = ContextManager(budget_tokens=800)
+    first = ctx.add_interaction(1, "ls", "a b", source="ls")
+    early, late = [], []
+    for rnd in range(2, 6002):
+        ctx.add_interaction(rnd, "ls", f"a b {rnd}", source="ls")
+        ctx.view()
+        if 1000 <= rnd < 2000:
+            early.append(len(ctx._rec.archive))
+        elif rnd >= 5000:
+            late.append(len(ctx._rec.archive))
+    # What the view and its summaries refer to, plus at most one retirement period: not 6,000 items.
+    assert max(late) < 2 * RETIRE_MIN + 100
+    assert max(late) <= max(early) + 32  # flat: no growth with the run's length
+    with pytest.raises(KeyError, match="retired"):
+        ctx.item(first.id)
+
+
+def test_stored_outputs_by_sha_are_fetched_through_the_loader() -> None:
+    ctx = ContextManager(output_cap_bytes=1024)
+    payload = "line\n" * 1000
+    item = ctx.add_interaction(1, "dump", payload, source="run_command:dump")
+    assert item.ref_id is not None
+    state = ctx.state(ref_texts=False)
+    assert payload not in json.dumps(state)
+    (entry,) = state["refs"]["refs"]
+    fetched: list[str] = []
+    restored = ContextManager.from_state(state, ref_loader=lambda sha: fetched.append(sha) or payload)
+    assert restored.read_ref(item.ref_id, 5, 15) == payload[5:15] and fetched == [entry["sha256"]]
+    with pytest.raises(KeyError, match="not in memory"):
+        ContextManager.from_state(state).read_ref(item.ref_id)
+    ctx.release_ref_texts([entry["sha256"]])  # no loader: the text stays
+    assert ctx.read_ref(item.ref_id) == payload
+    ctx.attach_ref_loader(lambda sha: fetched.append(sha) or payload.upper())
+    ctx.release_ref_texts([entry["sha256"]])
+    assert ctx.read_ref(item.ref_id) == payload.upper()  # now read through the loader
