@@ -60,6 +60,19 @@ class Run(RunBase):
             self._pending = self._ask_proposer()
         return self._pending
 
+    def edit_pending(self, raw: object, *, by: str = "human") -> Proposal:
+        """Replace the pending proposal before it executes (a debugging edit, recorded in the trace).
+        Refused while a human gate waits: what is approved must be exactly what was requested."""
+        if self.waiting is not None:
+            raise RunStateError(f"run {self.run_id} waits for a human on this proposal: approve or reject it")
+        before = self.pending
+        if before is None:
+            raise RunStateError(f"run {self.run_id} is {self.state.value}: no pending proposal to edit")
+        self._pending = parse_proposal(raw)
+        self._emit(Note, topic="pending_edited", message=f"pending proposal edited by {by}",
+                   data={"before": before.raw, "after": self._pending.raw, "by": by})
+        return self._pending
+
     def step(self) -> StepRecord:
         """One decision: propose -> gate -> execute -> observe -> validate."""
         if self.waiting is not None and not self.state.terminal and self._gate_timed_out() is None:

@@ -42,9 +42,11 @@ class PendingPanel(Panel):
         self.reason = w.Text(placeholder="reason for rejecting", layout=w.Layout(width="260px"))
         self.approve_button = w.Button(description="Approve", button_style="success", disabled=True)
         self.reject_button = w.Button(description="Reject", button_style="danger", disabled=True)
-        for b in (self.approve_button, self.reject_button):
-            b.add_class(f"hl-{b.description.lower()}")
-        self.widget = w.VBox([self.html, w.HBox([self.approve_button, self.reason, self.reject_button])])
+        # the pending proposal as JSON, editable before it executes (Edit = run.edit_pending)
+        self.editor = w.Textarea(layout=w.Layout(width="95%", height="4em"))
+        self.edit_button = w.Button(description="Edit", tooltip="replace the pending proposal with this JSON")
+        self.widget = w.VBox([self.html, w.HBox([self.approve_button, self.reason, self.reject_button]),
+                              w.HBox([self.editor, self.edit_button])])
         self._proposal: Any = None
 
     def key(self, run: Any) -> Hashable:
@@ -56,6 +58,8 @@ class PendingPanel(Panel):
         waiting = run.waiting is not None
         self.approve_button.disabled = self.reject_button.disabled = not waiting
         p = self._proposal
+        self.edit_button.disabled = waiting or p is None
+        self.editor.value = "" if p is None else json.dumps(p.raw, ensure_ascii=False, default=str)
         if p is None:
             self.html.value = ("<div class='hl-pending'><i>no pending proposal</i> "
                                f"(run is {esc(run.state.value)})</div>")

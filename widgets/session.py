@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["ACTIONS", "Session", "SessionEntry", "SessionReplay"]
 
-Action = Literal["step", "run_to_gate", "run_to_end", "approve", "reject", "inject", "rollback", "fork"]
+Action = Literal["step", "run_to_gate", "run_to_end", "approve", "reject", "inject", "rollback", "fork", "edit_pending"]
 ACTIONS: tuple[str, ...] = Action.__args__  # type: ignore[attr-defined]
 
 

@@ -8,6 +8,7 @@ click does. After each call only the panels whose key changed are redrawn.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -60,7 +61,7 @@ class LabView:
         self.end_button = w.Button(description="Run to end")
         for button, action in (
             (self.step_button, self.step), (self.gate_button, self.run_to_gate), (self.end_button, self.run_to_end),
-            (self.pending.approve_button, self.approve),
+            (self.pending.approve_button, self.approve), (self.pending.edit_button, self.edit_pending),
             (self.pending.reject_button, lambda: self.reject(self.pending.reason.value)),
             (self.snapshots.rollback_button, self.rollback), (self.snapshots.fork_button, self.fork),
             (self.faults.inject_button, self.inject),
@@ -125,6 +126,20 @@ class LabView:
             self.refresh()
         self.session.record(self.run, "reject", {"reason": reason, "by": by})
         return record
+
+    def edit_pending(self, raw: object | None = None, *, by: str = "human") -> Any:
+        """``run.edit_pending(raw)``: replace the proposal before it executes (default: the editor's JSON)."""
+        if raw is None:
+            try:
+                raw = json.loads(self.pending.editor.value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"the edited proposal is not JSON: {exc.msg} at column {exc.colno}") from None
+        try:
+            proposal = self.run.edit_pending(raw, by=by)
+        finally:
+            self.refresh()
+        self.session.record(self.run, "edit_pending", {"raw": raw, "by": by})
+        return proposal
 
     def rollback(self, snapshot_id: str | None = None) -> None:
         """``run.rollback(id)``: files, run state and context go back together (default: the picked one)."""

@@ -66,3 +66,39 @@ def test_a_bad_session_file_is_one_clear_error(text, message):
     with pytest.raises(ValueError) as info:
         Session.from_json(text, source="s.json")
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_edit_button_replaces_the_pending_proposal_and_the_trace_says_so(tmp_path):
+    view = _fresh(tmp_path, "a")
+    assert "harness-boundary" in view.pending.editor.value
+    view.pending.editor.value = '{"kind": "read_evidence", "id": "budget-gates"}'
+    view.pending.edit_button.click()
+    assert view.run.pending.describe() == "read_evidence(id='budget-gates')"
+    assert "budget-gates" in view.pending.html.value
+    rec = view.step()
+    assert rec.tool_result is not None and "budget-gates" in view.run.executor.observed
+    (note,) = [e for e in rec.events if e.kind == "note" and e.topic == "pending_edited"]
+    assert note.data["before"]["id"] == "harness-boundary" and note.data["after"]["id"] == "budget-gates"
+    assert [e.action for e in view.session.entries] == ["edit_pending", "step"]
+    view.pending.editor.value = "{not json"
+    view.pending.edit_button.click()
+    assert "not JSON" in view.status.value
+
+
+def test_an_edit_is_refused_while_a_human_gate_waits(make_run):
+    from harness_lab import RunStateError
+
+    view = LabView(make_run(), plot=False)
+    view.run_to_gate()
+    assert view.pending.edit_button.disabled
+    with pytest.raises(RunStateError):
+        view.edit_pending({"kind": "push", "remote": "elsewhere"})
+    assert view.run.waiting is not None and view.run.pending.describe().startswith("push(args={'remote': 'origin'")
+
+
+def test_a_session_with_an_edit_replays_identically(tmp_path):
+    view = _fresh(tmp_path, "a")
+    view.edit_pending({"kind": "read_evidence", "id": "budget-gates"})
+    view.run_to_end()
+    replayed = Session.from_json(view.session.to_json()).replay(_fresh(tmp_path, "b"))
+    assert replayed.identical, replayed.detail
