@@ -246,11 +246,14 @@ its budget. Faults from the catalogue break the next step on purpose; read how t
     ("params", """# Parameters
 reject_reason = "not during the release freeze"
 fault = "tool_timeout"  # any name in harness_lab.faults.fault_names()"""),
-    ("code", """from harness_lab import EvidenceCatalogue, FakeClock, Run, RunState, ScriptedProposer, load_contract
+    ("code", """import tempfile
+from pathlib import Path
+
+from harness_lab import EvidenceCatalogue, FakeClock, Run, RunState, ScriptedProposer, load_contract
 from harness_lab.errors import SimulatedCrash
 from harness_lab.faults import fault_catalogue
 from harness_lab.paths import data_dir
-from harness_lab.widgets import LabView
+from harness_lab.widgets import LabView, Session
 
 CONTRACT = load_contract(data_dir() / "contracts" / "report_task.yaml")
 EVIDENCE = EvidenceCatalogue.from_dir(data_dir() / "evidence")
@@ -260,11 +263,12 @@ def scripted(actions, run_id, then="finish"):
     return Run(contract=CONTRACT, proposer=ScriptedProposer(actions, then=then), evidence=EVIDENCE,
                clock=FakeClock(), run_id=run_id)"""),
     ("md", "## Approve inline"),
-    ("code", """gated = scripted([
+    ("code", """GATE_SCRIPT = [
     {"kind": "read_evidence", "id": "harness-boundary"},
     {"kind": "push", "remote": "origin", "branch": "main"},
     {"kind": "send_message", "to": "team", "text": "report pushed"},
-], "gate-lesson")
+]
+gated = scripted(GATE_SCRIPT, "gate-lesson")
 view = LabView(gated)
 view"""),
     ("code", """for rec in view.run_to_gate():
@@ -280,6 +284,13 @@ print("effects applied:", [a.kind for a in gated.executor.effects.sent.values()]
 rec = view.reject(reject_reason)
 print(rec.summary())
 print("stop:", gated.stop_reason.code, "|", gated.stop_reason.message)"""),
+    ("md", """## The session you just drove, saved and replayed headless
+Every call on the view (step, approve, reject, inject, roll back, fork, edit) is in `view.session`; a
+replay makes the same calls on a fresh run and checks states, decisions and workspace hashes."""),
+    ("code", """session_file = view.session.save(Path(tempfile.mkdtemp(prefix="harness-lab-session-")) / "gate-session.json")
+print([e.action for e in view.session.entries])
+replayed = Session.load(session_file).replay(LabView(scripted(GATE_SCRIPT, "gate-lesson"), plot=False))
+print(replayed.detail)"""),
     ("md", "## Loop gates: the third identical call gets a hint, the fourth stops the run"),
     ("code", """looping = scripted([{"kind": "list_dir", "path": "."}], "loop-lesson", then="repeat_last")
 looping.run()
@@ -320,6 +331,7 @@ try_it"""),
 assert reject_reason in gated.stop_reason.message
 assert [a.kind for a in gated.executor.effects.sent.values()] == ["push"]  # the rejected message never went out
 assert looping.stop_reason.code == "no_progress" and looping.records[2].decision.verdict == "refuse"
+assert replayed.identical and [e.action for e in view.session.entries] == ["run_to_gate", "approve", "run_to_gate", "reject"]
 assert len(outcomes) >= 12
 for name, (run, end) in outcomes.items():
     assert run.faults and all(r.answer for r in run.faults), name  # every fault fired and was answered
