@@ -111,3 +111,22 @@ def test_committed_outputs_hold_no_unsanitized_volatile_values():
         for p in patterns:
             text = p.sub("", text)
         assert "/tmp/" not in text and not re.search(r"\b[0-9a-f]{40,}\b", text), name
+
+
+@pytest.mark.notebook
+def test_nbval_ignores_sanitized_values_and_catches_a_changed_output(tmp_path):
+    nb = nbformat.read(NOTEBOOKS / "01_finish_validation.ipynb", as_version=4)
+    cells = {c.id: c for c in nb.cells}
+    receipt = cells["01-06"].outputs[0]
+    sha = re.search(r"\b[0-9a-f]{64}\b", receipt["text"]).group(0)
+    receipt["text"] = receipt["text"].replace(sha, "f" * 64)  # a different hash: sanitized, still passes
+    steps = cells["01-04"].outputs[0]
+    steps["text"] = steps["text"].replace("REVIEW_READY at", "EXHAUSTED at").replace("-> REVIEW_READY", "-> EXHAUSTED")
+    tampered = tmp_path / "01_tampered.ipynb"
+    nbformat.write(nb, tampered)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval", str(tampered),
+                           "--nbval-sanitize-with", str(NOTEBOOKS / "nbval_sanitize.cfg"), "--rootdir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=NOTEBOOKS)
+    failed = re.findall(r"FAILED \S+::Cell (\d+)", proc.stdout)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert failed == ["2"], proc.stdout[-3000:]  # only the steps cell (code cell 2); the receipt cell passed
