@@ -12,10 +12,11 @@ from .session import Session, SessionEntry, SessionReplay
 from .snapshot_panel import SnapshotPanel
 from .state_panel import StatePanel
 from .trace_panel import TracePanel
-from .verdict_panel import VerdictPanel
+from .verdict_panel import CHECKS, VerdictPanel, check_rows
 from .view import LabView
 
 __all__ = [
+    "CHECKS",
     "BudgetPanel",
     "ContextPanel",
     "FaultPanel",
@@ -31,5 +32,6 @@ __all__ = [
     "VerdictPanel",
     "budget_figure",
     "budget_series",
+    "check_rows",
     "fault_names",
 ]

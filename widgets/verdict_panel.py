@@ -9,7 +9,32 @@ import ipywidgets as w
 
 from ._panel import Panel, esc, html_table
 
-__all__ = ["VerdictPanel", "last_verdict"]
+__all__ = ["CHECKS", "VerdictPanel", "check_rows", "last_verdict"]
+
+# The report contract's checks in the order the validator runs them, with the failure codes of each.
+CHECKS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("report exists", ("report_missing",)),
+    ("report is non-empty text", ("report_empty", "report_not_text")),
+    ("required sections present and non-empty", ("section_missing", "section_empty")),
+    ("citation markers well formed", ("citation_malformed",)),
+    ("cited ids are known evidence", ("citation_unknown",)),
+    ("cited ids were read in this run", ("citation_not_read",)),
+    ("enough distinct citations", ("too_few_citations",)),
+)
+_GATING = {"report_missing", "report_empty", "report_not_text"}  # later checks need a readable report
+
+
+def check_rows(verdict: Any) -> list[tuple[str, str, str]]:
+    """(check, pass / FAIL / not checked, messages) for every check of the report contract."""
+    failed = {e.code for e in verdict.errors}
+    stopped = False
+    rows = []
+    for name, codes in CHECKS:
+        messages = "; ".join(e.message for e in verdict.errors if e.code in codes)
+        outcome = "not checked" if stopped else "FAIL" if failed & set(codes) else "pass"
+        stopped = stopped or bool(failed & set(codes) & _GATING)
+        rows.append((name, outcome, messages))
+    return rows
 
 
 def last_verdict(run: Any) -> tuple[int, Any] | None:
@@ -53,8 +78,7 @@ class VerdictPanel(Panel):
             outcome = "accepted" if verdict.accepted else "rejected"
             parts.append(f"<div>step {step}: structural check <b class='hl-verdict'>{outcome}</b>; "
                          f"cited: {esc(', '.join(verdict.cited) or 'none')}</div>")
-            if verdict.errors:
-                parts.append(html_table(("check", "message"), [(e.code, e.message) for e in verdict.errors]))
+            parts.append(html_table(("check", "result", "why"), check_rows(verdict), cls="hl-checks"))
         r = run.receipt
         if r is not None:
             rows = [("artifact", r.artifact_path), ("artifact sha256", r.artifact_sha256),

@@ -42,9 +42,24 @@ def test_run_to_gate_stops_where_the_harness_intervened(make_run):
     assert run.step_no == 4  # read, read, write ran plainly; the finish at step 4 was validated
     assert run.records[-1].decision.verdict == "validate"
     assert "structural check <b class='hl-verdict'>rejected</b>" in view.verdicts.html.value
-    assert "section_missing" in view.verdicts.html.value
+    assert "section Limitations / 局限 is missing" in view.verdicts.html.value
+    from harness_lab.widgets import check_rows
+
+    rows = check_rows(run.records[-1].verdict)
+    assert [r[1] for r in rows] == ["pass", "pass", "FAIL", "pass", "pass", "pass", "pass"]
     # the rejection reason reaches the next context view, and the panel shows it
     assert "finish rejected" in view.context.html.value and "anomaly" in view.context.html.value
+
+
+def test_a_missing_report_fails_its_check_and_leaves_the_rest_unchecked(make_run):
+    run = make_run(scenario="no_report_claims_done")
+    view = LabView(run)
+    view.run_to_gate()
+    from harness_lab.widgets import check_rows
+
+    rows = check_rows(run.records[-1].verdict)
+    assert rows[0][1] == "FAIL" and {r[1] for r in rows[1:]} == {"not checked"}
+    assert "not checked" in view.verdicts.html.value
 
 
 def test_run_to_end_shows_the_receipt_and_disables_the_controls(make_run):
