@@ -1,51 +1,75 @@
-"""Fork / resume cost from a captured run state at 1,000 and 10,000 steps.
+"""Fork / resume cost from a checkpoint at 1,000 and 10,000 steps, and listing history.
 
     .venv/bin/python bench/fork_resume.py [--steps 1000 10000]
 
-Measures what a checkpoint restore does in memory: ``Run.capture()`` -> JSON -> ``Run.restore()`` into
-a fresh run (a fork). A durable store (``harness_lab.store``, being built) adds one SQLite read per
-resume; until it lands this measures the in-memory part only, and history listing is not measured.
-Target (issue 7): <= 2 ms whatever the history length.
+A no-op run (see ``step_overhead.py``) checkpoints every step into ``SQLiteStore``. Then, for the last
+checkpoint and for checkpoints in the middle of a change-log span (the worst case: the most rows to
+replay), it measures:
+
+* ``load``     - ``load_checkpoint``: the checkpoint row, the whole context state it builds on and the
+                 change logs after it, replayed (what the store part of a resume or fork costs);
+* ``restore``  - ``Run.continue_from`` into a run that exists already: the restorable state set,
+                 the context rebuilt (what a fork does after ``load``);
+* ``fork``     - ``run.fork("R@N")`` end to end, including making the new run (workspace copy,
+                 sandbox, its first checkpoint); ``resume`` - ``Run.resume`` end to end likewise;
+* ``history``  - ``store.history(run_id)``: every checkpoint listed, per checkpoint.
+
+Target (issue 7): load + restore <= 2 ms whatever the history length; listing <= 10 µs per checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from step_overhead import noop_run  # noqa: E402
 
+from harness_lab.checkpoint import FULL_EVERY  # noqa: E402
+from harness_lab.resume import _continue, load_checkpoint  # noqa: E402
+from harness_lab.run import Run  # noqa: E402
+from harness_lab.store import SQLiteStore  # noqa: E402
 
-def measure(steps: int, tmp: Path, repeats: int = 20) -> dict[str, float]:
-    run = noop_run(tmp / f"ws-{steps}")
+
+def _median_ms(fn: Any, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000
+
+
+def measure(steps: int, tmp: Path, repeats: int = 15) -> dict[str, float]:
+    store = SQLiteStore(tmp / f"runs-{steps}.sqlite")
+    run = noop_run(tmp / f"ws-{steps}", store=store)
     for _ in range(steps):
         run.step()
-    times: dict[str, list[float]] = {"capture": [], "serialize": [], "restore": [], "first_step": []}
-    for i in range(repeats):
-        t0 = time.perf_counter()
-        captured = run.capture()
-        t1 = time.perf_counter()
-        blob = json.dumps(captured)
-        t2 = time.perf_counter()
-        fork = noop_run(tmp / f"fork-{steps}-{i}")
-        t3 = time.perf_counter()
-        fork.restore(json.loads(blob), source=f"bench fork at step {steps}")
-        t4 = time.perf_counter()
-        fork.step()
-        t5 = time.perf_counter()
-        times["capture"].append(t1 - t0)
-        times["serialize"].append(t2 - t1)
-        times["restore"].append(t4 - t3)
-        times["first_step"].append(t5 - t4)
-        fork.close()
+    worst = (steps // FULL_EVERY - 1) * FULL_EVERY + FULL_EVERY - 1  # the longest replay below the end
+    target = noop_run(tmp / f"target-{steps}")
+    out: dict[str, float] = {}
+    for label, step in (("last", steps), ("mid", worst)):
+        out[f"load_{label}"] = _median_ms(lambda s=step: load_checkpoint(store, "bench", s), repeats)
+        checkpoint, context = load_checkpoint(store, "bench", step)
+        out[f"restore_{label}"] = _median_ms(lambda c=checkpoint, x=context: _continue(target, c, x, "bench", store),
+                                             repeats)
+    n = iter(range(10**6))
+    out["fork"] = _median_ms(lambda: run.fork(f"bench@{steps}", new_run_id=f"f{next(n)}",
+                                              workspace=tmp / f"fork-{steps}-{next(n)}").close(), repeats)
     run.close()
-    out = {k: sorted(v)[len(v) // 2] * 1000 for k, v in times.items()}
-    out["bytes"] = float(len(blob))
+    out["resume"] = _median_ms(lambda: Run.resume(store, "bench", proposer=run.proposer,
+                                                  effects=run.executor.effects).close(), 5)
+    t = time.perf_counter()
+    history = store.history("bench")
+    out["history_us"] = (time.perf_counter() - t) / len(history) * 1e6
+    out["checkpoints"] = float(len(history))
+    target.close()
+    store.close()
     return out
 
 
@@ -55,15 +79,19 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="harness-lab-bench-") as d:
         rows = {n: measure(n, Path(d)) for n in args.steps}
-    print("fork from a captured state (median of 20; ms)")
+    print(f"fork / resume from a SQLite checkpoint (median; ms). Whole context state every {FULL_EVERY} steps;")
+    print("'mid' is the checkpoint with the most change logs to replay, 'last' the newest one.")
     for n, r in rows.items():
-        total = r["capture"] + r["serialize"] + r["restore"]
-        print(f"  at {n:>6} steps: capture {r['capture']:.3f}  json {r['serialize']:.3f}  restore {r['restore']:.3f}"
-              f"  = {total:.3f} ms (state {r['bytes'] / 1024:.1f} KiB); first step after {r['first_step']:.3f} ms")
+        print(f"  at {n:>6} steps: load last {r['load_last']:.3f} / mid {r['load_mid']:.3f}; restore last "
+              f"{r['restore_last']:.3f} / mid {r['restore_mid']:.3f}; load+restore (worst) "
+              f"{max(r['load_last'] + r['restore_last'], r['load_mid'] + r['restore_mid']):.3f} ms")
+        print(f"  {'':>16} end to end: fork {r['fork']:.2f} ms, resume {r['resume']:.2f} ms; history: "
+              f"{int(r['checkpoints'])} checkpoints at {r['history_us']:.2f} µs each")
     first, last = rows[args.steps[0]], rows[args.steps[-1]]
-    tot = lambda r: r["capture"] + r["serialize"] + r["restore"]  # noqa: E731
-    print(f"ratio {args.steps[-1]} vs {args.steps[0]} steps: {tot(last) / tot(first):.2f}x (flat ~1x; target <= 2 ms)")
-    print("history listing: not measured (harness_lab.store has not landed)")
+    worst = lambda r: max(r["load_last"] + r["restore_last"], r["load_mid"] + r["restore_mid"])  # noqa: E731
+    print(f"ratio {args.steps[-1]} vs {args.steps[0]} steps: load+restore {worst(last) / worst(first):.2f}x, "
+          f"fork {last['fork'] / first['fork']:.2f}x (flat ~1x; target <= 2 ms); history "
+          f"{last['history_us']:.2f} µs/checkpoint (target <= 10)")
 
 
 if __name__ == "__main__":

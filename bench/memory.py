@@ -2,8 +2,10 @@
 
     .venv/bin/python bench/memory.py [--steps 1000 10000]
 
-Flat means the in-memory trace is bounded (old events live in the store). Until the store is
-attached to a run, ``Run.records`` and ``Run.events`` keep every step, and this shows it.
+Flat means the in-memory trace is bounded (old events live in the store: ``SQLiteStore`` is attached,
+so ``Run.records``/``Run.events`` keep a window) and the context record is bounded by the view (items
+that left it for good are retired). Also printed: the context items still recorded and the size of
+the context state a checkpoint would write whole.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ def child(steps: int, with_store: bool) -> None:
         for _ in range(steps):
             run.step()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        state = json.dumps(run.context.state(ref_texts=False))
         print(json.dumps({"steps": steps, "baseline_kib": base, "peak_kib": peak, "records": len(run.records),
-                          "events": len(run.events), "context_items": len(run.context.view().items)}))
+                          "events": len(run.events), "context_items": len(run.context.view().items),
+                          "recorded_items": len(json.loads(state)["items"]), "state_kib": len(state) / 1024}))
         run.close()
 
 
@@ -54,7 +58,8 @@ def main() -> None:
     for r in rows:
         print(f"  {r['steps']:>6} steps: peak {r['peak_kib'] / 1024:7.1f}  (after imports {r['baseline_kib'] / 1024:6.1f}; "
               f"grew {(r['peak_kib'] - r['baseline_kib']) / 1024:6.1f})  records={r['records']} events={r['events']} "
-              f"context items={r['context_items']}")
+              f"context items in view={r['context_items']} recorded={r['recorded_items']} "
+              f"(state {r['state_kib']:.0f} KiB)")
     first, last = rows[0], rows[-1]
     grow = lambda r: r["peak_kib"] - r["baseline_kib"]  # noqa: E731
     per_step = (grow(last) - grow(first)) / (last["steps"] - first["steps"])

@@ -9,8 +9,11 @@ survives a killed process) before the next step starts.
 * bare            - a Python loop that calls the no-op tool (the floor without persistence);
 * bare+sqlite     - the same loop committing one SQLite row per step (the durable floor);
 * harness-lab     - ``Run.step()`` with a proposer alternating two ungated no-op tools;
-* harness-lab+sqlite - the same, committing the ``StepRecord`` JSON per step. A stand-in until
-  ``harness_lab.store`` lands: it measures the harness plus one durable row, not the store's design;
+* harness-lab+sqlite - the same, committing the ``StepRecord`` JSON per step (the harness plus one
+  durable row, a floor for the store's design);
+* harness-lab+store - ``Run(store=SQLiteStore(...))``: the real per-step checkpoint (step record,
+  checkpoint, context change log, the write-ahead intent of the no-op tool: two transactions per
+  step, because an external effect's intent must be durable before the effect runs);
 * langgraph[/+sqlite] - a one-node StateGraph looping N times; with ``SqliteSaver`` and
   ``durability="sync"``. LangGraph is installed by this script into its own venv under
   ``~/.cache/harness-lab-bench`` (never into the project); ``--no-langgraph`` skips it.

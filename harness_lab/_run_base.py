@@ -186,7 +186,7 @@ class RunBase:
         if self.checkpoints is not None:
             self.checkpoints.commit(record, self._ws_hash)
             _keep_window(self.records, self.checkpoints.window)
-            _keep_window(self.events, 16 * self.checkpoints.window)
+            _keep_window(self.events, 4 * self.checkpoints.window)
         self.records.append(record)
         self._crash_point(CrashPoint.AFTER_COMMIT)
         return record

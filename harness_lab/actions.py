@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -171,11 +172,16 @@ class Proposal(BaseModel):
     error: ProposalError | None = None
     claims: dict[str, Any] = Field(default_factory=dict)
 
+    @cached_property
+    def canonical(self) -> str:
+        """The action (or the raw proposal) as sorted-key JSON: what is hashed and compared."""
+        payload = self.action.model_dump(mode="json") if self.action is not None else self.raw
+        return json.dumps(payload, sort_keys=True, default=str)
+
     @property
     def args_sha256(self) -> str:
         """Hash of the exact action to run: what a human approves is what executes."""
-        payload = self.action.model_dump(mode="json") if self.action is not None else self.raw
-        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+        return hashlib.sha256(self.canonical.encode()).hexdigest()
 
     def describe(self) -> str:
         if self.action is None:
@@ -221,10 +227,38 @@ def parse_proposal(raw: object) -> Proposal:
 
 
 def _jsonable(value: object) -> Any:
+    plain = _plain_copy(value)
+    if plain is not _NOT_PLAIN:
+        return plain
     try:
         return json.loads(json.dumps(value, default=repr))
     except (TypeError, ValueError):
         return repr(value)
+
+
+_NOT_PLAIN = object()
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain_copy(value: object, depth: int = 0) -> Any:
+    """A copy of JSON-native data (exact str/int/float/bool/None, lists, str-keyed dicts), equal to
+    what the JSON round trip returns, built without it; ``_NOT_PLAIN`` for anything else (and for
+    deep nesting, which may be a cycle: the round trip reports those)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if depth > 32:
+        return _NOT_PLAIN
+    if kind is list:
+        out = [_plain_copy(v, depth + 1) for v in value]  # type: ignore[attr-defined]
+        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in out) else out
+    if kind is dict:
+        items = value.items()  # type: ignore[attr-defined]
+        if any(type(k) is not str for k, _ in items):
+            return _NOT_PLAIN
+        copied = {k: _plain_copy(v, depth + 1) for k, v in items}
+        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in copied.values()) else copied
+    return _NOT_PLAIN
 
 
 def _short(value: object, limit: int = 60) -> str:

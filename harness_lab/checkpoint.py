@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .actions import DeleteFile, GatedAction, RunCommand, WriteFile, WriteReport, _Action
+from .context import ContextItem
 from .errors import StoreError
 from .events import StepRecord
 from .proposers.scripted import ScriptedProposer
@@ -187,7 +188,8 @@ class Checkpointer:
         self._since = 0  # bytes of change logs written since then
         self._blobs: set[str] = set()  # sha256 of the outputs this checkpointer knows are stored
         self._verbatim: list[str] = []
-        self.window = 256  # step records kept in run.records (events: 16x); the rest is in the store
+        self._item_texts: dict[str, tuple[ContextItem, str]] = {}  # item id -> (version, redacted JSON)
+        self.window = 256  # step records kept in run.records (events: 4x, a few per step); the rest is in the store
         if fresh:  # registered at once with a first checkpoint (step 0): a kill before step 1 resumes too
             self.store.create_run(run.run_id, json.loads(self._redact(_dumps(run_spec(run)))), self.last_commit_at)
             self._write(run.step_no, "null", run.sandbox.workspace_hash(), run.usage.model_dump(mode="json"))
@@ -271,13 +273,13 @@ class Checkpointer:
                  or self._since >= FULL_BYTES)
         base: int | None
         if whole:
-            data = ctx.state(ref_texts=False)
+            data = ctx.state(ref_texts=False, raw_items=True)
             ctx.discard_changes()
             refs = data["refs"]["refs"]
             self._ctx, base = ctx, step
             ctx.attach_ref_loader(self.store.blob)
         else:
-            data = ctx.take_changes()
+            data = ctx.take_changes(raw_items=True)
             refs, base = data["refs"], self._base
         blobs, self._verbatim = [], []
         for entry in refs:
@@ -286,7 +288,24 @@ class Checkpointer:
                 blobs.append((entry["sha256"], redacted := self._redact_text(text)))
                 if redacted == text:
                     self._verbatim.append(entry["sha256"])
-        return self._redact(_dumps(data)), blobs, base
+        return self._context_text(data, whole), blobs, base
+
+    def _context_text(self, data: dict[str, Any], whole: bool) -> str:
+        """The JSON of a context state or change log; each item version is dumped and redacted once
+        (a whole state reuses the texts of the change logs). Redacting item by item finds what one
+        pass over the whole text finds: no pattern can span the ``},{`` between two items."""
+        items: list[ContextItem] = data.pop("items")
+        cache = self._item_texts
+        texts = []
+        for item in items:
+            hit = cache.get(item.id)
+            if hit is None or hit[0] is not item:
+                hit = cache[item.id] = (item, self._redact(_dumps(item.to_dict())))
+            texts.append(hit[1])
+        if whole:  # forget retired items
+            self._item_texts = {i.id: cache[i.id] for i in items}
+        head = self._redact(_dumps(data))
+        return f'{head[:-1]},"items":[{",".join(texts)}]}}'
 
     def _redact_text(self, text: str) -> str:
         # The patterns are written for JSON-escaped text (what every other row holds).

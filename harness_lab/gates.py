@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from .actions import Proposal
@@ -104,12 +105,22 @@ class LoopGates:
 
 
 def _fingerprint(proposal: Proposal) -> str:
-    payload = proposal.action.model_dump(mode="json") if proposal.action is not None else proposal.raw
-    return json.dumps(payload, sort_keys=True, default=str)
+    return proposal.canonical  # sorted-key JSON of the action, computed once per proposal
+
+
+@lru_cache(maxsize=256)
+def _kind(fingerprint: str) -> object:
+    # Fingerprints repeat (the last few are compared every step): parse each once.
+    payload = json.loads(fingerprint)
+    return payload.get("kind") if isinstance(payload, dict) else None
 
 
 def _similar(a: str, b: str, threshold: float) -> bool:
     if a == b:
         return True
-    kind_a, kind_b = json.loads(a).get("kind"), json.loads(b).get("kind")
-    return bool(kind_a == kind_b and difflib.SequenceMatcher(None, a, b).ratio() >= threshold)
+    if _kind(a) != _kind(b):
+        return False
+    matcher = difflib.SequenceMatcher(None, a, b)
+    # The quick ratios are upper bounds of ratio(): below the threshold, the full diff cannot reach it.
+    return matcher.real_quick_ratio() >= threshold and matcher.quick_ratio() >= threshold and \
+        matcher.ratio() >= threshold

@@ -249,7 +249,7 @@ def _rebuild(info: RunInfo, proposer: Proposer | None, evidence: EvidenceCatalog
 
 def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, source: str,
               store: Store | None = None) -> None:
-    captured = run.capture()  # fills whatever memory.exclude kept out of the checkpoint
+    captured = run.capture(context=context is None)  # fills whatever memory.exclude kept out of the checkpoint
     captured.update(checkpoint.run_state)
     if context is not None:
         captured["context"] = context

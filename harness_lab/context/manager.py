@@ -82,6 +82,7 @@ class ContextManager:
         self._subtask: str | None = None
         self._view: ContextView | None = None
         self._view_key = (-1, -1)  # (record version, budget) the cached view was built for
+        self._logged_live: list[str] = []  # the view's membership as the change log last gave it
 
     @property
     def counter(self) -> Callable[[str], int]:
@@ -299,9 +300,11 @@ class ContextManager:
 
     # ------------------------------------------------------------------ state
 
-    def state(self, *, ref_texts: bool = True) -> dict[str, Any]:
+    def state(self, *, ref_texts: bool = True, raw_items: bool = False) -> dict[str, Any]:
         """Everything, JSON-able; :meth:`from_state` rebuilds an identical manager. ``ref_texts=False``
-        names stored outputs by sha256 instead of carrying their texts (a store keeps them once)."""
+        names stored outputs by sha256 instead of carrying their texts (a store keeps them once);
+        ``raw_items=True`` leaves ``items`` as :class:`ContextItem` objects (``to_dict`` each to
+        serialise; a checkpoint reuses the text of an item version it wrote before)."""
         return {
             "kind": "context_state",
             "version": _STATE_VERSION,
@@ -310,22 +313,30 @@ class ContextManager:
             "low_water": self.low_water,
             "subtask": self._subtask,
             "window": list(self._window),
-            **self._rec.to_dict(),
+            **self._rec.to_dict(raw_items=raw_items),
             "refs": self._refs.to_dict(texts=ref_texts),
         }
 
-    def take_changes(self) -> dict[str, Any]:
-        """What changed since the last call (or since the manager was made or loaded), JSON-able;
-        new stored outputs are named by sha256 (read their texts with :meth:`read_ref`)."""
+    def take_changes(self, *, raw_items: bool = False) -> dict[str, Any]:
+        """What changed since the last call (or since the manager was made or loaded), JSON-able
+        (``raw_items`` as in :meth:`state`); new stored outputs are named by sha256 (read their texts
+        with :meth:`read_ref`)."""
         items, retired, live = self._rec.take_changes()
         refs = [_entry(info, None) for info, _ in self._refs.take_new()]
-        return {"kind": "context_changes", "version": CHANGES_VERSION, "items": [i.to_dict() for i in items],
-                "retired": retired, "live": live, "refs": refs, **self.state_scalars()}
+        delta = None
+        if live is not None:
+            delta = self._rec.live_delta(self._logged_live, live)
+            self._logged_live = live
+        return {"kind": "context_changes", "version": CHANGES_VERSION,
+                "items": items if raw_items else [i.to_dict() for i in items],
+                "retired": retired, "live": live if delta is None else None, "live_delta": delta, "refs": refs,
+                **self.state_scalars()}
 
     def discard_changes(self) -> None:
         """Start a new change log here (after the whole state was written)."""
         self._rec.take_changes()
         self._refs.take_new()
+        self._logged_live = list(self._rec.live)
 
     def state_scalars(self) -> dict[str, Any]:
         values = {"budget_tokens": self.budget_tokens, "output_cap_bytes": self.output_cap_bytes,
@@ -365,6 +376,7 @@ class ContextManager:
         ctx._window = [str(i) for i in state["window"]]
         ctx._refs = RefStore.from_dict(state["refs"], ref_loader)
         ctx._rec.load(state)
+        ctx._logged_live = list(ctx._rec.live)
         return ctx
 
     # ------------------------------------------------------------------ internals

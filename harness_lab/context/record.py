@@ -146,6 +146,15 @@ class ItemRecord:
         self._changed, self._retired, self._live_dirty = {}, [], False
         return changed, retired, live
 
+    def live_delta(self, before: list[str], after: list[str]) -> dict[str, list[str]] | None:
+        """``after`` as ``before`` minus ``drop`` plus ``add`` at the end, when that is what happened
+        (the usual step: one interaction in, maybe one out); None when the order changed otherwise."""
+        kept = set(after)
+        rest = [i for i in before if i in kept]
+        if after[: len(rest)] != rest:
+            return None
+        return {"drop": [i for i in before if i not in kept], "add": after[len(rest) :]}
+
     def current_with_key(
         self, key: str | None, *, exclude: str, roles: Iterable[str] = ("summary", "conclusion")
     ) -> list[ContextItem]:
@@ -204,23 +213,29 @@ class ItemRecord:
             items = resume + [i for i in items if i not in resume]
         return tuple(items)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, raw_items: bool = False) -> dict[str, Any]:
+        items = list(self.archive.values())
         return {
             "next": self.next,
             "segment": self.segment,
             "retained": self.retained,
             "live": list(self.live),
-            "items": [item.to_dict() for item in self.archive.values()],
+            "items": items if raw_items else [item.to_dict() for item in items],
         }
 
     def load(self, data: Mapping[str, Any]) -> None:
-        """Fill an empty record from :meth:`to_dict` output, recounting tokens with this counter."""
+        """Fill an empty record from :meth:`to_dict` output, recounting the view's tokens with this
+        counter. Items out of the view keep their stored count: every path that puts one back in
+        the view makes a new version (restamp), which counts again."""
         self.next = int(data["next"])
         self.segment = int(data["segment"])
         self.retained = int(data.get("retained", 0))
+        live = set(data["live"])
         for entry in data["items"]:
-            item = ContextItem.from_dict(entry)
-            self.archive[item.id] = self.restamp(item)
+            item = ContextItem.from_dict(entry)  # a fresh object: counting it in place is safe
+            if item.id in live:
+                _count(item, self.counter)
+            self.archive[item.id] = item
         for item_id in data["live"]:
             self.put(self.archive[str(item_id)])
         self.take_changes()  # a loaded state is the baseline, not a change

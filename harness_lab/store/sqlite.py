@@ -59,6 +59,7 @@ _TABLES = (
     _BLOBS,
 )
 _INSERT_BLOB = "INSERT OR IGNORE INTO blobs (sha256, text) VALUES (?, ?)"
+_INSERT_INTENT = "INSERT OR IGNORE INTO effects (key, run_id, step, tool, status, detail) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_STEP = "INSERT INTO steps (run_id, step, at, record, checkpoint, context) VALUES (?, ?, ?, ?, ?, ?)"
 _COMMIT_EFFECTS = "UPDATE effects SET status = 'committed' WHERE run_id = ? AND step = ? AND status IN ('intent', 'resolved')"
 _STEP_COLS = "run_id, step, at, record, checkpoint, context"
@@ -141,14 +142,16 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.path}: {exc}") from exc
 
-    def _tx(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+    def _tx(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
+        """Run the statements in one transaction; the rows the last one changed."""
         with self._lock:
             db = self._db
+            changed = 0
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     for sql, args in statements:
-                        db.execute(sql, args)
+                        changed = db.execute(sql, args).rowcount
                 except BaseException:
                     db.execute("ROLLBACK")
                     raise
@@ -157,6 +160,7 @@ class SQLiteStore:
                 raise StoreError(f"{self.path}: refused to overwrite ({exc})") from exc
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.path}: {exc}") from exc
+            return changed
 
     # -- runs -----------------------------------------------------------------------------------
     def create_run(self, run_id: str, spec: dict[str, Any], at: float) -> None:
@@ -220,12 +224,10 @@ class SQLiteStore:
 
     # -- the side-effect ledger -------------------------------------------------------------------
     def record_intent(self, entry: EffectEntry) -> EffectEntry | None:
-        if (existing := self.effect(entry.key)) is not None:
-            return existing
-        self._tx([("INSERT INTO effects (key, run_id, step, tool, status, detail) VALUES (?, ?, ?, ?, ?, ?)",
-                   (entry.key, entry.run_id, entry.step, entry.tool, entry.status,
-                    json.dumps(entry.detail, separators=(",", ":"))))])
-        return None
+        # One statement, no read first: an existing key is left as it is, and then read back.
+        inserted = self._tx([(_INSERT_INTENT, (entry.key, entry.run_id, entry.step, entry.tool, entry.status,
+                                               json.dumps(entry.detail, separators=(",", ":"))))])
+        return None if inserted else self.effect(entry.key)
 
     def effect(self, key: str) -> EffectEntry | None:
         rows = self._q("SELECT key, run_id, step, tool, status, detail FROM effects WHERE key = ?", (key,))
