@@ -16,10 +16,8 @@ __all__ = ["plot_study"]
 def plot_study(result: StudyResult, output: str | Path, *, stem: str = "study") -> list[Path]:
     """Draw outcome rates and costs per group; return the PNG and SVG paths written."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # headless: no display, no GUI toolkit
-        import matplotlib.pyplot as plt
+        # A bare Figure needs no pyplot and no backend switch, so a notebook's inline plots stay inline.
+        from matplotlib.figure import Figure
     except ImportError as exc:
         raise HarnessLabError("plots need matplotlib: pip install 'harness-lab[plot]'") from exc
 
@@ -36,7 +34,8 @@ def plot_study(result: StudyResult, output: str | Path, *, stem: str = "study") 
         "latency (steps)": [s.latency_steps for s in result.summaries],
         "reviews": [s.reviews for s in result.summaries],
     }
-    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4.5))
+    fig = Figure(figsize=(15, 4.5))
+    left, middle, right = fig.subplots(1, 3)
     _bars(left, groups, rates, "share of runs")
     left.set_ylim(0, 1)
     left.set_title("outcomes (ground truth: fixed labels)")
@@ -52,7 +51,6 @@ def plot_study(result: StudyResult, output: str | Path, *, stem: str = "study") 
     paths = [out / f"{stem}.png", out / f"{stem}.svg"]
     for path in paths:
         fig.savefig(path, dpi=120)
-    plt.close(fig)
     return paths
 
 
