@@ -14,6 +14,7 @@ __all__ = [
     "FILE_TOOLS",
     "IRREVERSIBLE_TOOLS",
     "TOOLS",
+    "ChangeTracking",
     "Isolation",
     "PathResolution",
     "Quotas",
@@ -24,6 +25,7 @@ __all__ = [
 SandboxMode = Literal["workspace-write", "read-only"]
 PathResolution = Literal["auto", "openat2", "walk"]
 Isolation = Literal["auto", "bwrap", "unshare", "none"]
+ChangeTracking = Literal["auto", "walk"]
 
 FILE_TOOLS: frozenset[str] = frozenset({"read_file", "write_file", "list_dir", "delete_file"})
 TOOLS: frozenset[str] = FILE_TOOLS | {"run_command"}
@@ -54,7 +56,9 @@ class SandboxPolicy(BaseModel):
     a private network namespace with nothing in it; a non-empty list disables that namespace (per
     host filtering is not implemented, and the result data says so). ``run_as_uid`` is the
     unprivileged uid a root parent drops to (``None``: derived from the workspace path, see
-    :mod:`harness_lab.sandbox.command`).
+    :mod:`harness_lab.sandbox.command`). ``change_tracking="auto"`` keeps a change journal
+    (inotify) so rollback, ``workspace_hash`` and snapshots cost what changed; ``"walk"`` proves
+    the workspace by walking it instead (see :mod:`harness_lab.sandbox.journal`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -69,6 +73,7 @@ class SandboxPolicy(BaseModel):
     run_as_uid: int | None = Field(default=None, gt=0)
     path_resolution: PathResolution = "auto"
     isolation: Isolation = "auto"
+    change_tracking: ChangeTracking = "auto"
 
     @field_validator("allowed_tools")
     @classmethod

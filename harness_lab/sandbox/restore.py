@@ -21,8 +21,12 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 def apply_manifest(root_fd: int, scanner: Scanner, blobs: BlobStore, target: Manifest,
                    owner: tuple[int, int] | None) -> dict[str, int]:
-    """Make the workspace equal ``target``: write only what differs, remove what is extra."""
-    current = scanner.scan(full=True)  # the current state must be proven, not remembered
+    """Make the workspace equal ``target``: write only what differs, remove what is extra.
+
+    The current state comes from ``scanner.current()``: proven by the change journal when there
+    is one (cost: what changed since the last scan), by a full walk otherwise.
+    """
+    current = scanner.current()
     target = {p: e for p, e in target.items() if e[0] != "s"} if _has_specials(target) else target
     extra = [p for p, e in current.items() if (t := target.get(p)) is None or t[0] != e[0]]
     removed = 0
@@ -30,14 +34,21 @@ def apply_manifest(root_fd: int, scanner: Scanner, blobs: BlobStore, target: Man
         if _remove(root_fd, path):
             removed += 1
     gone = set(extra)
-    if gone:
-        gone.update(p for p in current if any(a in gone for a in _ancestors(p)))
+    dirs = tuple(p + "/" for p in extra if current[p][0] == "d")
+    if dirs:  # whatever lay beneath a removed directory went with it
+        gone.update(p for p in current if p.startswith(dirs))
     todo = [p for p, e in target.items() if p in gone or current.get(p) != e]
+    settled: dict[str, Entry | None] = dict.fromkeys(gone)
     written = 0
-    for path in sorted(todo, key=lambda p: (p.count("/"), p)):  # parents before children
-        have = None if path in gone else current.get(path)
-        written += _restore(root_fd, path, target[path], have, scanner, blobs, owner)
-    scanner.adopt(target)
+    try:
+        for path in sorted(todo, key=lambda p: (p.count("/"), p)):  # parents before children
+            have = None if path in gone else current.get(path)
+            written += _restore(root_fd, path, target[path], have, scanner, blobs, owner)
+            settled[path] = target[path]
+    except BaseException:
+        scanner.invalidate()  # half restored: the next scan walks the tree
+        raise
+    scanner.settle(settled)
     return {"written": written, "removed": removed}
 
 

@@ -7,12 +7,17 @@ that overwrites, ``run_command``) the sandbox takes a snapshot; if that snapshot
 not executed. Snapshots also store what ``state_provider()`` returns, so a rollback hands back the
 run's state and context of that moment together with the files.
 
-Cost model: a snapshot after file-tool calls looks only at the paths those tools touched; the
-first snapshot, the first one after a ``run_command`` and ``snapshot(rescan=True)`` walk the tree
-(stat cache: unchanged files are not read). ``rollback`` and ``workspace_hash`` always walk, since
-they must prove the current state rather than remember it. Someone who writes into the workspace
-behind the sandbox's back should call ``workspace_hash()`` or ``snapshot(rescan=True)`` before
-relying on an incremental snapshot.
+Cost model (what the sandbox wrote itself is known; an outside write is what must be detected):
+with the change journal (``capabilities["change_tracking"] == "inotify"``, the default on Linux)
+the kernel reports every write to the workspace, by anyone, so ``snapshot()``, ``rollback()``,
+``workspace_hash()`` and ``manifest()`` look only at the paths written since the last scan: their
+cost follows the change, not the tree, and an outside write between two calls is still seen. The
+tree is walked in full (stat cache: unchanged files are not read) only on the first scan, after
+every ``run_command`` (its code may write through shared memory maps, which inotify does not
+report), when the journal overflows and on request (``rescan=True``). Without a journal
+(``change_tracking="walk"`` or no inotify) ``rollback``, ``workspace_hash`` and ``manifest`` walk
+every time, and ``snapshot()`` looks only at what the sandbox's own tools touched: someone who
+writes behind its back must then pass ``rescan=True``.
 """
 
 from __future__ import annotations
@@ -35,7 +40,6 @@ from harness_lab.sandbox.snapshots import (
     SnapshotInfo,
     SnapshotStore,
     diff_manifests,
-    manifest_hash,
 )
 from harness_lab.tools import ToolResult
 
@@ -69,10 +73,11 @@ class Sandbox:
             self.close()
             raise SandboxEnvironmentError("snapshot_dir must lie outside the workspace the model can write")
         self._store = SnapshotStore(snap)
-        self._scanner = Scanner(self._boundary.root_fd, self._store.blobs)
+        self._scanner = Scanner(self._boundary.root_fd, self._store.blobs,
+                                journal=self.policy.change_tracking == "auto")
+        self._journal_finalizer = weakref.finalize(self, Scanner.close, self._scanner)
         self._state_provider = state_provider
         self.last_auto_snapshot: SnapshotInfo | None = None
-        self._hash_memo: dict[str, tuple[tuple[str, str, int], int]] = {}
         iso = dict(detect_isolation(self.policy.isolation, os.geteuid()))
         if self.policy.isolation != "auto" and iso["kind"] != self.policy.isolation:
             self.close()
@@ -94,11 +99,14 @@ class Sandbox:
             "network_allow_enforced_per_host": False,
             "missing": list(iso["missing"]),
             "snapshot_dir": snap,
+            "change_tracking": self._scanner.tracking,
         }
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the root directory descriptor (also done when the object is collected)."""
+        """Release the root directory descriptor and the journal (also done when collected)."""
+        if hasattr(self, "_journal_finalizer"):
+            self._journal_finalizer()
         self._finalizer()
 
     def __enter__(self) -> Sandbox:
@@ -233,10 +241,11 @@ class Sandbox:
     def snapshot(self, label: str = "manual", *, rescan: bool = False) -> SnapshotInfo:
         """Take a snapshot of the workspace (and the run state) now.
 
-        The tree is walked in full (stat cache: only changed files are read) on the first
-        snapshot, after every ``run_command`` and when ``rescan`` is true; otherwise only the
-        paths the sandbox's own file tools touched are looked at again. Pass ``rescan=True``
-        when something outside the sandbox may have written to the workspace.
+        Looks only at the paths written since the last scan (by the sandbox's tools and, with the
+        change journal, by anyone); walks the tree in full (stat cache: only changed files are
+        read) on the first snapshot, after every ``run_command`` and when ``rescan`` is true.
+        Without a journal, pass ``rescan=True`` when something outside the sandbox may have
+        written to the workspace.
         """
         return self._take(label, None, full=rescan)
 
@@ -284,13 +293,18 @@ class Sandbox:
         assert info is not None
         return info
 
-    def workspace_hash(self) -> str:
-        """sha256 over the current workspace manifest (path, kind, content hash, mode)."""
-        return manifest_hash(self._scanner.scan(full=True), self._hash_memo)
+    def workspace_hash(self, *, rescan: bool = False) -> str:
+        """sha256-based hash of the current workspace manifest (path, kind, content hash, mode).
+
+        Proven, not remembered: with the change journal it costs the paths written since the last
+        scan (an outside write is among them); without one, or with ``rescan``, a full walk.
+        """
+        self._scanner.scan(full=rescan or not self._scanner.journaled)
+        return self._scanner.workspace_hash()
 
     def manifest(self) -> Manifest:
         """The current workspace manifest, path -> (kind, content hash, mode): what workspace_hash hashes."""
-        return dict(self._scanner.scan(full=True))
+        return dict(self._scanner.current())
 
 
 def _with_snapshot(result: ToolResult, auto: SnapshotInfo | None) -> ToolResult:

@@ -22,6 +22,8 @@ import stat
 import time
 
 from harness_lab.sandbox.blobs import BlobStore
+from harness_lab.sandbox.journal import Journal, open_journal
+from harness_lab.sandbox.mhash import hex_sum, line_hash, manifest_sum
 
 __all__ = ["Entry", "Manifest", "Scanner"]
 
@@ -42,21 +44,51 @@ class Scanner:
 
     Two ways to bring the manifest up to date. A *full* walk stats every entry (hashing only
     those whose stat key changed). An *incremental* refresh re-examines only the paths the
-    sandbox's own file tools touched; it is used only while the manifest is known to be complete,
-    i.e. after a full walk and before anything else could have changed the tree
-    (:meth:`invalidate` is called around every ``run_command``).
+    sandbox's own file tools touched and, with a journal, the paths the journal reports; it is
+    used only while the manifest is known to be complete, i.e. after a full walk and before
+    anything the journal cannot see could have changed the tree (:meth:`invalidate` is called
+    around every ``run_command``; an overflowing journal forces a walk).
     """
 
-    def __init__(self, root_fd: int, blobs: BlobStore) -> None:
+    def __init__(self, root_fd: int, blobs: BlobStore, journal: bool = False) -> None:
         self.root_fd = root_fd
         self.blobs = blobs
         self._cache: dict[str, tuple[_StatKey, str]] = {}
         self._dirty: set[str] = set()
+        self._fresh: set[str] = set()  # directories the journal saw appear: walk them whole
         self._manifest: Manifest | None = None
         # Paths whose entries changed since take_changes(); None: unknown (a full walk happened).
         self._changed: set[str] | None = None
+        self._memo: dict[str, tuple[Entry, int]] = {}  # path -> (entry, its term of the hash sum)
+        self._sum = 0
         self.hashed_last = 0  # files actually read by the last scan (the benchmark reports it)
         self.full_last = False  # whether the last scan walked the whole tree
+        self._journal: Journal | None = None
+        self.tracking = "walk (no change journal requested)"
+        if journal:
+            self._open_journal()
+
+    def _open_journal(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
+        opened = open_journal()
+        self._journal = opened if isinstance(opened, Journal) else None
+        self.tracking = "inotify" if isinstance(opened, Journal) else f"walk ({opened})"
+        self._manifest = None  # a new journal has no watches yet: the next scan walks and adds them
+
+    @property
+    def journaled(self) -> bool:
+        """True when outside writes reach incremental scans (the manifest is proven by the journal)."""
+        return self._journal is not None
+
+    def close(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+
+    def workspace_hash(self) -> str:
+        """The hash of the manifest of the last scan (see :mod:`.mhash`)."""
+        return hex_sum(self._sum)
 
     def invalidate(self) -> None:
         """Something other than the sandbox's file tools may have changed the tree."""
@@ -72,11 +104,16 @@ class Scanner:
         """Record a hash computed elsewhere (e.g. rollback just wrote these bytes)."""
         self._remember(path, st, digest, time.time_ns())
 
-    def adopt(self, manifest: Manifest) -> None:
-        """Rollback made the tree equal ``manifest``: trust it as the current state."""
-        self._manifest = dict(manifest)
-        self._dirty.clear()
-        self._changed = None
+    def settle(self, changes: dict[str, Entry | None]) -> None:
+        """Rollback just set these paths (``None``: removed) from the last scan's manifest."""
+        if self._manifest is None:
+            return
+        for path, entry in changes.items():
+            if entry is None:
+                self._manifest.pop(path, None)
+            else:
+                self._manifest[path] = entry
+        self._account(changes)
 
     def lose_changes(self) -> None:
         """A snapshot that consumed take_changes() was not stored: the next one must diff in full."""
@@ -93,17 +130,42 @@ class Scanner:
         else:
             self._cache.pop(path, None)  # racily clean: prove it again next time
 
+    def current(self) -> Manifest:
+        """The current manifest, proven: from the journal when there is one, else by a full walk."""
+        return self.scan(full=self._journal is None)
+
+    def _pull(self) -> bool:
+        """Fold the journal's events into the dirty set; False when it lost track."""
+        assert self._journal is not None
+        got = self._journal.drain()
+        if got.lost:
+            return False
+        self._dirty |= got.paths
+        self._fresh |= got.fresh_dirs
+        return True
+
     def scan(self, owner: tuple[int, int] | None = None, full: bool = False) -> Manifest:
         """The current manifest (do not mutate it). ``owner``: chown entries (see command.py)."""
         self.hashed_last = 0
-        if self._manifest is not None and not full and owner is None:
+        full = full or owner is not None or self._manifest is None
+        if not full and self._journal is not None and not self._pull():
+            full = True
+        if not full and self._manifest is not None:
             self.full_last = False
             walked: set[str] = set()  # new directories walked whole: skip what lies beneath them
+            touched: set[str] = set()
             for rel in sorted(self._dirty, key=lambda p: p.count("/")):
                 if not any(a in walked for a in _ancestors(rel)):
-                    self._refresh(rel, self._manifest, walked)
+                    self._refresh(rel, self._manifest, walked, touched)
             self._dirty.clear()
+            self._fresh.clear()
+            self._account({p: self._manifest.get(p) for p in touched})
             return self._manifest
+        if self._journal is not None:
+            if self._journal.lost:
+                self._open_journal()  # start over: every watch is added again by the walk
+            else:
+                self._journal.drain()  # the walk sees all of it; keep only the watch bookkeeping
         out: Manifest = {}
         stack: list[tuple[int, str]] = [(os.dup(self.root_fd), "")]
         try:
@@ -119,15 +181,35 @@ class Scanner:
         for gone in self._cache.keys() - out.keys():
             del self._cache[gone]
         self._dirty.clear()
+        self._fresh.clear()
         self._manifest = out
         self._changed = None
+        self._sum = manifest_sum(out, self._memo)
         self.full_last = True
         return out
 
-    def _refresh(self, rel: str, manifest: Manifest, walked: set[str]) -> None:
-        changed = self._changed if self._changed is not None else set()
+    def _account(self, changes: dict[str, Entry | None]) -> None:
+        memo = self._memo
+        if self._changed is not None:
+            self._changed.update(changes)
+        for path, entry in changes.items():
+            old = memo.pop(path, None)
+            if old is not None:
+                self._sum -= old[1]
+            if entry is not None and entry[0] != "s":
+                line = old[1] if old is not None and old[0] == entry else line_hash(path, entry)
+                memo[path] = (entry, line)
+                self._sum += line
+
+    def _refresh(self, rel: str, manifest: Manifest, walked: set[str], changed: set[str]) -> None:
         changed.add(rel)
         old = manifest.pop(rel, None)
+        if rel in self._fresh and old is not None and old[0] == "d":
+            # Removed and made again (or another directory moved in): nothing beneath is known.
+            for p in [p for p in manifest if p.startswith(rel + "/")]:
+                del manifest[p]
+                changed.add(p)
+            old = None
         entry = self._lookup(rel, manifest, walked, old, changed)
         if entry is not None:
             manifest[rel] = entry
@@ -182,7 +264,9 @@ class Scanner:
     def _scan_dir(self, dfd: int, prefix: str, out: Manifest, stack: list[tuple[int, str]],
                   owner: tuple[int, int] | None) -> None:
         # The hot loop of every full walk: a cached regular file costs one fstatat and a tuple compare.
-        cache, dirty, s_isreg = self._cache, self._dirty, stat.S_ISREG
+        cache, dirty, s_isreg, journal = self._cache, self._dirty, stat.S_ISREG, self._journal
+        if journal is not None:
+            journal.watch_dir(dfd, prefix[:-1])  # before listing: what is written after is reported
         with os.scandir(dfd) as it:
             entries = list(it)
         for dirent in entries:
@@ -200,6 +284,8 @@ class Scanner:
                 if (hit is not None and rel not in dirty
                         and hit[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)):
                     out[rel] = ("f", hit[1], mode & 0o777)
+                    if journal is not None and not journal.is_watched(rel):
+                        journal.watch_file(dfd, name, rel)
                     continue
             entry = self._entry(dfd, name, rel, st)
             if entry is None:
@@ -215,6 +301,8 @@ class Scanner:
         cached = self._cache.get(rel)
         if cached is not None and cached[0] == _key(st) and rel not in self._dirty:
             return cached[1]
+        if self._journal is not None:
+            self._journal.watch_file(dfd, name, rel)  # before reading: a later write is reported
         hashed_at = time.time_ns()
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)

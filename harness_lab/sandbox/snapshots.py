@@ -12,7 +12,6 @@ full table is written every ``_FULL_EVERY`` snapshots so no chain gets long.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -23,6 +22,9 @@ from pydantic import BaseModel, ConfigDict
 
 from harness_lab.errors import SandboxEnvironmentError
 from harness_lab.sandbox.blobs import BlobStore
+from harness_lab.sandbox.mhash import hex_sum as _hex
+from harness_lab.sandbox.mhash import line_hash as _line
+from harness_lab.sandbox.mhash import manifest_hash
 from harness_lab.sandbox.scan import Entry, Manifest
 
 __all__ = ["SnapshotDiff", "SnapshotInfo", "SnapshotStore", "diff_manifests", "manifest_hash"]
@@ -56,43 +58,6 @@ class SnapshotDiff(BaseModel):
     added: tuple[str, ...]
     removed: tuple[str, ...]
     changed: tuple[str, ...]
-
-
-_MOD = 1 << 256
-
-
-def _line(path: str, entry: Entry) -> int:
-    kind, digest, mode = entry
-    line = f"{path}\0{kind}\0{digest}\0{mode:o}\n".encode("utf-8", "surrogateescape")
-    return int.from_bytes(hashlib.sha256(line).digest(), "big")
-
-
-def _hex(total: int) -> str:
-    return f"{total % _MOD:064x}"
-
-
-def manifest_hash(entries: Manifest, memo: dict[str, tuple[Entry, int]] | None = None) -> str:
-    """Hash of a manifest: the sum mod 2**256 of sha256(path, kind, digest, mode) per entry.
-
-    A sum rather than one sha256 over the sorted lines so that a snapshot can update it from its
-    parent's in time proportional to what changed (an incremental multiset hash); it is meant to
-    detect change, not to resist a forger. Specials (FIFOs, devices) are excluded. ``memo`` keeps
-    each path's last line hash between calls, so repeated hashing of a large tree is cheap.
-    """
-    if memo is None:
-        return _hex(sum(_line(p, e) for p, e in entries.items() if e[0] != "s"))
-    total = 0
-    for p, e in entries.items():
-        if e[0] == "s":
-            continue
-        hit = memo.get(p)
-        if hit is None or hit[0] != e:
-            hit = memo[p] = (e, _line(p, e))
-        total += hit[1]
-    if len(memo) > 2 * len(entries) + 64:  # forget paths that are long gone
-        for p in memo.keys() - entries.keys():
-            del memo[p]
-    return _hex(total)
 
 
 def _display(path: str, entry: Entry) -> str:

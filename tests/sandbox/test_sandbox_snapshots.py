@@ -51,10 +51,13 @@ def state() -> dict[str, Any]:
     return {"step": 0, "context": ["goal"]}
 
 
-@pytest.fixture
-def sb(ws: Path, tmp_path: Path, state: dict[str, Any]) -> Any:
-    box = Sandbox(ws, snapshot_dir=tmp_path / "snaps",
+@pytest.fixture(params=["auto", "walk"])
+def sb(ws: Path, tmp_path: Path, state: dict[str, Any], request: pytest.FixtureRequest) -> Any:
+    # Every guarantee holds with the change journal (inotify) and without it (full walks).
+    box = Sandbox(ws, snapshot_dir=tmp_path / "snaps", policy=SandboxPolicy(change_tracking=request.param),
                   state_provider=lambda: {"step": state["step"], "context": list(state["context"])})
+    if request.param == "auto":
+        assert box.capabilities["change_tracking"] == "inotify", box.capabilities["change_tracking"]
     yield box
     box.close()
 
@@ -173,24 +176,29 @@ def test_diff_reports_added_removed_changed(sb: Sandbox, ws: Path) -> None:
         sb.diff(a.id, "snap-9999")
 
 
-def test_stat_cache_hashes_only_what_changed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tracking", ["auto", "walk"])
+def test_stat_cache_hashes_only_what_changed(tmp_path: Path, tracking: str) -> None:
     ws = tmp_path / "big"
     for i in range(20):
         (ws / f"d{i}").mkdir(parents=True)
         for j in range(25):
             (ws / f"d{i}" / f"f{j}.txt").write_text(f"file {i} {j}\n")
     time.sleep(0.06)  # older than the racy-clean window, as any file not touched this instant is
-    with Sandbox(ws, snapshot_dir=tmp_path / "snaps") as sb:
+    with Sandbox(ws, snapshot_dir=tmp_path / "snaps", policy=SandboxPolicy(change_tracking=tracking)) as sb:
         first = sb.snapshot()
         assert first.files == 500 and first.hashed == 500
         assert sb.call("write_file", path="d3/f4.txt", content="changed by a tool").ok
         second = sb.snapshot()
         assert second.hashed == 1
         (ws / "d7" / "f7.txt").write_text("changed behind the sandbox's back")
-        assert sb.snapshot().hashed == 0  # no tool touched anything: nothing is read, nothing walked
+        quiet = sb.snapshot()
+        if tracking == "auto":  # the journal reported the outside write: that file alone is read
+            assert quiet.hashed == 1 and sb.diff(second.id, quiet.id).changed == ("d7/f7.txt",)
+        else:  # no journal: only what the tools touched is looked at (the stated trade-off)
+            assert quiet.hashed == 0 and sb.diff(second.id, quiet.id).changed == ()
         third = sb.snapshot(rescan=True)
-        # d3/f4.txt may be read once more: it was hashed within the racy-clean window of its write
-        assert third.hashed in (1, 2) and sb.diff(second.id, third.id).changed == ("d7/f7.txt",)
+        # a file may be read once more when it was hashed within the racy-clean window of its write
+        assert (1 if tracking == "walk" else 0) <= third.hashed <= 2 and sb.diff(second.id, third.id).changed == ("d7/f7.txt",)
 
 
 def test_incremental_snapshots_agree_with_a_full_walk(sb: Sandbox, ws: Path) -> None:
