@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from ._run_setup import initial_context
 from .actions import Proposal, parse_proposal
@@ -105,6 +105,10 @@ class RunBase:
         self.accepted_bytes: bytes | None = None
         self.waiting: ApprovalRequest | None = None
         self._pending: Proposal | None = None
+        # The proposal of the step under way: a snapshot taken mid-step (before an irreversible call)
+        # records it as pending, so rolling back to "before X" puts X back in front of the caller.
+        self._in_flight: Proposal | None = None
+        self._gates_at_start: dict[str, object] = {}
         self._step_events: list[Event] = []
         self._seq = 0
         self._faults = FaultSchedule(lambda topic, message, data: self._emit(Note, topic=topic, message=message, data=data))
@@ -165,6 +169,7 @@ class RunBase:
 
     def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
                verdict: ReportVerdict | None = None, stop: StopReason | None = None) -> StepRecord:
+        self._in_flight = None  # the step is settled: its proposal is history, not pending
         if stop is not None:
             target = RunState.EXHAUSTED if decision.verdict == "exhaust" else RunState.BLOCKED
             self._transition(target, stop.message)
@@ -211,11 +216,12 @@ class RunBase:
             "state": self.state.value,
             "stop_reason": self.stop_reason.model_dump(mode="json") if self.stop_reason else None,
             "observed": dict(self.executor.observed),
-            "gates": self.gates.state(),
-            "proposer": self.proposer.state() if isinstance(self.proposer, StatefulProposer) else None,
+            # mid-step, the gates have already counted the in-flight proposal: record them as before it
+            "gates": self._gates_at_start if self._in_flight is not None else self.gates.state(),
+            "proposer": self.proposer.state() if _stateful(self.proposer) else None,
             "receipt": self.receipt.model_dump(mode="json") if self.receipt else None,
             "waiting": self.waiting.model_dump(mode="json") if self.waiting else None,
-            "pending": self._pending.raw if self._pending is not None else None,
+            "pending": _raw(self._pending or self._in_flight),
         }
         if context:
             captured["context"] = self.context.state()
@@ -240,6 +246,12 @@ class RunBase:
         self._emit(Restored, source=source, state=self.state)
 
 
+def _stateful(proposer: Proposer) -> TypeGuard[StatefulProposer]:
+    # isinstance(proposer, StatefulProposer), which costs ~10 µs (capture() runs every step): the
+    # same test Python 3.11 makes for a runtime-checkable protocol's methods.
+    return all(getattr(proposer, name, None) is not None for name in ("propose", "state", "restore"))
+
+
 def _keep_window(trace: list[Any], size: int) -> None:
     """Older entries live in the store; dropping half at a time keeps this O(1) amortized."""
     if len(trace) >= 2 * size:
@@ -248,3 +260,7 @@ def _keep_window(trace: list[Any], size: int) -> None:
 
 def _sha(data: bytes | None) -> str:
     return sha256_hex(data or b"")
+
+
+def _raw(proposal: Proposal | None) -> object:
+    return proposal.raw if proposal is not None else None

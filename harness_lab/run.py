@@ -88,7 +88,7 @@ class Run(RunBase):
         pending = self.pending
         assert pending is not None
         proposal = self._faults.proposal(self, pending, parse_proposal)
-        self._pending = None
+        self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.state()
         self.usage = self.usage.model_copy(update={"decisions": self.usage.decisions + 1})
         decision, stop = self._gate(proposal)
         self._emit(Proposed, proposal=proposal, decision=decision)
@@ -325,6 +325,7 @@ class Run(RunBase):
             self._transition(RunState.RUNNING, "checks failed: " + "; ".join(verdict.reasons))
             if repair is not None and repair.action == "rollback" and repair.snapshot is not None:
                 self.rollback(repair.snapshot)  # files, run state and context together
+                self._pending = None  # ask afresh, with the note: never repeat the failed approach unchanged
                 self.context.add_feedback(self.step_no, repair.note, source="repair", key="repair:approach")
             return verdict
         self._faults.after_validate(self)

@@ -228,6 +228,7 @@ assert outside.read_text() == "outside the sandbox"
 assert first.trigger.startswith("before write_file notes/plan.md")
 assert (run.workspace / "notes/plan.md").read_text() == "v1: compare two harness designs"
 assert run.state is RunState(first.run_state["state"])
+assert run.pending.action.kind == "write_file", "rolled back to before the overwrite: the overwrite is pending again"
 assert any(e.kind == "restored" for e in run.events) and any(e.kind == "human_decided" for e in run.events)
 assert run.sandbox.workspace_hash() == first.workspace_hash
 assert child.run.run_id != run.run_id and child.run.workspace != run.workspace

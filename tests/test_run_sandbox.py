@@ -110,3 +110,20 @@ def test_a_large_output_enters_the_view_as_a_reference_fetchable_by_read_ref(con
     assert fetched is not None and fetched.ok and big in (fetched.content or "")
     missing = run.step().tool_result
     assert missing is not None and missing.status == "error" and "no stored output" in (missing.reason or "")
+
+
+def test_rolling_back_to_before_an_overwrite_puts_the_overwrite_back_in_front(contract, evidence, tmp_path) -> None:
+    run = _run(contract, evidence, tmp_path, [
+        {"kind": "write_file", "path": "plan.md", "content": "v1"},
+        {"kind": "write_file", "path": "plan.md", "content": "v2"},
+        {"kind": "list_dir", "path": "."},
+    ])
+    run.run(max_steps=2)
+    before = run.records[-1].tool_result
+    assert before is not None and "snapshot_before" in before.data
+    run.rollback(before.data["snapshot_before"])
+    assert (run.workspace / "plan.md").read_text() == "v1"
+    pending = run.pending
+    assert pending is not None and pending.raw == {"kind": "write_file", "path": "plan.md", "content": "v2"}
+    run.step()
+    assert (run.workspace / "plan.md").read_text() == "v2"
