@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 
 from harness_lab.sandbox.blobs import BlobStore
 from harness_lab.sandbox.scan import Entry, Manifest, Scanner
@@ -20,15 +21,23 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def apply_manifest(root_fd: int, scanner: Scanner, blobs: BlobStore, target: Manifest,
-                   owner: tuple[int, int] | None) -> dict[str, int]:
+                   owner: tuple[int, int] | None, since: set[str] | None = None) -> dict[str, int]:
     """Make the workspace equal ``target``: write only what differs, remove what is extra.
 
     The current state comes from ``scanner.current()``: proven by the change journal when there
-    is one (cost: what changed since the last scan), by a full walk otherwise.
+    is one (cost: what changed since the last scan), by a full walk otherwise. ``since``: the
+    paths that may differ between ``target`` and the last snapshot stored from ``scanner``; with
+    it (and a scanner that knows what changed since that snapshot) only those paths are compared,
+    so the cost follows the change, not the tree. Without it every entry is compared.
     """
     current = scanner.current()
-    target = {p: e for p, e in target.items() if e[0] != "s"} if _has_specials(target) else target
-    extra = [p for p, e in current.items() if (t := target.get(p)) is None or t[0] != e[0]]
+    pending = scanner.since_last_save() if since is not None else None
+    if pending is None or since is None:
+        paths: Iterable[str] = current.keys() | target.keys()
+    else:
+        paths = since | pending
+    extra = [p for p in paths if (e := current.get(p)) is not None
+             and ((t := target.get(p)) is None or t[0] != e[0] or t[0] == "s")]
     removed = 0
     for path in sorted(extra, key=lambda p: p.count("/"), reverse=True):
         if _remove(root_fd, path):
@@ -36,8 +45,9 @@ def apply_manifest(root_fd: int, scanner: Scanner, blobs: BlobStore, target: Man
     gone = set(extra)
     dirs = tuple(p + "/" for p in extra if current[p][0] == "d")
     if dirs:  # whatever lay beneath a removed directory went with it
-        gone.update(p for p in current if p.startswith(dirs))
-    todo = [p for p, e in target.items() if p in gone or current.get(p) != e]
+        gone.update(p for p in paths if p.startswith(dirs) and p in current)
+    todo = [p for p in paths if (t := target.get(p)) is not None and t[0] != "s"
+            and (p in gone or current.get(p) != t)]
     settled: dict[str, Entry | None] = dict.fromkeys(gone)
     written = 0
     try:
@@ -50,10 +60,6 @@ def apply_manifest(root_fd: int, scanner: Scanner, blobs: BlobStore, target: Man
         raise
     scanner.settle(settled)
     return {"written": written, "removed": removed}
-
-
-def _has_specials(manifest: Manifest) -> bool:
-    return any(e[0] == "s" for e in manifest.values())
 
 
 def _ancestors(path: str) -> list[str]:
@@ -123,13 +129,10 @@ def _restore(root_fd: int, path: str, want: Entry, have: Entry | None, scanner: 
         if kind == "l":
             os.symlink(payload, tmp, dir_fd=dfd)
         else:
-            data = blobs.read(payload)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                          mode, dir_fd=dfd)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                blobs.copy_to(payload, fd)
                 os.fchmod(fd, mode)
                 if owner is not None:
                     os.fchown(fd, owner[0], owner[1])

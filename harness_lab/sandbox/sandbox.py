@@ -265,7 +265,8 @@ class Sandbox:
     def rollback(self, snapshot_id: str) -> SnapshotInfo:
         """Restore the workspace to ``snapshot_id`` byte for byte; the caller restores ``run_state``."""
         target = self._entries(snapshot_id)
-        apply_manifest(self._boundary.root_fd, self._scanner, self._store.blobs, target, self._owner())
+        apply_manifest(self._boundary.root_fd, self._scanner, self._store.blobs, target, self._owner(),
+                       since=self._store.changed_since(snapshot_id))
         info = self._store.info(snapshot_id)
         assert info is not None
         return info

@@ -60,6 +60,7 @@ class Scanner:
         # Paths whose entries changed since take_changes(); None: unknown (a full walk happened).
         self._changed: set[str] | None = None
         self._memo: dict[str, tuple[Entry, int]] = {}  # path -> (entry, its term of the hash sum)
+        self._specials: set[str] = set()  # FIFOs, sockets, devices: in the manifest, never in a snapshot
         self._sum = 0
         self.hashed_last = 0  # files actually read by the last scan (the benchmark reports it)
         self.full_last = False  # whether the last scan walked the whole tree
@@ -118,6 +119,10 @@ class Scanner:
     def lose_changes(self) -> None:
         """A snapshot that consumed take_changes() was not stored: the next one must diff in full."""
         self._changed = None
+
+    def since_last_save(self) -> set[str] | None:
+        """Paths where the last scan's manifest may differ from the last snapshot stored from it."""
+        return None if self._changed is None else self._changed | self._specials
 
     def take_changes(self) -> set[str] | None:
         """Paths that may have changed since the last call (``None``: anything may have)."""
@@ -185,6 +190,7 @@ class Scanner:
         self._manifest = out
         self._changed = None
         self._sum = manifest_sum(out, self._memo)
+        self._specials = {p for p, e in out.items() if e[0] == "s"}
         self.full_last = True
         return out
 
@@ -193,6 +199,10 @@ class Scanner:
         if self._changed is not None:
             self._changed.update(changes)
         for path, entry in changes.items():
+            if entry is not None and entry[0] == "s":
+                self._specials.add(path)
+            else:
+                self._specials.discard(path)
             old = memo.pop(path, None)
             if old is not None:
                 self._sum -= old[1]

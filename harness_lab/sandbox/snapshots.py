@@ -84,6 +84,10 @@ class SnapshotStore:
         self._cache: OrderedDict[str, Manifest] = OrderedDict()
         # The previous snapshot of this store: id, entries, chain depth, file count, hash sum.
         self._last: tuple[str, Manifest, int, int, int] | None = None
+        # Snapshots saved by this object, in order, each with the paths it changed from the one
+        # before (None: unknown). Their union bounds what differs between a snapshot and the last.
+        self._order: list[str] = []
+        self._deltas: dict[str, frozenset[str] | None] = {}
         for name in sorted(os.listdir(self._mdir)):
             if name.endswith(".json"):
                 self._load_meta(name[:-5])
@@ -157,6 +161,7 @@ class SnapshotStore:
                     files += new_e[0] != "d"
                     kept[p] = upd[p] = new_e
             delta = (base_id, upd, drop)
+            self._deltas[snap_id] = frozenset(upd).union(drop)
         else:
             kept = {p: e for p, e in entries.items() if e[0] != "s"}
             files = sum(1 for e in kept.values() if e[0] != "d")
@@ -183,4 +188,21 @@ class SnapshotStore:
         self._infos[snap_id] = info
         self._cache[snap_id] = kept
         self._last = (snap_id, kept, depth, files, total)
+        self._order.append(snap_id)
+        self._deltas.setdefault(snap_id, None)
         return info
+
+    def changed_since(self, snap_id: str) -> set[str] | None:
+        """Paths that may differ between ``snap_id`` and the last snapshot saved (``None``: unknown,
+        e.g. ``snap_id`` was saved by another process); cost: the deltas in between."""
+        try:
+            at = self._order.index(snap_id)
+        except ValueError:
+            return None
+        out: set[str] = set()
+        for later in self._order[at + 1:]:
+            delta = self._deltas[later]
+            if delta is None:
+                return None
+            out |= delta
+        return out

@@ -318,3 +318,19 @@ def test_manifest_lists_current_entries_with_content_hashes(sb: Sandbox, ws: Pat
     assert m["docs"][0] == "d" and m["inner_link"] == ("l", "docs/a.txt", 0)
     (ws / "docs" / "a.txt").write_text("beta")
     assert sb.manifest()["docs/a.txt"][1] == hashlib.sha256(b"beta").hexdigest()  # proven, not remembered
+
+
+def test_rollback_copies_by_hand_where_the_kernel_cannot(sb: Sandbox, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    snap = sb.snapshot()
+    (ws / "docs" / "deep" / "bin.dat").write_bytes(b"\x01" * 3)
+    calls: list[int] = []
+
+    def cross_device(src: int, dst: int, count: int, *rest: Any) -> int:
+        calls.append(count)
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", cross_device)
+    sb.rollback(snap.id)
+    assert calls and (ws / "docs" / "deep" / "bin.dat").read_bytes() == bytes(range(256)) * 40
