@@ -58,12 +58,15 @@ def measure(steps: int, tmp: Path, repeats: int = 15) -> dict[str, float]:
         checkpoint, context = load_checkpoint(store, "bench", step)
         out[f"restore_{label}"] = _median_ms(lambda c=checkpoint, x=context: _continue(target, c, x, "bench", store),
                                              repeats)
+    made: list[Run] = []  # closed after timing: closing a sandbox is not part of forking
     n = iter(range(10**6))
-    out["fork"] = _median_ms(lambda: run.fork(f"bench@{steps}", new_run_id=f"f{next(n)}",
-                                              workspace=tmp / f"fork-{steps}-{next(n)}").close(), repeats)
+    out["fork"] = _median_ms(lambda: made.append(run.fork(f"bench@{steps}", new_run_id=f"f{next(n)}",
+                                                          workspace=tmp / f"fork-{steps}-{next(n)}")), repeats)
     run.close()
-    out["resume"] = _median_ms(lambda: Run.resume(store, "bench", proposer=run.proposer,
-                                                  effects=run.executor.effects).close(), 5)
+    out["resume"] = _median_ms(lambda: made.append(Run.resume(store, "bench", proposer=run.proposer,
+                                                              effects=run.executor.effects)), 5)
+    for other in made:
+        other.close()
     t = time.perf_counter()
     history = store.history("bench")
     out["history_us"] = (time.perf_counter() - t) / len(history) * 1e6

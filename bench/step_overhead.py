@@ -196,6 +196,23 @@ def langgraph(steps: int) -> dict[str, Any]:
     return result
 
 
+def store_growth(tmp: Path, marks: tuple[int, ...] = (10, 100, 1000, 10000), span: int = 20) -> dict[int, float]:
+    """µs per step with ``SQLiteStore`` over the ``span`` steps ending at each mark: flat or growing."""
+    run = noop_run(tmp / "ws-growth", store=sqlite_store_class()(tmp / "growth.sqlite"))
+    out, done = {}, 0
+    for mark in marks:
+        while done < mark - span:
+            run.step()
+            done += 1
+        start = time.perf_counter()
+        for _ in range(span):
+            run.step()
+        done += span
+        out[mark] = (time.perf_counter() - start) / span * 1e6
+    run.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=2000)
@@ -210,9 +227,11 @@ def main() -> None:
             "harness-lab": min(ours(args.steps, None, tmp / f"o{i}") for i in range(3)),
             "harness-lab+sqlite": min(ours(args.steps, tmp / f"d{i}", tmp / f"d{i}") for i in range(3)),
         }
+        growth: dict[int, float] = {}
         if sqlite_store_class() is not None:  # the real checkpoint store, once it has landed
             rows["harness-lab+store"] = min(ours(args.steps, tmp / f"s{i}", tmp / f"s{i}", real_store=True)
                                             for i in range(3))
+            growth = store_growth(tmp)
     peer: dict[str, Any] = {} if args.no_langgraph else langgraph(args.steps)
     if peer:
         rows["langgraph"], rows["langgraph+sqlite(sync)"] = peer["plain"], peer["durable"]
@@ -227,6 +246,10 @@ def main() -> None:
         print(f"  harness-lab+store / bare+sqlite       {rows['harness-lab+store'] / rows['bare+sqlite']:8.2f}x")
     else:
         print("  (harness_lab.store not landed: harness-lab+sqlite is the stand-in row)")
+    if growth:
+        print("  harness-lab+store by history length (µs/step over the 20 steps up to step N): "
+              + ", ".join(f"N={n}: {v:.0f}" for n, v in growth.items())
+              + f"  ({growth[max(growth)] / growth[min(growth)]:.2f}x; flat ~1x)")
     if peer:
         print(f"  langgraph / harness-lab               {rows['langgraph'] / rows['harness-lab']:8.2f}x")
         print(f"  langgraph+sqlite / harness-lab+sqlite {rows['langgraph+sqlite(sync)'] / rows['harness-lab+sqlite']:8.2f}x"

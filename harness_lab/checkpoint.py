@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["FULL_BYTES", "FULL_EVERY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "effect_class", "redact",
            "run_spec"]
 
-FULL_EVERY = 64  # steps between whole context states: a restore replays at most this many change logs
+FULL_EVERY = 32  # steps between whole context states: a restore replays at most this many change logs
 FULL_BYTES = 256 * 1024  # ... or fewer, once the change logs since the last whole state are this large
 
 # memory.exclude entries that name a kind of secret (seed 000: "secrets, raw_credentials").
@@ -296,12 +296,15 @@ class Checkpointer:
         pass over the whole text finds: no pattern can span the ``},{`` between two items."""
         items: list[ContextItem] = data.pop("items")
         cache = self._item_texts
-        texts = []
-        for item in items:
-            hit = cache.get(item.id)
-            if hit is None or hit[0] is not item:
-                hit = cache[item.id] = (item, self._redact(_dumps(item.to_dict())))
-            texts.append(hit[1])
+        missing = [i for i in items if (hit := cache.get(i.id)) is None or hit[0] is not i]
+        if missing:
+            raw = [_dumps(i.to_dict()) for i in missing]
+            joined = ",".join(raw)
+            # One scan for all (the usual case: nothing to redact); item by item only when it found something.
+            clean = self._redact(joined) == joined
+            for item, text in zip(missing, raw, strict=True):
+                cache[item.id] = (item, text if clean else self._redact(text))
+        texts = [cache[i.id][1] for i in items]
         if whole:  # forget retired items
             self._item_texts = {i.id: cache[i.id] for i in items}
         head = self._redact(_dumps(data))

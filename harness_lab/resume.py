@@ -113,7 +113,7 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     info = store.run_info(run_id)
     checkpoint, context = load_checkpoint(store, run_id)
     run = _rebuild(info, proposer, evidence, approver, effects, clock)
-    in_flight = [e for e in store.effects(run_id) if e.status == "intent" and e.step == checkpoint.step + 1]
+    in_flight = [e for e in store.effects(run_id, checkpoint.step + 1) if e.status == "intent"]
     flight = in_flight[0] if in_flight else None
     checks = [_trigger(run.contract), _workspace(run, checkpoint, flight), _scope(checkpoint),
               _prechecks(run, checkpoint, flight)]

@@ -2,7 +2,7 @@
 
 A checkpoint stores the whole context state now and then and, in between, only what
 :meth:`~harness_lab.context.ContextManager.take_changes` returns: the item versions written, the
-items retired, the view's membership when it changed (as ids dropped and added when the order
+items retired, the stubs when they changed, the view's membership when it changed (as ids dropped and added when the order
 allows, else whole), new stored outputs (by sha256) and the few
 scalars. A step then costs what it changed, not what the run remembers. :func:`apply_changes`
 replays such logs onto a state; the result equals ``state(ref_texts=False)`` at that moment.
@@ -43,6 +43,8 @@ def apply_changes(state: Mapping[str, Any], changes: Iterable[Mapping[str, Any]]
         elif (delta := change.get("live_delta")) is not None:
             drop = set(delta["drop"])
             live = [i for i in live if i not in drop] + list(delta["add"])
+        if change.get("stubs") is not None:
+            out["stubs"] = change["stubs"]
         refs.extend(change["refs"])
         for key in SCALARS:
             out[key] = change[key]

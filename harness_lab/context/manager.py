@@ -321,7 +321,7 @@ class ContextManager:
         """What changed since the last call (or since the manager was made or loaded), JSON-able
         (``raw_items`` as in :meth:`state`); new stored outputs are named by sha256 (read their texts
         with :meth:`read_ref`)."""
-        items, retired, live = self._rec.take_changes()
+        items, retired, live, stubs = self._rec.take_changes()
         refs = [_entry(info, None) for info, _ in self._refs.take_new()]
         delta = None
         if live is not None:
@@ -329,7 +329,8 @@ class ContextManager:
             self._logged_live = live
         return {"kind": "context_changes", "version": CHANGES_VERSION,
                 "items": items if raw_items else [i.to_dict() for i in items],
-                "retired": retired, "live": live if delta is None else None, "live_delta": delta, "refs": refs,
+                "retired": retired, "live": live if delta is None else None, "live_delta": delta, "stubs": stubs,
+                "refs": refs,
                 **self.state_scalars()}
 
     def discard_changes(self) -> None:

@@ -5,11 +5,13 @@ redone once, because the rendered header (layer, freshness, status) is part of w
 ``version`` increases with every change to the view so the manager can cache its frozen view.
 
 Retention. ``archive`` holds the latest version of every item that can still matter: the view, what
-a retained summary or conclusion covers or carries (staleness propagates through ``covers``, a
-summary unpacks into what it ``carries``), and the current keyed summaries, conclusions, feedback
-and resume notes (a later one with the same key supersedes them). Everything else left the view for
-good and is *retired* (:meth:`ItemRecord.retire`) once the archive has grown by ``max(128, live)``
-items since the last retirement, so memory and the state stay bounded by the view, not by history.
+a retained summary or conclusion carries (it unpacks into those) or covers when that is a summary or
+conclusion itself, and the current keyed summaries, conclusions, feedback and resume notes (a later
+one with the same key supersedes them). Any other item a retained summary or conclusion covers is
+kept as a *stub* (``stubs``: id -> key, source): all :meth:`mark_stale` needs to make the summary
+stale with it. Everything else left the view for good and is *retired* (:meth:`ItemRecord.retire`)
+once the archive has grown by ``max(128, live)`` items since the last retirement, so memory and the
+state stay bounded by the view, not by history.
 
 Change log. Every archive write and retirement is noted until :meth:`ItemRecord.take_changes`, so a
 checkpoint can store what changed since the previous one instead of the whole record.
@@ -47,6 +49,8 @@ class ItemRecord:
         self.version = 0
         self.retained = 0  # archive size after the last retirement pass (part of the state)
         self.retire_min = RETIRE_MIN
+        self.stubs: dict[str, tuple[str | None, str]] = {}  # retired but covered: id -> (key, source)
+        self._stubs_dirty = False
         self._changed: dict[str, None] = {}  # ids written since take_changes, first-write order
         self._retired: list[str] = []
         self._live_dirty = False
@@ -124,27 +128,41 @@ class ItemRecord:
         todo = [i for i in archive.values()
                 if i.id in keep or (i.key is not None and i.status == "current" and i.role in _SUPERSEDABLE)]
         keep.update(i.id for i in todo)
+        covered: set[str] = set()
         while todo:
             item = todo.pop()
+            covered.update(item.covers)
             for ref in (*item.covers, *item.carries):
                 if ref not in keep and ref in archive:
-                    keep.add(ref)
-                    todo.append(archive[ref])
+                    other = archive[ref]
+                    if ref in item.carries or other.role in _BUILT_FROM_OTHERS:
+                        keep.add(ref)
+                        todo.append(other)
+        stubs = {i: self.stubs[i] for i in self.stubs if i in covered}
         gone = [i for i in archive if i not in keep]
         for item_id in gone:
-            del archive[item_id]
+            item = archive.pop(item_id)
             self._changed.pop(item_id, None)
+            if item_id in covered:
+                stubs[item_id] = (item.key, item.source)
+        self._stubs_dirty = self._stubs_dirty or stubs != self.stubs
+        self.stubs = stubs
         self._retired.extend(gone)
         self.retained = len(archive)
         return gone
 
-    def take_changes(self) -> tuple[list[ContextItem], list[str], list[str] | None]:
-        """(items written, ids retired, live ids if the view's membership or order changed) since
-        the last call; replaying them on the previous state in this order gives the current one."""
+    def take_changes(self) -> tuple[list[ContextItem], list[str], list[str] | None, list[list[Any]] | None]:
+        """(items written, ids retired, live ids if the view's membership or order changed, stubs if
+        they changed) since the last call; replayed on the previous state in this order they give
+        the current one."""
         changed = [self.archive[i] for i in self._changed if i in self.archive]
         retired, live = self._retired, list(self.live) if self._live_dirty else None
-        self._changed, self._retired, self._live_dirty = {}, [], False
-        return changed, retired, live
+        stubs = self.stub_list() if self._stubs_dirty else None
+        self._changed, self._retired, self._live_dirty, self._stubs_dirty = {}, [], False, False
+        return changed, retired, live, stubs
+
+    def stub_list(self) -> list[list[Any]]:
+        return [[i, key, source] for i, (key, source) in self.stubs.items()]
 
     def live_delta(self, before: list[str], after: list[str]) -> dict[str, list[str]] | None:
         """``after`` as ``before`` minus ``drop`` plus ``add`` at the end, when that is what happened
@@ -178,7 +196,8 @@ class ItemRecord:
 
     def mark_stale(self, key_or_source: str) -> list[ContextItem]:
         """Mark matching items and the summaries/conclusions built from them stale (see the manager)."""
-        hit: set[str] = set()
+        hit = {i for i, (key, source) in self.stubs.items()
+               if key_or_source in (key, source, source.split(":", 1)[-1])}
         marked: list[ContextItem] = []
         # One pass suffices: the record is in creation order and a summary only covers older items,
         # so staleness reaches summaries of summaries too.
@@ -220,6 +239,7 @@ class ItemRecord:
             "segment": self.segment,
             "retained": self.retained,
             "live": list(self.live),
+            "stubs": self.stub_list(),
             "items": items if raw_items else [item.to_dict() for item in items],
         }
 
@@ -230,6 +250,7 @@ class ItemRecord:
         self.next = int(data["next"])
         self.segment = int(data["segment"])
         self.retained = int(data.get("retained", 0))
+        self.stubs = {str(i): (key, str(source)) for i, key, source in data.get("stubs", [])}
         live = set(data["live"])
         for entry in data["items"]:
             item = ContextItem.from_dict(entry)  # a fresh object: counting it in place is safe

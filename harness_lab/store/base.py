@@ -60,7 +60,7 @@ class StoredStep:
     context: str | None  # the context state, or its change log since the previous row (kind says which)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HistoryEntry:
     """One committed step as a listing shows it (no JSON parsed)."""
 
@@ -133,7 +133,9 @@ class Store(Protocol):
 
     def effect(self, key: str) -> EffectEntry | None: ...
 
-    def effects(self, run_id: str) -> list[EffectEntry]: ...
+    def effects(self, run_id: str, step: int | None = None) -> list[EffectEntry]:
+        """The run's ledger entries (only those of ``step`` when given: what a resume checks)."""
+        ...
 
     def set_effect_status(self, key: str, status: EffectStatus) -> None: ...
 
@@ -228,8 +230,8 @@ class InMemoryStore:
     def effect(self, key: str) -> EffectEntry | None:
         return self._effects.get(key)
 
-    def effects(self, run_id: str) -> list[EffectEntry]:
-        return [e for e in self._effects.values() if e.run_id == run_id]
+    def effects(self, run_id: str, step: int | None = None) -> list[EffectEntry]:
+        return [e for e in self._effects.values() if e.run_id == run_id and step in (None, e.step)]
 
     def set_effect_status(self, key: str, status: EffectStatus) -> None:
         if key not in self._effects:

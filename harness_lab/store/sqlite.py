@@ -233,9 +233,10 @@ class SQLiteStore:
         rows = self._q("SELECT key, run_id, step, tool, status, detail FROM effects WHERE key = ?", (key,))
         return _effect(rows[0]) if rows else None
 
-    def effects(self, run_id: str) -> list[EffectEntry]:
-        rows = self._q("SELECT key, run_id, step, tool, status, detail FROM effects WHERE run_id = ? ORDER BY step",
-                       (run_id,))
+    def effects(self, run_id: str, step: int | None = None) -> list[EffectEntry]:
+        cols = "SELECT key, run_id, step, tool, status, detail FROM effects WHERE run_id = ?"
+        rows = (self._q(f"{cols} ORDER BY step", (run_id,)) if step is None
+                else self._q(f"{cols} AND step = ? ORDER BY rowid", (run_id, step)))  # effects_by_step index
         return [_effect(r) for r in rows]
 
     def set_effect_status(self, key: str, status: EffectStatus) -> None:
