@@ -1,20 +1,25 @@
-"""Snapshot and rollback cost next to git, on trees of 1,000 and 10,000 small files with one file changed.
+"""Snapshot, rollback and workspace-hash cost next to git, on trees of 1,000 and 10,000 small files.
 
-    python bench/snapshot_bench.py [--sizes 1000 10000] [--rounds 5]
+    python bench/snapshot_bench.py [--sizes 1000 10000] [--rounds 5] [--stat median|min]
 
 Each size gets two identical trees (one for us, one for git, so neither warms the other's caches).
 A round changes one file, then times
 
-* ours: ``write_file`` then ``Sandbox.snapshot()`` (the sandbox knows which file its tool wrote, so
-  it looks at that file only)                      vs git: ``git add -A && git commit -q``
+* ours: ``write_file`` then ``Sandbox.snapshot()`` (the sandbox knows which file its tool wrote, and
+  the change journal reports anyone else's writes)           vs git: ``git add -A && git commit -q``
 * ours: the file changed behind the sandbox's back, then ``snapshot(rescan=True)`` (a full walk
   with the stat cache, as after every ``run_command``)     vs the same git commit
-* ours: ``Sandbox.rollback(first)`` (always a full walk: the current state must be proven)
-                                                   vs git: ``git checkout -q --detach <first>``
+* ours: ``Sandbox.rollback(first)`` (the journal proves the current state; only the paths the
+  snapshot deltas name are compared)                vs git: ``git checkout -q --detach <first>``
 
 and the table prints medians and ratios (ours / git; below 0.5 meets the target). git runs as
 processes, as it is used; ours runs in-process, as the runtime uses it. A last row per size changes
 one 8 MiB text file instead, to show the cost follows changed bytes, not tree size.
+
+A second table times ``Sandbox.workspace_hash()`` (called twice per run step by the run loop) on a
+10-file and on the larger trees: idle (nothing changed), after one outside write (still seen: the
+journal reports it, one file is read), and with ``change_tracking="walk"`` (a full stat walk every
+call, the cost without a journal).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness_lab.sandbox import Sandbox  # noqa: E402
+from harness_lab.sandbox import Sandbox, SandboxPolicy  # noqa: E402
 
 __all__ = ["main"]
 
@@ -115,6 +120,30 @@ def bench(n: int, rounds: int, big: bool, pick: Callable[[list[float]], float] =
         shutil.rmtree(base, ignore_errors=True)
 
 
+def bench_hash(n: int, rounds: int, pick: Callable[[list[float]], float]) -> dict[str, float]:
+    base = Path(tempfile.mkdtemp(prefix="hl-hashbench-"))
+    try:
+        ws = base / "ws"
+        _build(ws, n)
+        time.sleep(0.1)
+        out: dict[str, float] = {}
+        for tracking in ("auto", "walk"):
+            with Sandbox(ws, snapshot_dir=base / f"snaps-{tracking}",
+                         policy=SandboxPolicy(change_tracking=tracking)) as sb:
+                sb.workspace_hash()
+                idle, after = [], []
+                for rnd in range(max(rounds, 20)):
+                    idle.append(_timed(sb.workspace_hash))
+                    before = sb.workspace_hash()
+                    (ws / "dir000" / "file00000.txt").write_text(f"outside write {tracking} {rnd}\n")
+                    after.append(_timed(lambda: sb.workspace_hash()))
+                    assert sb.workspace_hash() != before, "outside write missed"
+                out[f"{tracking}_idle"], out[f"{tracking}_after"] = pick(idle), pick(after)
+        return out
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
@@ -139,6 +168,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['snap'] / r['gsnap']:>6.2f} | {r['rescan'] * ms:>9.1f}ms {r['rescan'] / r['gsnap']:>6.2f} | "
                   f"{r['roll'] * ms:>7.1f}ms {r['groll'] * ms:>10.1f}ms "
                   f"{r['roll'] / r['groll']:>6.2f} | {r['full'] * ms:>9.1f}ms / {r['git_full'] * ms:.1f}ms")
+    us = 1e6
+    head = (f"\n{'files':>6} | {'workspace_hash idle':>19} {'after outside write':>20} | "
+            f"{'walk mode idle':>14} {'after write':>11}")
+    print(head)
+    print("-" * (len(head) - 1))
+    for n in [10, *args.sizes]:
+        h = bench_hash(n, args.rounds, statistics.median if args.stat == "median" else min)
+        print(f"{n:>6} | {h['auto_idle'] * us:>17.1f}us {h['auto_after'] * us:>18.1f}us | "
+              f"{h['walk_idle'] * us:>12.0f}us {h['walk_after'] * us:>9.0f}us")
     return 0
 
 

@@ -12,12 +12,13 @@ import os
 import stat
 from collections.abc import Iterable
 
+from harness_lab.sandbox._dirs import DIR_FLAGS as _DIR_FLAGS
+from harness_lab.sandbox._dirs import open_dirs
 from harness_lab.sandbox.blobs import BlobStore
 from harness_lab.sandbox.scan import Entry, Manifest, Scanner
 
 __all__ = ["apply_manifest"]
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def apply_manifest(root_fd: int, scanner: Scanner, blobs: BlobStore, target: Manifest,
@@ -62,23 +63,9 @@ def apply_manifest(root_fd: int, scanner: Scanner, blobs: BlobStore, target: Man
     return {"written": written, "removed": removed}
 
 
-def _ancestors(path: str) -> list[str]:
-    parts = path.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))]
-
-
 def _open_parent(root_fd: int, path: str) -> tuple[int, str]:
     *dirs, name = path.split("/")
-    fd = os.dup(root_fd)
-    try:
-        for d in dirs:
-            nfd = os.open(d, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, name
+    return open_dirs(root_fd, dirs), name
 
 
 def _remove(root_fd: int, path: str) -> bool:

@@ -21,6 +21,10 @@ import os
 import stat
 import time
 
+from harness_lab.sandbox._dirs import DIR_FLAGS as _DIR_FLAGS
+from harness_lab.sandbox._dirs import ancestors as _ancestors
+from harness_lab.sandbox._dirs import open_dirs as _open_dirs
+from harness_lab.sandbox._dirs import take_ownership as _take_ownership
 from harness_lab.sandbox.blobs import BlobStore
 from harness_lab.sandbox.journal import Journal, open_journal
 from harness_lab.sandbox.mhash import hex_sum, line_hash, manifest_sum
@@ -32,7 +36,6 @@ Manifest = dict[str, Entry]
 _StatKey = tuple[int, int, int, int, int]
 
 _RACY_NS = 50_000_000  # timestamps come from a coarse clock (one jiffy); 50 ms is well above it
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _key(st: os.stat_result) -> _StatKey:
@@ -328,34 +331,3 @@ class Scanner:
         self.hashed_last += 1
         self._remember(rel, st2, digest, hashed_at)
         return digest
-
-
-def _ancestors(path: str) -> list[str]:
-    parts = path.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))]
-
-
-def _open_dirs(root_fd: int, names: list[str]) -> int:
-    fd = os.dup(root_fd)
-    try:
-        for name in names:
-            nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _take_ownership(dfd: int, name: str, st: os.stat_result, owner: tuple[int, int]) -> os.stat_result:
-    # Only directories and single-link regular files: chown on a hard link would change the
-    # owner of the same inode wherever its other name lives.
-    mode = st.st_mode
-    if stat.S_ISDIR(mode) or (stat.S_ISREG(mode) and st.st_nlink == 1):
-        try:
-            os.chown(name, owner[0], owner[1], dir_fd=dfd, follow_symlinks=False)
-            return os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        except OSError:
-            return st
-    return st
