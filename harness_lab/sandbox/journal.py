@@ -12,6 +12,11 @@ system. The scanner therefore still walks the whole tree after every ``run_comma
 code may map files), and ``rescan=True`` walks it on request. When the kernel's event queue
 overflows, or a watch cannot be added (watch limit), the journal says it lost track and the next
 scan walks the tree in full (after an overflow with a fresh journal).
+
+Each sandbox holds one inotify instance until it is closed (or collected). The kernel limits
+instances per user (``fs.inotify.max_user_instances``, often 128) and watches per user
+(``fs.inotify.max_user_watches``); past either limit a sandbox walks instead of trusting the
+journal, and ``capabilities["change_tracking"]`` says why.
 """
 
 from __future__ import annotations
@@ -167,5 +172,7 @@ def open_journal() -> Journal | str:
     libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
     fd = int(init(os.O_NONBLOCK | os.O_CLOEXEC))
     if fd < 0:
-        return f"inotify_init1 failed: {os.strerror(ctypes.get_errno())} (instance limit?)"
+        err = ctypes.get_errno()
+        hint = " (fs.inotify.max_user_instances reached)" if err == errno.EMFILE else ""
+        return f"inotify_init1 failed: {os.strerror(err)}{hint}"
     return Journal(libc, fd)

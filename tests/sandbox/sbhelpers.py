@@ -32,6 +32,15 @@ def isolation_or_skip(kind: str = "auto") -> None:
                     "e.g. not an unprivileged container)")
 
 
+def journal_or_skip(sb: Any) -> None:
+    """The journal tests need inotify; only a per-user kernel limit held by other processes skips them."""
+    tracking = sb.capabilities["change_tracking"]
+    if tracking != "inotify" and "max_user_instances" in tracking:
+        sb.close()
+        pytest.skip(f"no inotify instance left for this user: {tracking}")
+    assert tracking == "inotify", tracking
+
+
 def guarded(fn: Callable[[], ToolResult], seconds: float = 2.0) -> ToolResult:
     """Run one call in a thread and fail the test if it does not return in time (no hangs)."""
     box: list[Any] = []

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sbhelpers import isolation_or_skip
+from sbhelpers import isolation_or_skip, journal_or_skip
 
 from harness_lab.sandbox import Sandbox, SandboxPolicy
 from harness_lab.sandbox import journal as journal_mod
@@ -44,7 +44,7 @@ def tree(tmp_path: Path) -> Path:
 @pytest.fixture
 def sb(tree: Path, tmp_path: Path) -> Sandbox:
     box = Sandbox(tree, snapshot_dir=tmp_path / "snaps")
-    assert box.capabilities["change_tracking"] == "inotify", box.capabilities
+    journal_or_skip(box)
     box.snapshot("base")
     yield box  # type: ignore[misc]
     box.close()
