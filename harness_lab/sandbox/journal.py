@@ -150,8 +150,9 @@ class Journal:
             path = f"{base}/{name}" if base else name
             out.paths.add(path)
             if mask & _IN_ISDIR:
-                if mask & (_IN_DELETE | _IN_MOVED_FROM):
+                if mask & _IN_MOVED_FROM:  # a removed directory was emptied first: IN_IGNORED cleans up
                     self._forget_under(path)
+                if mask & (_IN_DELETE | _IN_MOVED_FROM):
                     out.fresh_dirs.discard(path)
                 if mask & (_IN_CREATE | _IN_MOVED_TO):
                     out.fresh_dirs.add(path)
