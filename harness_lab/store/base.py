@@ -210,7 +210,7 @@ class InMemoryStore:
     def contexts(self, run_id: str, start: int, end: int) -> list[tuple[int, str | None]]:
         self.run_info(run_id)
         steps = self._steps[run_id]
-        return [(n, steps[n].context) for n in sorted(steps) if start <= n <= end]
+        return [(n, steps[n].context) for n in range(max(start, 0), end + 1) if n in steps]
 
     def history(self, run_id: str) -> list[HistoryEntry]:
         self.run_info(run_id)

@@ -8,12 +8,13 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from persisthelpers import CountingOutbox, push_run
 
 from harness_lab import Run
 from harness_lab.checkpoint import FULL_EVERY
 from harness_lab.resume import load_checkpoint
-from harness_lab.store import SCHEMA_VERSION, SQLiteStore
+from harness_lab.store import SCHEMA_VERSION, InMemoryStore, SQLiteStore, Store
 
 BIG = "".join(f"line {k}: nothing unusual here\n" for k in range(1200))  # ~36 KB: a stored output
 READS = [{"kind": "read_evidence", "id": i} for i in ("harness-boundary", "acceptance-snapshot", "budget-gates")]
@@ -21,7 +22,7 @@ ACTIONS = [{"kind": "write_file", "path": "big.log", "content": BIG}, {"kind": "
            *READS * 80]
 
 
-def _long_run(tmp_path: Path, store: SQLiteStore, steps: int) -> tuple[Run, dict[int, Any]]:
+def _long_run(tmp_path: Path, store: Store, steps: int) -> tuple[Run, dict[int, Any]]:
     run = push_run(tmp_path / "ws", store, CountingOutbox(), actions=ACTIONS, max_decisions=10**6)
     run.gates.repeat_limit = 10**6  # cycling three reads is the point here, not convergence
     states = {0: json.loads(json.dumps(run.context.state(ref_texts=False)))}
@@ -31,8 +32,9 @@ def _long_run(tmp_path: Path, store: SQLiteStore, steps: int) -> tuple[Run, dict
     return run, states
 
 
-def test_every_checkpoint_restores_the_exact_context(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "runs.sqlite")
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_every_checkpoint_restores_the_exact_context(tmp_path: Path, kind: str) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite") if kind == "sqlite" else InMemoryStore()
     run, states = _long_run(tmp_path, store, 2 * FULL_EVERY + 20)
     for step in sorted({*range(0, run.step_no + 1, 5), FULL_EVERY - 1, FULL_EVERY, FULL_EVERY + 1, run.step_no}):
         checkpoint, context = load_checkpoint(store, "R1", step)
