@@ -132,3 +132,13 @@ def test_stored_outputs_by_sha_are_fetched_through_the_loader() -> None:
     ctx.attach_ref_loader(lambda sha: fetched.append(sha) or payload.upper())
     ctx.release_ref_texts([entry["sha256"]])
     assert ctx.read_ref(item.ref_id) == payload.upper()  # now read through the loader
+
+
+def test_restamp_is_a_replace_that_refuses_unknown_fields() -> None:
+    ctx = ContextManager()
+    item = ctx.add(Layer.L3, "a fact", source="human", round=1, pinned=True, key="k")
+    again = ctx._rec.restamp(item, layer=Layer.L4, freshness="stale")
+    assert (again.layer, again.freshness, again.text, again.key, again.pinned) == (Layer.L4, "stale", "a fact", "k", True)
+    assert again.render().startswith("[L4 | round 1 | from human | stale")  # the header is made for the new version
+    with pytest.raises(TypeError, match="nosuch"):
+        ctx._rec.restamp(item, nosuch=1)
