@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from .run import Run
     from .store import Store
 
+from .approval import approver_from_policy
 from .contract import load_contract
 from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
@@ -64,9 +65,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from .store import SQLiteStore
 
         store = SQLiteStore(args.db)
-        run = Run.from_scenario(args.scenario, validation=not args.no_validation, run_id=args.run_id, store=store)
+        run = Run.from_scenario(args.scenario, validation=not args.no_validation, run_id=args.run_id, store=store,
+                                approver=approver_from_policy(args.gate_policy))
         return _drive_stored(run, store, args)
-    run = Run.from_scenario(args.scenario, validation=not args.no_validation)
+    run = Run.from_scenario(args.scenario, validation=not args.no_validation,
+                            approver=approver_from_policy(args.gate_policy))
     while not run.state.terminal and run.waiting is None:
         record = run.step()
         print(record.model_dump_json() if args.json else record.summary())
@@ -130,7 +133,12 @@ def _print_final(run: Run, args: argparse.Namespace) -> int:
         "tool_calls": run.usage.tool_calls,
         "receipt": run.receipt.model_dump(mode="json") if run.receipt else None,
     }
+    if run.waiting is not None:
+        final["waiting_for"] = run.waiting.model_dump(mode="json")
     print(json.dumps(final) if args.json else f"final: {run.state.value} ({final['stop_reason']})")
+    if run.waiting is not None and not args.json:
+        print(f"waiting for a human: {run.waiting.action_kind} (args sha256 {run.waiting.args_sha256[:12]}); "
+              "decide in Python with run.approve() / run.reject(reason), or rerun with --gate-policy approve|reject")
     return 0
 
 
@@ -227,6 +235,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per step, then the final state")
     p.add_argument("--db", help="checkpoint every step into this SQLite file (created if missing)")
     p.add_argument("--run-id", default=None, help="the run's id in --db (default: the scenario id)")
+    p.add_argument("--gate-policy", choices=("ask", "approve", "reject"), default="ask",
+                   help="what a human gate does headless: ask (stop and wait, the default), approve or reject")
     _liveness_args(p)
     p.set_defaults(func=_cmd_run)
 

@@ -112,3 +112,41 @@ def test_from_scenario_single_steps() -> None:
     assert rec.state_before.value == "CREATED" and rec.state_after.value == "RUNNING"
     assert run.pending is not None
     assert run.run().value == "REVIEW_READY"
+
+
+def _gated_scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "gated_push.yaml"
+    path.write_text(
+        "id: gated_push\ntitle: a push behind the human gate\nlabels: {acceptable_reports: []}\n"
+        "actions:\n  - {kind: read_evidence, id: harness-boundary}\n  - {kind: push, branch: main}\n"
+        "  - {kind: list_dir, path: .}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("policy", "state", "decided"),
+    [("ask", "WAITING_FOR_HUMAN", None), ("approve", "RUNNING", True), ("reject", "BLOCKED", False)],
+)
+def test_run_takes_a_headless_gate_policy(tmp_path, capsys, policy: str, state: str, decided) -> None:
+    scenario = _gated_scenario(tmp_path)
+    assert main(["run", str(scenario), "--json", "--gate-policy", policy]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    steps, final = lines[:-1], lines[-1]
+    push = steps[1]
+    assert push["proposal"]["action"]["kind"] == "push"
+    if decided is None:
+        assert final["final_state"] == state and final["waiting_for"]["action_kind"] == "push"
+        assert push["tool_result"] is None, "nothing may run before a human decides"
+    else:
+        humans = [e for e in push["events"] if e["kind"] == "human_decided"]
+        assert [h["approved"] for h in humans] == [decided] and humans[0]["by"].startswith("policy:")
+        assert (push["tool_result"] is not None) is decided
+        assert push["state_after"] == state
+
+
+def test_run_says_what_waits_for_a_human(tmp_path, capsys) -> None:
+    assert main(["run", str(_gated_scenario(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "final: WAITING_FOR_HUMAN" in out and "waiting for a human: push" in out and "--gate-policy" in out
