@@ -1,17 +1,12 @@
-"""Helpers the run needs at start and at validation time."""
+"""What a run puts in its context before the first step: L0 and L1, pinned."""
 
 from __future__ import annotations
-
-import errno
-import os
-import stat
-from pathlib import Path
 
 from .context import ContextManager, Layer
 from .contract import ControlContract
 from .evidence import EvidenceCatalogue
 
-__all__ = ["initial_context", "read_report_snapshot"]
+__all__ = ["initial_context"]
 
 _SYSTEM = (
     "You propose one action at a time as JSON with a 'kind'. The runtime decides what runs. "
@@ -41,23 +36,3 @@ def initial_context(contract: ControlContract, evidence: EvidenceCatalogue, budg
         key="acceptance",
     )
     return ctx
-
-
-def read_report_snapshot(workspace: Path, relative: str) -> bytes | None:
-    """Read the report's bytes once, refusing a symlink or special file (the snapshot to validate)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(workspace / relative, flags)
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
-            return None
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)

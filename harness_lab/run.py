@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._run_base import RunBase, _sha
-from ._run_setup import read_report_snapshot
 from .actions import Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
 from .approval import ApprovalRequest, Approver
 from .checkpoint import Checkpointer
@@ -310,7 +309,7 @@ class Run(RunBase):
     def _validate(self) -> ReportVerdict | None:
         self._transition(RunState.VALIDATING, "finish proposed: validating the artifact, not the claim")
         report = self.contract.verification.report
-        snapshot = read_report_snapshot(self.workspace, report.path)
+        snapshot = self.sandbox.read_bytes(report.path)
         verdict = check_report(snapshot, self.executor.observed, self.evidence, report) if self.validation else None
         if verdict is not None and not verdict.accepted:
             self.context.add_feedback(self.step_no, "finish rejected: " + "; ".join(verdict.reasons),
@@ -329,7 +328,7 @@ class Run(RunBase):
                 self.context.add_feedback(self.step_no, repair.note, source="repair", key="repair:approach")
             return verdict
         self._faults.after_validate(self)
-        if read_report_snapshot(self.workspace, report.path) != snapshot:  # changed behind the validator
+        if self.sandbox.read_bytes(report.path) != snapshot:  # changed behind the validator
             why = "the artifact changed after it was validated; finish not accepted, validate it again"
             self.context.add_feedback(self.step_no, why, source=f"step {self.step_no}:validator")
             self._emit(Note, topic="artifact_changed", message=why,

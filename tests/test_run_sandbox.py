@@ -127,3 +127,21 @@ def test_rolling_back_to_before_an_overwrite_puts_the_overwrite_back_in_front(co
     assert pending is not None and pending.raw == {"kind": "write_file", "path": "plan.md", "content": "v2"}
     run.step()
     assert (run.workspace / "plan.md").read_text() == "v2"
+
+
+def test_the_validator_reads_the_report_only_inside_the_workspace(contract, evidence, tmp_path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "report.md").write_bytes((Path(__file__).parents[1] / "data/reports/conforming.md").read_bytes())
+    report = contract.verification.report.model_copy(update={"path": "out/report.md"})
+    nested = contract.model_copy(update={"verification": contract.verification.model_copy(update={"report": report})})
+    run = Run(contract=nested, evidence=evidence, workspace=tmp_path / "ws", proposer=ScriptedProposer([
+        {"kind": "read_evidence", "id": "harness-boundary"},
+        {"kind": "read_evidence", "id": "acceptance-snapshot"},
+        {"kind": "finish"},
+    ]))
+    (run.workspace / "out").symlink_to(outside)  # a middle component leading out of the workspace
+    run.run(max_steps=3)
+    last = run.records[-1]
+    assert last.verdict is not None and [e.code for e in last.verdict.errors] == ["report_missing"]
+    assert run.state is RunState.RUNNING and run.receipt is None

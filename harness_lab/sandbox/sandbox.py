@@ -294,6 +294,22 @@ class Sandbox:
         assert info is not None
         return info
 
+    def read_bytes(self, path: str) -> bytes | None:
+        """The bytes of a regular file in the workspace, resolved like the file tools (no link in any
+        component, no special or hard-linked file); None when it is missing or refused. The validator
+        reads the artifact through this, so it sees exactly what the file tools would."""
+        try:
+            fd, _ = self._boundary.open_regular(self._boundary.parts(path), path)
+        except (Refusal, OSError):
+            return None
+        try:
+            chunks = []
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
     def workspace_hash(self, *, rescan: bool = False) -> str:
         """sha256-based hash of the current workspace manifest (path, kind, content hash, mode).
 
