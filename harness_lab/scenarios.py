@@ -33,7 +33,6 @@ class Scenario(BaseModel):
     contract: str = "report_task"
     then: Literal["repeat_last", "finish"] = "repeat_last"
     labels: Labels
-    expected: dict[str, Any] = Field(default_factory=dict)
     actions: tuple[dict[str, Any], ...] = Field(min_length=1)
 
     def acceptable_texts(self) -> set[bytes]:
