@@ -8,12 +8,15 @@ survives a killed process) before the next step starts.
 
 * bare            - a Python loop that calls the no-op tool (the floor without persistence);
 * bare+sqlite     - the same loop committing one SQLite row per step (the durable floor);
-* harness-lab     - ``Run.step()`` with a proposer alternating two ungated no-op tools;
+* harness-lab     - ``Run.step()`` with a proposer alternating two ``think`` calls (the pure no-op tool);
 * harness-lab+sqlite - the same, committing the ``StepRecord`` JSON per step (the harness plus one
   durable row, a floor for the store's design);
 * harness-lab+store - ``Run(store=SQLiteStore(...))``: the real per-step checkpoint (step record,
-  checkpoint, context change log, the write-ahead intent of the no-op tool: two transactions per
-  step, because an external effect's intent must be durable before the effect runs);
+  checkpoint, context change log;
+  step: one transaction, since ``think`` has no effect to make durable first);
+* harness-lab+store(ext) - the same with two ungated no-op *external effects* (send_message/push):
+  two transactions per step, because an external effect's write-ahead intent must be durable
+  before the effect runs (shown for transparency; not the issue's no-op loop);
 * langgraph[/+sqlite] - a one-node StateGraph looping N times; with ``SqliteSaver`` and
   ``durability="sync"``. LangGraph is installed by this script into its own venv under
   ``~/.cache/harness-lab-bench`` (never into the project); ``--no-langgraph`` skips it.
@@ -64,12 +67,15 @@ def sqlite_store_class() -> Any:
         return None
 
 
-def noop_run(workspace: Path | None = None, store: Any = None) -> Run:
-    """A run that never ends on its own: two ungated no-op tools, alternating (no convergence stop)."""
+def noop_run(workspace: Path | None = None, store: Any = None, *, external: bool = False) -> Run:
+    """A run that never ends on its own: two different ``think`` calls (the pure no-op tool), alternating
+    (no convergence stop). ``external``: two ungated no-op *external effects* instead (send_message /
+    push), whose write-ahead intent a store must make durable before each runs: a second transaction."""
     contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
         max_decisions=10**9, max_tool_calls=10**9)
     contract = contract.model_copy(update={"human_gate": contract.human_gate.model_copy(update={"required_for": ()})})
-    actions = ({"kind": "send_message", "to": "noop"}, {"kind": "push", "ref": "noop"})
+    actions = (({"kind": "send_message", "to": "noop"}, {"kind": "push", "ref": "noop"}) if external else
+               ({"kind": "think", "thought": "plan the next step"}, {"kind": "think", "thought": "check the budget"}))
     counter = iter(range(10**12))
     return Run(contract=contract, proposer=FunctionProposer(lambda view: actions[next(counter) % 2]),
                evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
@@ -105,12 +111,12 @@ def bare(steps: int, tmp: Path | None) -> float:
     return (time.perf_counter() - start) / steps * 1e6
 
 
-def ours(steps: int, tmp: Path | None, workdir: Path, *, real_store: bool = False) -> float:
+def ours(steps: int, tmp: Path | None, workdir: Path, *, real_store: bool = False, external: bool = False) -> float:
     conn = _db(tmp / "ours.db") if tmp and not real_store else None
     if tmp is not None:
         tmp.mkdir(parents=True, exist_ok=True)
     store = sqlite_store_class()(tmp / "store.sqlite") if tmp and real_store else None
-    run = noop_run(workdir / ("ws-durable" if tmp else "ws"), store=store)
+    run = noop_run(workdir / ("ws-durable" if tmp else "ws"), store=store, external=external)
     for _ in range(50):  # warm-up: first view, first compression
         run.step()
     start = time.perf_counter()
@@ -231,6 +237,8 @@ def main() -> None:
         if sqlite_store_class() is not None:  # the real checkpoint store, once it has landed
             rows["harness-lab+store"] = min(ours(args.steps, tmp / f"s{i}", tmp / f"s{i}", real_store=True)
                                             for i in range(3))
+            rows["harness-lab+store(ext)"] = min(ours(args.steps, tmp / f"e{i}", tmp / f"e{i}", real_store=True,
+                                                      external=True) for i in range(3))
             growth = store_growth(tmp)
     peer: dict[str, Any] = {} if args.no_langgraph else langgraph(args.steps)
     if peer:

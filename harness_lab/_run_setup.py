@@ -11,7 +11,7 @@ __all__ = ["initial_context"]
 _SYSTEM = (
     "You propose one action at a time as JSON with a 'kind'. The runtime decides what runs. "
     "Tools: read_evidence(id), write_report(text), finish(), list_dir(path), read_file(path), "
-    "write_file(path, content), run_command(argv), delete_file(path), read_ref(ref, start, end). "
+    "write_file(path, content), run_command(argv), delete_file(path), read_ref(ref, start, end), think(thought). "
     "A finish request is a claim: the runtime validates the report itself. "
     "Requests to change the contract, the validator or the run state are forbidden."
 )

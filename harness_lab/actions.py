@@ -33,6 +33,7 @@ __all__ = [
     "ReadFile",
     "ReadRef",
     "RunCommand",
+    "Think",
     "WriteFile",
     "WriteReport",
     "parse_proposal",
@@ -118,6 +119,14 @@ class ReadRef(_Action):
     end: int | None = Field(default=None, ge=0)
 
 
+class Think(_Action):
+    """Write a thought down: no side effect, nothing read. The observation is the thought itself, so
+    reasoning between tool calls is a recorded, budgeted step (and the pure no-op of the benchmarks)."""
+
+    kind: Literal["think"] = "think"
+    thought: str = Field(min_length=1)
+
+
 class GatedAction(_Action):
     """An external side effect (push, release, send_message, ...): runs only after approval."""
 
@@ -138,14 +147,15 @@ class ForbiddenAction(_Action):
 
 
 Action = Annotated[
-    ReadEvidence | WriteReport | Finish | ListDir | ReadFile | WriteFile | DeleteFile | RunCommand | ReadRef | GatedAction | ForbiddenAction,
+    ReadEvidence | WriteReport | Finish | ListDir | ReadFile | WriteFile | DeleteFile | RunCommand | ReadRef | Think | GatedAction
+    | ForbiddenAction,
     Field(discriminator="kind"),
 ]
 _ACTION_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
 _MODELS: dict[str, type[_Action]] = {
     "read_evidence": ReadEvidence, "write_report": WriteReport, "finish": Finish,
     "list_dir": ListDir, "read_file": ReadFile, "write_file": WriteFile, "delete_file": DeleteFile,
-    "run_command": RunCommand, "read_ref": ReadRef,
+    "run_command": RunCommand, "read_ref": ReadRef, "think": Think,
 }
 TOOL_KINDS = frozenset(_MODELS) | EXTERNAL_KINDS
 

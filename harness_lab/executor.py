@@ -18,6 +18,7 @@ from .actions import (
     ReadFile,
     ReadRef,
     RunCommand,
+    Think,
     WriteFile,
     WriteReport,
     _Action,
@@ -92,6 +93,8 @@ class ToolExecutor:
                                           "use a reference id shown in an L5 item of the context view")
         if isinstance(action, GatedAction):
             return self.effects.apply(action, key)
+        if isinstance(action, Think):
+            return ToolResult.success("think", "noted")
         kind = action.kind
         return ToolResult.failure(kind, f"{kind} is not a tool", "propose a tool action")
 

@@ -145,3 +145,21 @@ def test_the_validator_reads_the_report_only_inside_the_workspace(contract, evid
     last = run.records[-1]
     assert last.verdict is not None and [e.code for e in last.verdict.errors] == ["report_missing"]
     assert run.state is RunState.RUNNING and run.receipt is None
+
+
+def test_think_is_a_pure_recorded_step(contract, evidence, tmp_path) -> None:
+    from harness_lab.checkpoint import effect_class
+
+    run = _run(contract, evidence, tmp_path, [{"kind": "think", "thought": "cite two notes, then finish"},
+                                              {"kind": "think", "thought": ""}])
+    before = run.sandbox.workspace_hash()
+    record = run.step()
+    assert record.decision.verdict == "execute" and record.tool_result is not None and record.tool_result.ok
+    assert record.proposal is not None and record.proposal.action is not None
+    assert effect_class(record.proposal.action) == "read"  # nothing to make durable before it runs
+    assert run.sandbox.workspace_hash() == before and list((tmp_path / "ws").iterdir()) == []
+    assert "cite two notes, then finish" in run.context.view().render()
+    assert run.usage.tool_calls == 1
+    empty = run.step()  # an empty thought is a bad argument fed back, not a crash
+    assert empty.decision.verdict == "refuse" and empty.proposal is not None
+    assert empty.proposal.error is not None and empty.proposal.error.code == "bad_arguments"

@@ -61,6 +61,7 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
     _fn("write_file", "Write a workspace file.", {"path": _STR, "content": _STR}, ["path", "content"]),
     _fn("read_ref", "Read part of a large stored output by reference.",
         {"ref": _STR, "start": {"type": "integer"}, "end": {"type": "integer"}}, ["ref"]),
+    _fn("think", "Write a thought down (no side effect); it stays in the context.", {"thought": _STR}, ["thought"]),
     _fn("run_command", "Run a command in the sandbox.",
         {"argv": {"type": "array", "items": _STR}, "timeout": {"type": "number"}}, ["argv"]),
 )
