@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import struct
 import sys
@@ -164,16 +165,24 @@ def open_journal() -> Journal | str:
         return f"inotify is Linux only (this is {sys.platform})"
     if not os.path.isdir("/proc/self/fd"):
         return "/proc is not mounted (watches are added through /proc/self/fd)"
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        init = libc.inotify_init1
-    except (OSError, AttributeError) as exc:
-        return f"inotify is unavailable: {exc}"
-    libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-    libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
-    fd = int(init(os.O_NONBLOCK | os.O_CLOEXEC))
+    libc = _libc()
+    if isinstance(libc, str):
+        return libc
+    fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
     if fd < 0:
         err = ctypes.get_errno()
         hint = " (fs.inotify.max_user_instances reached)" if err == errno.EMFILE else ""
         return f"inotify_init1 failed: {os.strerror(err)}{hint}"
     return Journal(libc, fd)
+
+
+@functools.lru_cache(maxsize=1)  # one handle per process: find_library runs ldconfig in a subprocess (~2 ms)
+def _libc() -> ctypes.CDLL | str:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.inotify_init1.argtypes = [ctypes.c_int]
+        libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
+    except (OSError, AttributeError) as exc:
+        return f"inotify is unavailable: {exc}"
+    return libc
