@@ -19,13 +19,19 @@ class BlobStore:
     """Content-addressed file contents: ``<dir>/<sha[:2]>/<sha[2:]>``, written once, never changed."""
 
     def __init__(self, directory: str) -> None:
-        self.directory = directory
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+        self.directory = directory  # made on the first write: a run that stores nothing costs no mkdir
+        self._made = False
         self._known: set[str] = set()
         self._subdirs: set[str] = set()  # fan-out directories known to exist (saves a syscall per blob)
 
+    def _ensure_root(self) -> None:
+        if not self._made:
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            self._made = True
+
     def _ensure_subdir(self, digest: str) -> None:
         if digest[:2] not in self._subdirs:
+            self._ensure_root()
             os.makedirs(os.path.join(self.directory, digest[:2]), mode=0o700, exist_ok=True)
             self._subdirs.add(digest[:2])
 
@@ -66,6 +72,7 @@ class BlobStore:
             data = _read_all(fd)
             return self.put_bytes(data)
         h = hashlib.sha256()
+        self._ensure_root()
         tmp = os.path.join(self.directory, f"incoming-{os.getpid()}-{os.urandom(4).hex()}")
         with open(tmp, "wb") as out:
             while chunk := os.read(fd, _CHUNK):

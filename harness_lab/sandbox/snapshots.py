@@ -77,8 +77,8 @@ class SnapshotStore:
     def __init__(self, directory: str) -> None:
         self.directory = os.path.abspath(directory)
         self.blobs = BlobStore(os.path.join(self.directory, "blobs"))
-        self._mdir = os.path.join(self.directory, "manifests")
-        os.makedirs(self._mdir, mode=0o700, exist_ok=True)
+        self._mdir = os.path.join(self.directory, "manifests")  # made by the first save
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
         self._infos: dict[str, SnapshotInfo] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self._cache: OrderedDict[str, Manifest] = OrderedDict()
@@ -88,7 +88,11 @@ class SnapshotStore:
         # before (None: unknown). Their union bounds what differs between a snapshot and the last.
         self._order: list[str] = []
         self._deltas: dict[str, frozenset[str] | None] = {}
-        for name in sorted(os.listdir(self._mdir)):
+        try:
+            names = sorted(os.listdir(self._mdir))
+        except FileNotFoundError:
+            names = []  # nothing saved here yet
+        for name in names:
             if name.endswith(".json"):
                 self._load_meta(name[:-5])
 
@@ -179,6 +183,8 @@ class SnapshotStore:
         path = os.path.join(self._mdir, snap_id + ".json")
         tmp = f"{path}.tmp-{os.getpid()}"
         try:
+            if not self._order:
+                os.makedirs(self._mdir, mode=0o700, exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as fh:
                 json.dump(doc, fh, separators=(",", ":"))
             os.replace(tmp, path)

@@ -261,6 +261,14 @@ def test_default_snapshot_dir_is_private_and_outside(ws: Path) -> None:
         assert not str(snap_dir).startswith(str(ws)) and stat.S_IMODE(snap_dir.stat().st_mode) == 0o700
 
 
+def test_snapshot_subdirectories_are_made_on_first_use_and_private(ws: Path, tmp_path: Path) -> None:
+    with Sandbox(ws, snapshot_dir=tmp_path / "snaps") as sb:
+        assert sorted(p.name for p in (tmp_path / "snaps").iterdir()) == []  # nothing stored, nothing made
+        sb.snapshot()
+        for sub in ("blobs", "manifests"):
+            assert stat.S_IMODE((tmp_path / "snaps" / sub).stat().st_mode) == 0o700
+
+
 def test_workspace_hash_tracks_content(sb: Sandbox, ws: Path) -> None:
     h1 = sb.workspace_hash()
     assert sb.workspace_hash() == h1
