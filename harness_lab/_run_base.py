@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
@@ -97,7 +98,8 @@ class RunBase:
         )
         self.state: RunState = RunState.CREATED
         self.stop_reason: StopReason | None = None
-        self.usage = Usage()
+        self._used = _Counters()
+        self._usage: Usage | None = None
         self.step_no = 0
         self.records: list[StepRecord] = []
         self.events: list[Event] = []
@@ -182,7 +184,7 @@ class RunBase:
                        data={"snapshot": gate.id})
         self._faults.settle(self, decision, result)
         self._ws_hash = self.sandbox.workspace_hash()
-        self.usage = self.usage.model_copy(update={"elapsed_s": self.gates.elapsed()})
+        self._spend(elapsed_s=self.gates.elapsed())
         record = StepRecord(step=self.step_no, state_before=self._before, state_after=self.state,
                             proposal=proposal, decision=decision, tool_result=result, verdict=verdict,
                             usage=self.usage, events=tuple(self._step_events))
@@ -195,6 +197,31 @@ class RunBase:
         self.records.append(record)
         self._crash_point(CrashPoint.AFTER_COMMIT)
         return record
+
+    @property
+    def usage(self) -> Usage:
+        """What the run used so far, as a frozen record (made when read after a change)."""
+        if self._usage is None:
+            used = self._used
+            self._usage = Usage(decisions=used.decisions, tool_calls=used.tool_calls, tokens=used.tokens,
+                                elapsed_s=used.elapsed_s)
+        return self._usage
+
+    @usage.setter
+    def usage(self, value: Usage) -> None:
+        self._used = _Counters(value.decisions, value.tool_calls, value.tokens, value.elapsed_s)
+        self._usage = value
+
+    def _spend(self, *, decisions: int = 0, tool_calls: int = 0, tokens: int = 0, elapsed_s: float | None = None) -> None:
+        """Count what the run used. The counters are mutable inside the run (the gates read them
+        mid-step); the frozen :class:`Usage` is made only when someone reads ``usage``."""
+        used = self._used
+        used.decisions += decisions
+        used.tool_calls += tool_calls
+        used.tokens += tokens
+        if elapsed_s is not None:
+            used.elapsed_s = elapsed_s
+        self._usage = None
 
     def _transition(self, after: RunState, reason: str) -> None:
         """The one place the run's state changes; every change is an event."""
@@ -244,6 +271,16 @@ class RunBase:
         self.waiting = ApprovalRequest.model_validate(captured["waiting"]) if captured["waiting"] else None
         self._pending = parse_proposal(captured["pending"]) if captured["pending"] is not None else None
         self._emit(Restored, source=source, state=self.state)
+
+
+@dataclass(slots=True)
+class _Counters:
+    """The run's live usage counters (see ``RunBase.usage``)."""
+
+    decisions: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+    elapsed_s: float = 0.0
 
 
 def _stateful(proposer: Proposer) -> TypeGuard[StatefulProposer]:

@@ -30,6 +30,7 @@ from .tools import ToolResult
 __all__ = ["READ_TOOLS", "ExternalEffects", "Outbox", "ToolExecutor"]
 
 READ_TOOLS = frozenset({"read_evidence", "read_file", "read_ref", "list_dir"})
+_NOTED = ToolResult.success("think", "noted")  # frozen: one instance serves every think step
 
 
 class ExternalEffects(Protocol):
@@ -94,7 +95,7 @@ class ToolExecutor:
         if isinstance(action, GatedAction):
             return self.effects.apply(action, key)
         if isinstance(action, Think):
-            return ToolResult.success("think", "noted")
+            return _NOTED
         kind = action.kind
         return ToolResult.failure(kind, f"{kind} is not a tool", "propose a tool action")
 

@@ -13,16 +13,27 @@ import difflib
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, Protocol
 
 from .actions import Proposal
 from .clock import Clock
 from .contract import Budget
-from .events import StopReason, Usage
+from .events import StopReason
 
-__all__ = ["ConvergenceVerdict", "LoopGates"]
+__all__ = ["ConvergenceVerdict", "LoopGates", "Spent"]
 
 ConvergenceVerdict = Literal["ok", "hint", "stop"]
+
+
+class Spent(Protocol):
+    """What the gates read of the run's usage: a frozen :class:`Usage` or the run's live counters."""
+
+    @property
+    def decisions(self) -> int: ...
+    @property
+    def tool_calls(self) -> int: ...
+    @property
+    def tokens(self) -> int: ...
 
 
 @dataclass
@@ -45,7 +56,7 @@ class LoopGates:
     def elapsed(self) -> float:
         return 0.0 if self.started_at is None else self.clock.now() - self.started_at
 
-    def before_decision(self, usage: Usage) -> StopReason | None:
+    def before_decision(self, usage: Spent) -> StopReason | None:
         b = self.budget
         if usage.decisions >= b.max_decisions:
             return StopReason(code="decision_budget", message=f"decision budget spent ({usage.decisions}/{b.max_decisions})")
@@ -55,7 +66,7 @@ class LoopGates:
             return StopReason(code="wall_clock", message=f"wall-clock limit reached ({self.elapsed():.1f}s/{b.wall_clock_seconds}s)")
         return None
 
-    def before_tool_call(self, usage: Usage) -> StopReason | None:
+    def before_tool_call(self, usage: Spent) -> StopReason | None:
         if usage.tool_calls >= self.budget.max_tool_calls:
             return StopReason(
                 code="tool_budget",
@@ -63,7 +74,7 @@ class LoopGates:
             )
         return None
 
-    def token_warning(self, usage: Usage) -> str | None:
+    def token_warning(self, usage: Spent) -> str | None:
         """Once, when token use first reaches the warning fraction of the budget."""
         limit = self.budget.max_tokens
         if limit is None or self._warned or usage.tokens < self.warn_fraction * limit:
@@ -118,9 +129,32 @@ def _kind(fingerprint: str) -> object:
 def _similar(a: str, b: str, threshold: float) -> bool:
     if a == b:
         return True
+    la, lb = len(a), len(b)
+    if 2 * min(la, lb) < threshold * (la + lb):  # difflib's real_quick_ratio: lengths alone
+        return False
     if _kind(a) != _kind(b):
         return False
-    matcher = difflib.SequenceMatcher(None, a, b)
-    # The quick ratios are upper bounds of ratio(): below the threshold, the full diff cannot reach it.
-    return matcher.real_quick_ratio() >= threshold and matcher.quick_ratio() >= threshold and \
-        matcher.ratio() >= threshold
+    # A cheaper upper bound of ratio() than difflib's quick_ratio (~15 µs for two 50-char calls):
+    # the matched characters are at most the longest common subsequence, which is the common prefix
+    # plus the common suffix plus at most the multiset intersection of the two middles. Fingerprints
+    # of one kind share their JSON frame, so the middles are short. Only when that bound reaches the
+    # threshold does the full diff run.
+    prefix = _common_prefix(a, b)
+    suffix = _common_prefix(a[: prefix - 1 : -1] if prefix else a[::-1], b[: prefix - 1 : -1] if prefix else b[::-1])
+    middle_a, middle_b = a[prefix : la - suffix], b[prefix : lb - suffix]
+    shared = sum(min(middle_a.count(c), middle_b.count(c)) for c in set(middle_a))
+    if 2 * (prefix + suffix + shared) < threshold * (la + lb):
+        return False
+    return difflib.SequenceMatcher(None, a, b).ratio() >= threshold
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the common prefix, by bisection over slice comparisons (C speed, not a char loop)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low

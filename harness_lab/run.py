@@ -7,7 +7,6 @@ The model only proposes; this module decides. ``step()`` is synchronous and retu
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ._run_base import RunBase, _sha
 from .actions import Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
@@ -37,10 +36,11 @@ from .store import Store
 from .tools import ToolResult
 from .validation import Receipt, ReportVerdict, check_report
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["Run"]
+
+# The two decisions most steps make: frozen records, so one instance each serves every step.
+_EXECUTE = Decision(verdict="execute", reason="allowed tool call within budget")
+_VALIDATE = Decision(verdict="validate", reason="finish is a claim: validate the artifact")
 
 # Tools whose results describe the workspace: stale when someone else changes it (sources "step N:<tool>").
 _WORKSPACE_TOOLS = ("read_file", "list_dir", "write_file", "delete_file", "run_command")
@@ -55,7 +55,7 @@ class Run(RunBase):
         """The next proposal, inspectable before it executes (asks the proposer at most once)."""
         if self.state.terminal:
             return None
-        if self.waiting is None and self._pending is None and self.gates.before_decision(self.usage) is None:
+        if self.waiting is None and self._pending is None and self.gates.before_decision(self._used) is None:
             self._pending = self._ask_proposer()
         return self._pending
 
@@ -82,13 +82,13 @@ class Run(RunBase):
             return self._close(None, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
         self._faults.before_step(self)
         self._check_external_change()
-        if (stop := self.gates.before_decision(self.usage)) is not None:
+        if (stop := self.gates.before_decision(self._used)) is not None:
             return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
         pending = self.pending
         assert pending is not None
         proposal = self._faults.proposal(self, pending, parse_proposal)
         self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.state()
-        self.usage = self.usage.model_copy(update={"decisions": self.usage.decisions + 1})
+        self._spend(decisions=1)
         decision, stop = self._gate(proposal)
         self._emit(Proposed, proposal=proposal, decision=decision)
         result = self._execute(proposal) if decision.verdict == "execute" else None
@@ -236,7 +236,7 @@ class Run(RunBase):
         raw, tokens = (out.raw, out.tokens) if isinstance(out, ProposerOutput) else (out, None)
         proposal = parse_proposal(raw)
         spent = tokens if tokens is not None else view.total_tokens + self.context.counter(str(proposal.raw))
-        self.usage = self.usage.model_copy(update={"tokens": self.usage.tokens + spent})
+        self._spend(tokens=spent)
         return proposal
 
     def _gate(self, proposal: Proposal) -> tuple[Decision, StopReason | None]:
@@ -247,10 +247,10 @@ class Run(RunBase):
             why = f"{action.requested_kind} would change the contract, validator or run state"
             return Decision(verdict="block", reason=why), StopReason(code="forbidden_action", message=why)
         if isinstance(action, Finish):
-            return Decision(verdict="validate", reason="finish is a claim: validate the artifact"), None
-        if (stop := self.gates.before_tool_call(self.usage)) is not None:
+            return _VALIDATE, None
+        if (stop := self.gates.before_tool_call(self._used)) is not None:
             return Decision(verdict="exhaust", reason=stop.message), stop
-        convergence = self.gates.convergence(proposal, self.usage.decisions)
+        convergence = self.gates.convergence(proposal, self._used.decisions)
         if convergence == "stop":
             why = "same tool with near-identical arguments again after a hint: no progress"
             return Decision(verdict="block", reason=why), StopReason(code="no_progress", message=why)
@@ -258,7 +258,7 @@ class Run(RunBase):
             return Decision(verdict="refuse", reason="repeated the same call 3 times; change approach"), None
         if action.gate_category in self.contract.human_gate.required_for:
             return self._human_gate(proposal)
-        return Decision(verdict="execute", reason="allowed tool call within budget"), None
+        return _EXECUTE, None
 
     def _human_gate(self, proposal: Proposal) -> tuple[Decision, StopReason | None]:
         assert proposal.action is not None
@@ -279,7 +279,7 @@ class Run(RunBase):
 
     def _execute(self, proposal: Proposal, key: str | None = None) -> ToolResult:
         assert proposal.action is not None
-        self.usage = self.usage.model_copy(update={"tool_calls": self.usage.tool_calls + 1})
+        self._spend(tool_calls=1)
         if self.repair is not None:
             self.repair.before_execute(self, proposal)
         executor = self._faults.executor_for(self, proposal.action, self.executor)
@@ -302,7 +302,7 @@ class Run(RunBase):
         elif decision.verdict == "refuse":
             hint = proposal.error.hint if proposal.error else decision.reason
             self.context.add_feedback(self.step_no, f"refused: {decision.reason}; {hint}", source=f"step {self.step_no}:gate")
-        if (warning := self.gates.token_warning(self.usage)) is not None:
+        if (warning := self.gates.token_warning(self._used)) is not None:
             self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
             self._emit(Note, topic="budget_warning", message=warning)
 
@@ -353,5 +353,8 @@ def _state_key(proposal: Proposal, report_path: str) -> str | None:
     action = proposal.action
     if isinstance(action, ReadEvidence):
         return f"evidence:{action.id}"
-    path = report_path if isinstance(action, WriteReport) else getattr(action, "path", None)
+    if isinstance(action, WriteReport):
+        return f"file:{report_path}"
+    # model_fields, not getattr: a pydantic model's missing attribute raises through a slow __getattr__
+    path = getattr(action, "path", None) if action is not None and "path" in type(action).model_fields else None
     return f"file:{path}" if isinstance(path, str) else None

@@ -15,10 +15,11 @@ layer, freshness or status changes, so a view taken earlier never changes under 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Literal, cast
+from operator import attrgetter
+from typing import Any, ClassVar, Literal, cast
 
 __all__ = [
     "COMPRESSION_SOURCE_PREFIX",
@@ -161,6 +162,19 @@ class ContextItem:
         )
 
 
+# Stable sort by (layer, seq); ties keep insertion order, which the state preserves.
+_ORDER = attrgetter("layer", "seq")
+
+
+def view_order(items: Iterable[ContextItem]) -> tuple[ContextItem, ...]:
+    """Items in view order: the current resume note first, then by layer and position."""
+    ordered = sorted(items, key=_ORDER)
+    resume = [i for i in ordered if i.role == "resume" and i.status == "current"]
+    if resume:
+        ordered = resume + [i for i in ordered if i not in resume]
+    return tuple(ordered)
+
+
 def item_header(item: ContextItem) -> str:
     """The one-line stamp in front of every item: layer, round, source, freshness, status."""
     parts = [item.layer.name, f"round {item.round}", f"from {item.source}", item.freshness]
@@ -180,14 +194,63 @@ def item_header(item: ContextItem) -> str:
     return "[" + " | ".join(parts) + "]"
 
 
-@dataclass(frozen=True, slots=True)
 class ContextView:
-    """What a model sees at one step: items in order, their total and the budget."""
+    """What a model sees at one step: items in order, their total and the budget. Immutable.
 
-    items: tuple[ContextItem, ...]
-    total_tokens: int
-    budget_tokens: int
-    kind: Literal["context_view"] = "context_view"
+    The view is a snapshot of the items taken when it was made; it puts them in view order (the
+    current resume note first, then by layer and position) only when someone reads ``items``: a
+    proposer that does not read the view (a scripted one) does not pay for ordering it every step.
+    """
+
+    __slots__ = ("_items", "_unordered", "_total", "_budget")
+    kind: ClassVar[Literal["context_view"]] = "context_view"
+    _items: tuple[ContextItem, ...]
+    _unordered: tuple[ContextItem, ...] | None
+    _total: int
+    _budget: int
+
+    def __init__(self, items: Iterable[ContextItem], total_tokens: int, budget_tokens: int) -> None:
+        _init = object.__setattr__
+        _init(self, "_items", tuple(items))
+        _init(self, "_unordered", None)
+        _init(self, "_total", total_tokens)
+        _init(self, "_budget", budget_tokens)
+
+    @classmethod
+    def unordered(cls, items: Iterable[ContextItem], total_tokens: int, budget_tokens: int) -> ContextView:
+        """A view of *items* (taken now) that orders them on first read of ``items``."""
+        view = cls((), total_tokens, budget_tokens)
+        object.__setattr__(view, "_unordered", tuple(items))
+        return view
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ContextView is immutable: cannot set {name!r}")
+
+    @property
+    def items(self) -> tuple[ContextItem, ...]:
+        if self._unordered is not None:
+            object.__setattr__(self, "_items", view_order(self._unordered))
+            object.__setattr__(self, "_unordered", None)
+        return self._items
+
+    @property
+    def total_tokens(self) -> int:
+        return self._total
+
+    @property
+    def budget_tokens(self) -> int:
+        return self._budget
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ContextView):
+            return NotImplemented
+        return (self.items, self._total, self._budget) == (other.items, other._total, other._budget)
+
+    def __hash__(self) -> int:
+        return hash((self.items, self._total, self._budget))
+
+    def __repr__(self) -> str:
+        return f"ContextView(items={self.items!r}, total_tokens={self._total}, budget_tokens={self._budget})"
 
     @property
     def over_budget(self) -> bool:

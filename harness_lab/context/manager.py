@@ -402,4 +402,4 @@ class ContextManager:
         return report
 
     def _build_view(self) -> ContextView:
-        return ContextView(self._rec.ordered(), self._rec.total, self.budget_tokens)
+        return ContextView.unordered(self._rec.live.values(), self._rec.total, self.budget_tokens)

@@ -21,15 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
-from operator import attrgetter
 from typing import Any
 
-from .items import ContextItem, item_header
+from .items import ContextItem, item_header, view_order
 
 __all__ = ["ItemRecord"]
 
-# Stable sort by (layer, seq); ties keep insertion order, which the state preserves.
-_ORDER = attrgetter("layer", "seq")
 _BUILT_FROM_OTHERS = frozenset({"summary", "conclusion"})
 # Roles a later item with the same key supersedes (current_with_key callers): kept while current.
 _SUPERSEDABLE = frozenset({"summary", "conclusion", "feedback", "resume"})
@@ -226,11 +223,7 @@ class ItemRecord:
 
     def ordered(self) -> tuple[ContextItem, ...]:
         """Items in view order: the current resume note first, then by layer and position."""
-        items = sorted(self.live.values(), key=_ORDER)
-        resume = [i for i in items if i.role == "resume" and i.status == "current"]
-        if resume:
-            items = resume + [i for i in items if i not in resume]
-        return tuple(items)
+        return view_order(self.live.values())
 
     def to_dict(self, *, raw_items: bool = False) -> dict[str, Any]:
         items = list(self.archive.values())
