@@ -140,12 +140,25 @@ def _similar(a: str, b: str, threshold: float) -> bool:
     # of one kind share their JSON frame, so the middles are short. Only when that bound reaches the
     # threshold does the full diff run.
     prefix = _common_prefix(a, b)
-    suffix = _common_prefix(a[: prefix - 1 : -1] if prefix else a[::-1], b[: prefix - 1 : -1] if prefix else b[::-1])
+    suffix = _common_suffix(a, b, min(la, lb) - prefix)
     middle_a, middle_b = a[prefix : la - suffix], b[prefix : lb - suffix]
-    shared = sum(min(middle_a.count(c), middle_b.count(c)) for c in set(middle_a))
+    chars = set(middle_a).intersection(middle_b)
+    shared = sum(map(min, map(middle_a.count, chars), map(middle_b.count, chars)))
     if 2 * (prefix + suffix + shared) < threshold * (la + lb):
         return False
     return difflib.SequenceMatcher(None, a, b).ratio() >= threshold
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    """Length of the common suffix, at most *limit* (bisection, as for the prefix)."""
+    low, high = 0, limit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[-mid:] == b[-mid:]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -156,6 +156,10 @@ class Scanner:
         """The current manifest (do not mutate it). ``owner``: chown entries (see command.py)."""
         self.hashed_last = 0
         full = full or owner is not None or self._manifest is None
+        last = self._manifest
+        if not full and last is not None and not self._dirty and self._journal is not None and self._journal.quiet():
+            self.full_last = False  # nothing written since the last scan, proven by the journal
+            return last
         if not full and self._journal is not None and not self._pull():
             full = True
         if not full and self._manifest is not None:
