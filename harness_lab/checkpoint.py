@@ -23,7 +23,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -110,6 +110,7 @@ def effect_class(action: _Action) -> Literal["read", "redoable", "workspace", "e
 _LITERALS = ("-----BEGIN ", "AKIA", "sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "\u0130", "\u0131")
 _KEY_NAMES = ("password", "passwd", "pwd", "api_key", "api-key", "apikey", "secret", "token")
 _AFTER_KEY = re.compile(r'\\?"?\s*[:=]')
+_SEEN_MAX = 8192  # clean pieces remembered; forgetting them all only costs one full scan
 
 
 class _Redactor:
@@ -126,11 +127,38 @@ class _Redactor:
             patterns += [re.escape(v) for v in self._values]
         self._re = re.compile("|".join(f"(?:{p})" for p in patterns), re.DOTALL) if patterns else None
         self.inert = self._re is None
+        self._seen: set[str] = set()  # JSON pieces known to hold no match (see clean)
 
     def __call__(self, text: str) -> str:
         if self._re is None or not self._may_hold_secret(text) or self._re.search(text) is None:
             return text
         return self._re.sub(lambda m: (m.group("k") or "") + _REDACTED, text)
+
+    def json(self, text: str) -> str:
+        """``self(text)`` for JSON text, checking only the parts of it not seen clean before."""
+        return text if self.clean(text) else self(text)
+
+    def clean(self, text: str) -> bool:
+        """Whether no pattern matches ``text``, from a memo of its pieces between ``,"``: no match
+        of a pattern (the env values aside, checked whole) contains ``,"``, ends at ``,`` or starts
+        at ``"``, so every match lies in one piece (and its ``\\b`` sees the same neighbours). A
+        step's JSON repeats most of the last one's pieces (keys, unchanged values): only the new
+        ones are scanned, joined into one text, once."""
+        if self._re is None:
+            return True
+        if self._values and any(v in text for v in self._values):
+            return False
+        seen = self._seen
+        new = [p for p in text.split(',"') if p not in seen]
+        if not new:
+            return True
+        joined = ',"'.join(new)  # the same argument: its matches are the pieces' matches
+        if self._may_hold_secret(joined) and self._re.search(joined) is not None:
+            return False
+        if len(seen) > _SEEN_MAX:
+            seen.clear()
+        seen.update(new)
+        return True
 
     def _may_hold_secret(self, text: str) -> bool:
         if any(lit in text for lit in _LITERALS) or any(v in text for v in self._values):
@@ -170,7 +198,9 @@ def run_spec(run: Run) -> dict[str, Any]:
 class Checkpointer:
     """Writes one checkpoint per step and keeps the side-effect ledger for one run."""
 
-    def __init__(self, store: Store, run: Run, *, fresh: bool) -> None:
+    def __init__(self, store: Store, run: Run, *, fresh: bool, loaded: Mapping[str, str] | None = None) -> None:
+        """``loaded``: the run's context was just read from ``store`` (a fork): its items' stored
+        texts by id, already redacted, which the first row reuses instead of dumping them again."""
         if fresh and store.has_run(run.run_id):
             raise StoreError(f"run id {run.run_id!r} exists already in the store; resume it or choose another id")
         self.store, self.run = store, run
@@ -189,6 +219,13 @@ class Checkpointer:
         self._blobs: set[str] = set()  # sha256 of the outputs this checkpointer knows are stored
         self._verbatim: list[str] = []
         self._item_texts: dict[str, tuple[ContextItem, str]] = {}  # item id -> (version, redacted JSON)
+        if loaded is not None:
+            state = run.context.state(ref_texts=False, raw_items=True)
+            self._item_texts = {i.id: (i, loaded[i.id]) for i in state["items"] if i.id in loaded}
+            self._blobs = {entry["sha256"] for entry in state["refs"]["refs"]}  # in the store it came from
+        # Ledger entries of the next step to settle: an effect this process began, or (not fresh,
+        # adopted) whatever a crashed process left at that step. Otherwise the update is skipped.
+        self._unsettled = not fresh
         self.window = 256  # step records kept in run.records (events: 4x, a few per step); the rest is in the store
         if fresh:  # registered at once with a first checkpoint (step 0): a kill before step 1 resumes too
             self.store.create_run(run.run_id, json.loads(self._redact(_dumps(run_spec(run)))), self.last_commit_at)
@@ -199,6 +236,7 @@ class Checkpointer:
         self._seq, self._artifacts = checkpoint.seq, dict(checkpoint.artifact_sha256)
         self._verification, self._failure = checkpoint.verification, checkpoint.failure_root_cause
         self.last_step = checkpoint.step
+        self._unsettled = True
 
     # -- the ledger -----------------------------------------------------------------------------
     def before_effect(self, action: _Action, key: str) -> ToolResult | None:
@@ -206,6 +244,7 @@ class Checkpointer:
         cls = effect_class(action)
         if cls == "read":
             return None
+        self._unsettled = True
         detail: dict[str, Any] = {"kind": action.kind}
         if cls != "external" and (path := _target(action, self.run)) is not None:
             manifest = self.run.sandbox.manifest()
@@ -248,12 +287,14 @@ class Checkpointer:
             "failure_root_cause": self._failure, "pending": _pending(run), "next_step": _next_step(run),
             "usage": usage, "run_state": state, "excluded": self._drop, "context_base": base,
         }
-        redact_ = self._redact
+        redact_ = self._redact.json
         try:
-            self.store.commit_step(run.run_id, step, now, redact_(record), redact_(_dumps(checkpoint)), context, blobs)
+            self.store.commit_step(run.run_id, step, now, redact_(record), redact_(_dumps(checkpoint)), context, blobs,
+                                   settle_effects=self._unsettled)
         except BaseException:
             self._ctx = None
             raise
+        self._unsettled = False
         if base == step:
             self._base, self._since = step, 0
         elif context is not None:
@@ -299,15 +340,14 @@ class Checkpointer:
         missing = [i for i in items if (hit := cache.get(i.id)) is None or hit[0] is not i]
         if missing:
             raw = [_dumps(i.to_dict()) for i in missing]
-            joined = ",".join(raw)
-            # One scan for all (the usual case: nothing to redact); item by item only when it found something.
-            clean = self._redact(joined) == joined
+            # One check for all (the usual case: nothing to redact); item by item only when it found something.
+            clean = self._redact.clean(",".join(raw))
             for item, text in zip(missing, raw, strict=True):
                 cache[item.id] = (item, text if clean else self._redact(text))
         texts = [cache[i.id][1] for i in items]
         if whole:  # forget retired items
             self._item_texts = {i.id: cache[i.id] for i in items}
-        head = self._redact(_dumps(data))
+        head = self._redact.json(_dumps(data))
         return f'{head[:-1]},"items":[{",".join(texts)}]}}'
 
     def _redact_text(self, text: str) -> str:
@@ -329,8 +369,8 @@ class Checkpointer:
             self._failure = f"{self.run.stop_reason.code}: {self.run.stop_reason.message}"
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+# json.dumps with these arguments builds a new encoder per call; the output is the same.
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
 
 
 def _read(path: os.PathLike[str]) -> bytes | None:

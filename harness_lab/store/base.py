@@ -106,9 +106,11 @@ class Store(Protocol):
     def run_ids(self) -> list[str]: ...
 
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
-                    context: str | None, blobs: Sequence[tuple[str, str]] = ()) -> None:
+                    context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
+                    settle_effects: bool = True) -> None:
         """One transaction: the step row, the new ``(sha256, text)`` blobs (kept if present already),
-        and every ``intent`` of this step becomes ``committed``."""
+        and every ``intent`` of this step becomes ``committed``. ``settle_effects=False`` says the
+        caller knows this step has no ledger entry (the update is skipped, nothing else changes)."""
         ...
 
     def blob(self, sha256: str) -> str | None: ...
@@ -181,7 +183,8 @@ class InMemoryStore:
         return sorted(self._runs)
 
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
-                    context: str | None, blobs: Sequence[tuple[str, str]] = ()) -> None:
+                    context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
+                    settle_effects: bool = True) -> None:
         steps = self._steps.get(run_id)
         if steps is None:
             raise StoreError(_unknown_run(run_id, self.run_ids()))
@@ -190,7 +193,7 @@ class InMemoryStore:
         steps[step] = StoredStep(run_id, step, at, record, checkpoint, context)
         for sha, text in blobs:
             self._blobs.setdefault(sha, text)
-        for key, entry in list(self._effects.items()):
+        for key, entry in list(self._effects.items()) if settle_effects else ():
             if entry.run_id == run_id and entry.step == step and entry.status in ("intent", "resolved"):
                 self._effects[key] = _with_status(entry, "committed")
 

@@ -13,7 +13,8 @@ Settings, on purpose:
   which fsyncs the log on every commit. Pass ``synchronous="FULL"`` to survive power cuts too.
 * ``busy_timeout``: a second process (a watchdog, ``trace``) waits for the lock instead of failing.
 
-Each step is one transaction (the step row, the blobs it made, its ledger updates); statements are
+Each step is one transaction (the step row, the blobs it made, its ledger updates; a lone statement
+runs in autocommit mode, which is one transaction without the BEGIN/COMMIT round trips); statements are
 fixed SQL texts, so the ``sqlite3`` statement cache prepares each once per connection. Schema 2 added
 the ``blobs`` table; a schema-1 file gains it on open (nothing existing is rewritten).
 """
@@ -148,6 +149,9 @@ class SQLiteStore:
             db = self._db
             changed = 0
             try:
+                if len(statements) == 1:  # autocommit: one statement is one (durable) transaction
+                    sql, args = statements[0]
+                    return int(db.execute(sql, args).rowcount)
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     for sql, args in statements:
@@ -184,10 +188,11 @@ class SQLiteStore:
 
     # -- steps ----------------------------------------------------------------------------------
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
-                    context: str | None, blobs: Sequence[tuple[str, str]] = ()) -> None:
+                    context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
+                    settle_effects: bool = True) -> None:
         self._tx([*((_INSERT_BLOB, blob) for blob in blobs),
                   (_INSERT_STEP, (run_id, step, at, record, checkpoint, context)),
-                  (_COMMIT_EFFECTS, (run_id, step))])
+                  *([(_COMMIT_EFFECTS, (run_id, step))] if settle_effects else [])])
 
     def blob(self, sha256: str) -> str | None:
         rows = self._q("SELECT text FROM blobs WHERE sha256 = ?", (sha256,))
