@@ -183,10 +183,15 @@ class Proposal(BaseModel):
     claims: dict[str, Any] = Field(default_factory=dict)
 
     @cached_property
+    def action_json(self) -> dict[str, Any] | None:
+        """The action as JSON-native data (``model_dump(mode="json")``), made once per proposal."""
+        return self.action.model_dump(mode="json") if self.action is not None else None
+
+    @cached_property
     def canonical(self) -> str:
         """The action (or the raw proposal) as sorted-key JSON: what is hashed and compared."""
-        payload = self.action.model_dump(mode="json") if self.action is not None else self.raw
-        return _CANONICAL.encode(payload)
+        payload = self.action_json
+        return _CANONICAL.encode(self.raw if payload is None else payload)
 
     @property
     def args_sha256(self) -> str:
@@ -196,8 +201,8 @@ class Proposal(BaseModel):
     def describe(self) -> str:
         if self.action is None:
             return f"invalid proposal ({self.error.code if self.error else '?'})"
-        args = self.action.model_dump(mode="json", exclude={"kind"})
-        shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
+        args = self.action_json or {}
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items() if k != "kind")
         return f"{self.action.kind}({shown})"
 
 

@@ -20,7 +20,7 @@ checkpoint can store what changed since the previous one instead of the whole re
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any
 
 from .items import ContextItem, item_header, view_order
@@ -56,9 +56,18 @@ class ItemRecord:
         """A new item (id, seq and segment filled in, tokens counted) that is not yet in the view."""
         n = self.next
         self.next += 1
+        if not fields.keys() <= _INIT_SET:
+            raise TypeError(f"not fields of ContextItem: {sorted(set(fields) - _INIT_SET)}")
+        fields["id"], fields["tokens"] = f"c{n}", 0
         fields.setdefault("seq", n)
         fields.setdefault("segment", self.segment)
-        item = ContextItem(id=f"c{n}", tokens=0, **fields)
+        if missing := _REQUIRED - fields.keys():
+            raise TypeError(f"missing fields of ContextItem: {sorted(missing)}")
+        # What ContextItem(**fields) does (no __post_init__), without the generated __init__'s
+        # keyword handling: ~4 -> ~2 µs, and every step makes at least one item.
+        item = _new_item(ContextItem)
+        for name in _INIT_FIELDS:
+            _set(item, name, fields[name] if name in fields else _DEFAULTS[name])
         _count(item, self.counter)
         return item
 
@@ -257,6 +266,8 @@ class ItemRecord:
 
 _INIT_FIELDS = tuple(f.name for f in fields(ContextItem) if f.init)
 _INIT_SET = frozenset(_INIT_FIELDS)
+_REQUIRED = frozenset(f.name for f in fields(ContextItem) if f.init and f.default is MISSING)
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ContextItem) if f.init and f.default is not MISSING}
 _new_item = object.__new__
 _set = object.__setattr__
 
