@@ -19,7 +19,6 @@ A refused resume returns the run BLOCKED (``resume_refused``) in memory; the sto
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 from pathlib import Path
@@ -27,10 +26,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ._stored_context import stored_context
 from .approval import Approver
 from .checkpoint import Checkpoint, Checkpointer
 from .clock import Clock
-from .context import apply_changes
 from .contract import ControlContract, load_contract
 from .errors import RunStateError, StoreError
 from .events import Usage
@@ -77,33 +76,23 @@ class ResumeReport(BaseModel):
 
 def load_checkpoint(store: Store, run_id: str, step: int | None = None) -> tuple[Checkpoint, dict[str, Any] | None]:
     """The checkpoint of ``step`` (default: the last one) and the context state stored with it."""
+    checkpoint, context, _ = _load(store, run_id, step, texts=False)
+    return checkpoint, context
+
+
+def _load(store: Store, run_id: str, step: int | None,
+          texts: bool = True) -> tuple[Checkpoint, dict[str, Any] | None, dict[str, str]]:
+    """:func:`load_checkpoint`, and the stored text of the context's items (see _stored_context)."""
     row = store.step(run_id, step) if step is not None else store.last_step(run_id)
     if row is None:
         store.run_info(run_id)  # raises for an unknown id
         raise StoreError(f"run {run_id!r} has no committed step to resume from")
     try:
         checkpoint = Checkpoint.model_validate_json(row.checkpoint)
-        context = _context(store, run_id, row.step, checkpoint.context_base, row.context)
+        context, found = stored_context(store, run_id, row.step, checkpoint.context_base, row.context, texts=texts)
     except (ValidationError, ValueError, KeyError, TypeError) as exc:
         raise StoreError(f"checkpoint {run_id}@{row.step} is unreadable: {str(exc).splitlines()[0]}") from exc
-    return checkpoint, context
-
-
-def _context(store: Store, run_id: str, step: int, base: int | None, text: str | None) -> dict[str, Any] | None:
-    """The context state at ``step``: the whole state of row ``base`` with the change logs of the
-    rows after it replayed (at most FULL_EVERY rows, whatever the history's length)."""
-    if text is None:
-        return None
-    if base is None or base == step:
-        state: dict[str, Any] = json.loads(text)
-        return state
-    rows = store.contexts(run_id, base, step)
-    if not rows or rows[0][0] != base or rows[-1][0] != step or len(rows) != step - base + 1:
-        raise ValueError(f"the context rows {base}..{step} are incomplete")
-    if any(c is None for _, c in rows):
-        raise ValueError(f"a context row between steps {base} and {step} is empty")
-    first, *changes = (json.loads(c or "null") for _, c in rows)
-    return apply_changes(first, changes)
+    return checkpoint, context, found
 
 
 def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, evidence: EvidenceCatalogue | None = None,
@@ -154,18 +143,21 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
     if match is not None:
         if store is None:
             raise RunStateError(f"run {run.run_id} has no store: checkpoint {checkpoint_id} does not exist")
-        checkpoint, context = load_checkpoint(store, match["run"], int(match["step"]))
+        checkpoint, context, texts = _load(store, match["run"], int(match["step"]))
         _fork_files(run, checkpoint, fork.workspace)
         _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
+        # Its own rows were redacted under this contract (the fork's): their item texts stand as they are.
+        loaded = texts if match["run"] == run.run_id and context is not None else None
     else:
         snap = run.sandbox.materialize(checkpoint_id, fork.workspace)
         if snap.run_state is None:
             raise RunStateError(f"snapshot {checkpoint_id} holds no run state")
         fork.continue_from(snap.run_state, step=run.step_no, seq=run.events[-1].seq if run.events else 0,
                            usage=run.usage, source=f"fork of snapshot {checkpoint_id}")
+        loaded = None
     fork.run_id = new_run_id or _fork_id(run.run_id, store)
     if store is not None:
-        fork.checkpoints = Checkpointer(store, fork, fresh=True)
+        fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=loaded)
     return fork
 
 

@@ -1,0 +1,84 @@
+"""A checkpoint's context state read back from the store: one whole state plus the change logs after it.
+
+Besides the state, :func:`stored_context` hands back the stored JSON text of every item (as the
+checkpointer wrote it: dumped once, redacted). A fork's first checkpoint row holds the whole state
+again; with these texts it writes each item as it is already stored instead of dumping and
+redacting every item a second time (the bulk of that row's cost).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .context import apply_changes
+from .store import Store
+
+__all__ = ["item_texts", "stored_context"]
+
+
+def stored_context(store: Store, run_id: str, step: int, base: int | None, text: str | None, *,
+                   texts: bool = True) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The context state at ``step`` and (``texts``) the stored text of most of its items, by id:
+    the whole state of row ``base`` with the change logs of the rows after it replayed (at most
+    FULL_EVERY rows, whatever the history's length). Items a change log rewrote have no text here."""
+    if text is None:
+        return None, {}
+    if base is None or base == step:
+        state: dict[str, Any] = json.loads(text)
+        return state, item_texts(text, state) if texts else {}
+    rows = store.contexts(run_id, base, step)
+    if not rows or rows[0][0] != base or rows[-1][0] != step or len(rows) != step - base + 1:
+        raise ValueError(f"the context rows {base}..{step} are incomplete")
+    if any(c is None for _, c in rows):
+        raise ValueError(f"a context row between steps {base} and {step} is empty")
+    first, *changes = (json.loads(c or "null") for _, c in rows)
+    found = item_texts(rows[0][1] or "", first) if texts else {}
+    for change in changes if found else ():  # a rewritten or retired item's stored text is not its text now
+        for entry in change.get("items", ()):
+            found.pop(str(entry.get("id")), None)
+        for item_id in change.get("retired", ()):
+            found.pop(str(item_id), None)
+    return apply_changes(first, changes), found
+
+
+def item_texts(text: str, state: dict[str, Any]) -> dict[str, str]:
+    """The JSON text of each item of a stored whole state (``text``, parsed: ``state``), by id;
+    empty when the text is not in the checkpointer's shape (then the items are dumped again).
+
+    The checkpointer writes a whole state as ``{...,"items":[{"kind":"context_item",...},...]}``.
+    Inside a JSON string every quote is escaped, so the unescaped ``"items":[`` and
+    ``},{"kind":"context_item",`` occur only as structure: the last ``"items":[`` is the array
+    (an item holds no ``items`` key) and each separator is an item boundary. The count and the
+    id at the head of every piece prove the split; anything else gives up."""
+    items = state.get("items")
+    at = text.rfind(_ITEMS)
+    if not isinstance(items, list) or at < 0 or not text.endswith("]}"):
+        return {}
+    body = text[at + len(_ITEMS):-2]
+    if not items:
+        return {}
+    pieces = body.split(_BETWEEN)
+    if len(pieces) != len(items) or not pieces[0].startswith(_FIRST):
+        return {}
+    ids: list[str] = []
+    for entry in items:
+        item_id = entry.get("id") if isinstance(entry, dict) else None
+        if not (isinstance(item_id, str) and item_id.isascii() and item_id.isprintable()
+                and '"' not in item_id and "\\" not in item_id):
+            return {}  # an id json.dumps would escape: not worth a slower check
+        ids.append(item_id)
+    out: dict[str, str] = {}
+    last = len(pieces) - 1
+    for n, (piece, item_id) in enumerate(zip(pieces, ids, strict=True)):
+        if not piece.startswith(f'"id":"{item_id}",', len(_FIRST) if n == 0 else 0):
+            return {}
+        whole = piece if n == 0 else _FIRST + piece  # the separator took the head of the next item
+        out[item_id] = whole if n == last else whole + "}"  # ... and the tail of this one
+    return out
+
+
+_ITEMS = '"items":['
+_KIND = '"kind":"context_item",'
+_FIRST = "{" + _KIND
+_BETWEEN = "}," + _FIRST
