@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic_core import from_json
+
 from .context import apply_changes
 from .store import Store
 
@@ -25,14 +27,14 @@ def stored_context(store: Store, run_id: str, step: int, base: int | None, text:
     if text is None:
         return None, {}
     if base is None or base == step:
-        state: dict[str, Any] = json.loads(text)
+        state: dict[str, Any] = _loads(text)
         return state, item_texts(text, state) if texts else {}
     rows = store.contexts(run_id, base, step)
     if not rows or rows[0][0] != base or rows[-1][0] != step or len(rows) != step - base + 1:
         raise ValueError(f"the context rows {base}..{step} are incomplete")
     if any(c is None for _, c in rows):
         raise ValueError(f"a context row between steps {base} and {step} is empty")
-    first, *changes = (json.loads(c or "null") for _, c in rows)
+    first, *changes = (_loads(c or "null") for _, c in rows)
     found = item_texts(rows[0][1] or "", first) if texts else {}
     for change in changes if found else ():  # a rewritten or retired item's stored text is not its text now
         for entry in change.get("items", ()):
@@ -40,6 +42,16 @@ def stored_context(store: Store, run_id: str, step: int, base: int | None, text:
         for item_id in change.get("retired", ()):
             found.pop(str(item_id), None)
     return apply_changes(first, changes), found
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``, by pydantic's parser where it can (~1.6x faster on a whole context state).
+    It refuses only what no row holds (an escaped lone surrogate: such text cannot be stored as
+    UTF-8); json.loads then has the last word, so the result never differs."""
+    try:
+        return from_json(text)
+    except ValueError:
+        return json.loads(text)
 
 
 def item_texts(text: str, state: dict[str, Any]) -> dict[str, str]:
