@@ -24,9 +24,11 @@ import os
 import re
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+from pydantic_core import to_json
 
 from .actions import DeleteFile, GatedAction, RunCommand, WriteFile, WriteReport, _Action
 from .context import ContextItem
@@ -111,6 +113,8 @@ _LITERALS = ("-----BEGIN ", "AKIA", "sk-", "ghp_", "gho_", "ghs_", "ghu_", "gith
 _KEY_NAMES = ("password", "passwd", "pwd", "api_key", "api-key", "apikey", "secret", "token")
 _AFTER_KEY = re.compile(r'\\?"?\s*[:=]')
 _SEEN_MAX = 8192  # clean pieces remembered; forgetting them all only costs one full scan
+_WHOLE_MAX = 64  # whole clean texts remembered (a loop's rows take few shapes)
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 
 
 class _Redactor:
@@ -127,7 +131,8 @@ class _Redactor:
             patterns += [re.escape(v) for v in self._values]
         self._re = re.compile("|".join(f"(?:{p})" for p in patterns), re.DOTALL) if patterns else None
         self.inert = self._re is None
-        self._seen: set[str] = set()  # JSON pieces known to hold no match (see clean)
+        self._seen: set[bytes] = set()  # JSON pieces known to hold no match (see clean)
+        self._whole: set[bytes] = set()  # ... and whole JSON texts
 
     def __call__(self, text: str) -> str:
         if self._re is None or not self._may_hold_secret(text) or self._re.search(text) is None:
@@ -141,23 +146,32 @@ class _Redactor:
     def clean(self, text: str) -> bool:
         """Whether no pattern matches ``text``, from a memo of its pieces between ``,"``: no match
         of a pattern (the env values aside, checked whole) contains ``,"``, ends at ``,`` or starts
-        at ``"``, so every match lies in one piece (and its ``\\b`` sees the same neighbours). A
-        step's JSON repeats most of the last one's pieces (keys, unchanged values): only the new
-        ones are scanned, joined into one text, once."""
+        at ``"``, so every match lies in one piece (and its ``\\b`` sees the same neighbours). Digits
+        are read as ``0`` first: every pattern's class that holds a digit holds them all (env values
+        aside), so a piece matches iff its digit-blind copy does, and step numbers, counters and
+        timings stop making pieces new. A step's JSON then repeats nearly all of the last one's
+        pieces: only the new ones are scanned, joined into one text, once."""
         if self._re is None:
             return True
         if self._values and any(v in text for v in self._values):
             return False
-        seen = self._seen
-        new = [p for p in text.split(',"') if p not in seen]
-        if not new:
+        blind = text.encode().translate(_DIGITS_AS_ZERO)
+        if blind in self._whole:  # a loop's rows repeat whole, digits aside
             return True
-        joined = ',"'.join(new)  # the same argument: its matches are the pieces' matches
+        new = set(blind.split(b',"'))
+        new -= self._seen
+        if len(self._whole) >= _WHOLE_MAX:
+            self._whole.clear()
+        if not new:
+            self._whole.add(blind)
+            return True
+        joined = b',"'.join(new).decode()  # the same argument: its matches are the pieces' matches
         if self._may_hold_secret(joined) and self._re.search(joined) is not None:
             return False
-        if len(seen) > _SEEN_MAX:
-            seen.clear()
-        seen.update(new)
+        if len(self._seen) > _SEEN_MAX:
+            self._seen.clear()
+        self._seen |= new
+        self._whole.add(blind)
         return True
 
     def _may_hold_secret(self, text: str) -> bool:
@@ -287,9 +301,14 @@ class Checkpointer:
             "failure_root_cause": self._failure, "pending": _pending(run), "next_step": _next_step(run),
             "usage": usage, "run_state": state, "excluded": self._drop, "context_base": base,
         }
-        redact_ = self._redact.json
+        text = _dumps(checkpoint)
+        # Checked text by text against the memo (usually clean); whole-text redaction otherwise.
+        clean = all([self._redact.clean(t) for t in (record, text, *(context.raw if context is not None else ()))])
+        if not clean:
+            record, text = self._redact(record), self._redact(text)
         try:
-            self.store.commit_step(run.run_id, step, now, redact_(record), redact_(_dumps(checkpoint)), context, blobs,
+            written = self._context_text(context, clean) if context is not None else None
+            self.store.commit_step(run.run_id, step, now, record, text, written, blobs,
                                    settle_effects=self._unsettled)
         except BaseException:
             self._ctx = None
@@ -297,16 +316,16 @@ class Checkpointer:
         self._unsettled = False
         if base == step:
             self._base, self._since = step, 0
-        elif context is not None:
-            self._since += len(context)
+        elif written is not None:
+            self._since += len(written)
         if blobs:
             self._blobs.update(sha for sha, _ in blobs)
             # Unchanged by redaction: the store's copy can stand in for the one in memory.
             run.context.release_ref_texts(self._verbatim)
         self.last_commit_at, self.last_step = now, step
 
-    def _context(self, step: int) -> tuple[str | None, list[tuple[str, str]], int | None]:
-        """The context text of this row (whole state or change log), its new blobs, its base step."""
+    def _context(self, step: int) -> tuple[_ContextRow | None, list[tuple[str, str]], int | None]:
+        """The context of this row (whole state or change log) to redact, its new blobs, its base step."""
         if "context" in self._drop:
             return None, [], None
         ctx = self.run.context
@@ -329,25 +348,22 @@ class Checkpointer:
                 blobs.append((entry["sha256"], redacted := self._redact_text(text)))
                 if redacted == text:
                     self._verbatim.append(entry["sha256"])
-        return self._context_text(data, whole), blobs, base
-
-    def _context_text(self, data: dict[str, Any], whole: bool) -> str:
-        """The JSON of a context state or change log; each item version is dumped and redacted once
-        (a whole state reuses the texts of the change logs). Redacting item by item finds what one
-        pass over the whole text finds: no pattern can span the ``},{`` between two items."""
         items: list[ContextItem] = data.pop("items")
         cache = self._item_texts
         missing = [i for i in items if (hit := cache.get(i.id)) is None or hit[0] is not i]
-        if missing:
-            raw = [_dumps(i.to_dict()) for i in missing]
-            # One check for all (the usual case: nothing to redact); item by item only when it found something.
-            clean = self._redact.clean(",".join(raw))
-            for item, text in zip(missing, raw, strict=True):
-                cache[item.id] = (item, text if clean else self._redact(text))
-        texts = [cache[i.id][1] for i in items]
-        if whole:  # forget retired items
-            self._item_texts = {i.id: cache[i.id] for i in items}
-        head = self._redact.json(_dumps(data))
+        return _ContextRow(items, missing, [_dumps(data), *(_dumps(i.to_dict()) for i in missing)], whole), blobs, base
+
+    def _context_text(self, row: _ContextRow, clean: bool) -> str:
+        """The JSON of a context state or change log; each item version is dumped and redacted once
+        (a whole state reuses the texts of the change logs). Redacting item by item finds what one
+        pass over the whole text finds: no pattern can span the ``},{`` between two items."""
+        head, *raw = row.raw if clean else [self._redact(t) for t in row.raw]
+        cache = self._item_texts
+        for item, text in zip(row.missing, raw, strict=True):
+            cache[item.id] = (item, text)
+        texts = [cache[i.id][1] for i in row.items]
+        if row.whole:  # forget retired items
+            self._item_texts = {i.id: cache[i.id] for i in row.items}
         return f'{head[:-1]},"items":[{",".join(texts)}]}}'
 
     def _redact_text(self, text: str) -> str:
@@ -369,8 +385,22 @@ class Checkpointer:
             self._failure = f"{self.run.stop_reason.code}: {self.run.stop_reason.message}"
 
 
-# json.dumps with these arguments builds a new encoder per call; the output is the same.
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
+def _dumps(value: Any) -> str:
+    """Compact JSON, non-ASCII kept: what ``json.dumps(value, separators=(",", ":"),
+    ensure_ascii=False)`` gives, at a third of its cost (a float may be spelled differently, e.g.
+    ``1e16`` for ``1e+16``: it parses to the same value)."""
+    return to_json(value, inf_nan_mode="constants").decode()
+
+
+@dataclass(frozen=True, slots=True)
+class _ContextRow:
+    """A row's context before redaction: the items in it, the versions not written before, and the
+    texts to check (the head, then one per new version)."""
+
+    items: list[ContextItem]
+    missing: list[ContextItem]
+    raw: list[str]
+    whole: bool
 
 
 def _read(path: os.PathLike[str]) -> bytes | None:

@@ -12,14 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from persisthelpers import PUSH_STEP, CountingOutbox, push_run
 
-from harness_lab.checkpoint import _Redactor
+from harness_lab.checkpoint import _dumps, _Redactor
 from harness_lab.store import InMemoryStore, SQLiteStore
 
 _WORDS = ["password", "PassWord", "pwd", "api-key", "API_KEY", "secret", "token", "tokens", "Bearer ",
           "bearer abcdefghij", "AKIAABCDEFGHIJKLMNOP", "sk-abcdefghijklmnopq", "ghp_" + "a" * 22, "ſecret",
           "-----BEGIN RSA PRIVATE KEY-----abc-----END RSA PRIVATE KEY-----",
           "-----BEGIN RSA PRIVATE KEY-----a,b-----END RSA PRIVATE KEY-----", ":", "=", " ", '"', '\\"', "x",
-          "hunter22", ",", ',"', "{", "}", "[", "İ", "7"]
+          "hunter22", ",", ',"', "{", "}", "[", "İ", "7", "AKIA1234567890ABCDEF", "sk-0123456789012345",
+          "Bearer 12345678", "token=12", "token=123", "9"]
 _text = st.lists(st.sampled_from(_WORDS), max_size=10).map("".join)
 _json = st.recursive(st.one_of(st.none(), st.integers(), _text),
                      lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_text, inner, max_size=3)),
@@ -37,6 +38,7 @@ def _whole(redactor: _Redactor, text: str) -> str:
 def test_piecewise_redaction_equals_the_whole_text_redaction(text: str) -> None:
     assert _MEMO.json(text) == _whole(_MEMO, text)
     assert _MEMO.clean(text) == (_MEMO._re is not None and _MEMO._re.search(text) is None)
+    assert _MEMO.clean(text) == (_MEMO._re is not None and _MEMO._re.search(text) is None)  # from the memo
 
 
 def test_a_secret_in_a_new_piece_is_found_after_its_neighbours_were_seen(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,6 +54,34 @@ def test_a_secret_in_a_new_piece_is_found_after_its_neighbours_were_seen(monkeyp
     assert redactor.clean(json.dumps({"kind": "step", "note": "x,"}, separators=(",", ":")))  # '}' seen
     leaked = json.dumps({"kind": "step", "note": "zzyy" + "q" * 8 + ","}, separators=(",", ":"))
     assert not redactor.clean(leaked) and "zzyy" not in redactor.json(leaked)
+
+
+_plain = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(), st.floats(allow_nan=False)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner), st.dictionaries(st.text(), inner, max_size=3)),
+    max_leaves=10)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_plain)
+def test_the_fast_json_is_the_json_of_json_dumps(value: object) -> None:
+    fast, slow = _dumps(value), json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    assert json.loads(fast) == json.loads(slow)
+    if not any(isinstance(x, float) for x in _leaves(value)):  # a float may be spelled 1e-7 for 1e-07
+        assert fast == slow
+
+
+def _leaves(value: object) -> list[object]:
+    if isinstance(value, (list, tuple)):
+        return [leaf for v in value for leaf in _leaves(v)]
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    return [value]
+
+
+def test_the_fast_json_spells_non_finite_floats_as_python_does() -> None:
+    value = [float("nan"), float("inf"), -float("inf")]
+    assert _dumps(value) == json.dumps(value, separators=(",", ":")) == "[NaN,Infinity,-Infinity]"
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "memory"])
