@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from operator import attrgetter
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 __all__ = [
     "COMPRESSION_SOURCE_PREFIX",
@@ -139,28 +139,36 @@ class ContextItem:
     def from_dict(cls, data: Mapping[str, Any]) -> ContextItem:
         if data.get("kind") != "context_item":
             raise ValueError(f"not a context item: kind={data.get('kind')!r}")
-        return cls(
-            id=str(data["id"]),
-            layer=Layer[str(data["layer"])],
-            text=str(data["text"]),
-            source=str(data["source"]),
-            round=int(data["round"]),
-            tokens=int(data["tokens"]),
-            seq=int(data["seq"]),
-            role=cast(Role, data["role"]),
-            pinned=bool(data["pinned"]),
-            anomaly=bool(data["anomaly"]),
-            key=data["key"],
-            freshness=cast(Freshness, data["freshness"]),
-            status=cast(Status, data["status"]),
-            ref_id=data["ref_id"],
-            supersedes=data["supersedes"],
-            superseded_by=data["superseded_by"],
-            covers=tuple(data["covers"]),
-            carries=tuple(data["carries"]),
-            segment=int(data["segment"]),
-        )
+        # What cls(id=..., ...) does (no __post_init__), without the generated keyword __init__ of a
+        # frozen dataclass: ~7 -> ~4 µs, and a fork or resume builds every item of the context.
+        item = _new_object(cls)
+        _set(item, "id", str(data["id"]))
+        _set(item, "layer", _LAYER_BY_NAME[str(data["layer"])])
+        _set(item, "text", str(data["text"]))
+        _set(item, "source", str(data["source"]))
+        _set(item, "round", int(data["round"]))
+        _set(item, "tokens", int(data["tokens"]))
+        _set(item, "seq", int(data["seq"]))
+        _set(item, "role", data["role"])
+        _set(item, "pinned", bool(data["pinned"]))
+        _set(item, "anomaly", bool(data["anomaly"]))
+        _set(item, "key", data["key"])
+        _set(item, "freshness", data["freshness"])
+        _set(item, "status", data["status"])
+        _set(item, "ref_id", data["ref_id"])
+        _set(item, "supersedes", data["supersedes"])
+        _set(item, "superseded_by", data["superseded_by"])
+        _set(item, "covers", tuple(data["covers"]))
+        _set(item, "carries", tuple(data["carries"]))
+        _set(item, "segment", int(data["segment"]))
+        _set(item, "kind", "context_item")
+        _set(item, "_header", "")
+        return item
 
+
+_new_object = object.__new__
+_set = object.__setattr__
+_LAYER_BY_NAME = {layer.name: layer for layer in Layer}  # Layer[name] is a Python-level lookup: ~0.3 µs
 
 # Stable sort by (layer, seq); ties keep insertion order, which the state preserves.
 _ORDER = attrgetter("layer", "seq")
