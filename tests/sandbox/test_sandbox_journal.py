@@ -253,3 +253,28 @@ def test_random_rollbacks_compare_only_what_changed_and_stay_byte_identical(sb: 
             assert _walked(tree, tmp_path)[1] == truths[back], f"round {round_no}: rollback to {back}"
         else:
             sb.workspace_hash(rescan=rnd.random() < 0.3)
+
+
+def test_closing_releases_the_journal_even_when_it_holds_watches(tree: Path, tmp_path: Path) -> None:
+    # With watches, the descriptor is closed by a short-lived thread (the kernel's teardown waits
+    # for a grace period); it must still be released, and close() must not leave it to the GC.
+    box = Sandbox(tree, snapshot_dir=tmp_path / "snaps")
+    journal_or_skip(box)
+    box.workspace_hash()
+    journal = box._scanner._journal
+    assert isinstance(journal, journal_mod.Journal) and journal._dirs
+    fd = journal.fd
+    link = f"/proc/self/fd/{fd}"
+    assert os.readlink(link) == "anon_inode:inotify"
+    box.close()
+    assert journal.fd == -1
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if os.readlink(link) != "anon_inode:inotify":
+                break  # the number was reused by something else: ours is closed
+        except FileNotFoundError:
+            break
+        time.sleep(0.005)
+    else:
+        pytest.fail(f"the journal's descriptor {fd} is still open 10 s after close()")
