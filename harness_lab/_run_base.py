@@ -153,7 +153,7 @@ class RunBase:
         return StopReason(code="human_timeout", message=f"no human decision within {limit}s; stopped safely")
 
     def _crash_point(self, point: CrashPoint) -> None:
-        if (crash := self._faults.crash(self, point)) is not None:
+        if self._faults.armed and (crash := self._faults.crash(self, point)) is not None:
             self.crashed = point
             raise crash
 

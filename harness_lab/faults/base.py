@@ -167,6 +167,8 @@ class FaultSchedule:
                    {"fault": fault.name, "at_step": at_step, "params": fault.model_dump(mode="json")})
 
     def _take(self, step: int, hook: FaultHook, match: Callable[[Fault], bool] = lambda f: True) -> list[Fault]:
+        if not self.armed:  # the usual step: nothing armed (hooks run ~8 times a step)
+            return []
         due: list[Fault] = []
         for armed in list(self.armed):
             if armed.fault.hook != hook or step < armed.at_step or step in armed.fired_steps:
@@ -224,6 +226,8 @@ class FaultSchedule:
 
     def settle(self, run: FaultTarget, decision: Decision, result: ToolResult | None) -> None:
         """At the close of a step: record how the harness answered each fault that fired in it."""
+        if not self._fired:
+            return
         for fault, hook, effect in self._fired:
             if hook == "crash":
                 continue
