@@ -214,7 +214,8 @@ def parse_proposal(raw: object) -> Proposal:
     """Parse whatever a proposer returned; never raises."""
     if isinstance(raw, Proposal):
         return raw
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("kind"), str):
+    # type(raw) is dict first: isinstance against the Mapping ABC costs ~0.5 µs, and most are dicts
+    if not (type(raw) is dict or isinstance(raw, Mapping)) or not isinstance(raw.get("kind"), str):
         return Proposal(raw=_jsonable(raw), error=ProposalError(
             code="malformed", message=f"a proposal must be a mapping with a string 'kind', got {_short(raw)}",
             hint='propose e.g. {"kind": "read_evidence", "id": "..."}'))

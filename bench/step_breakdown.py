@@ -1,0 +1,107 @@
+"""Where a no-op step's time goes: each part of ``Run.step()`` timed alone, beside the whole step.
+
+    .venv/bin/python bench/step_breakdown.py [--steps 2000]
+
+The whole step is the ``harness-lab`` row of ``step_overhead.py`` (two alternating ``think`` calls, no
+store). Each part below is timed in isolation on the same inputs a step of that run gives it, best of
+five, so the parts add up to roughly the whole; what is left is the step's own glue (state checks,
+fault hooks, the trace lists). CPU time of this thread (``time.thread_time``), so other jobs on the
+machine disturb it less than wall time would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from step_overhead import noop_run  # noqa: E402
+
+from harness_lab.actions import parse_proposal  # noqa: E402
+from harness_lab.events import Proposed, StepRecord, ToolCalled  # noqa: E402
+from harness_lab.gates import LoopGates  # noqa: E402
+from harness_lab.run import Run  # noqa: E402
+
+
+def _per_call(fn: Callable[[], object], n: int) -> float:
+    best = float("inf")
+    for _ in range(5):
+        start = time.thread_time()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.thread_time() - start) / n * 1e6)
+    return best
+
+
+def _warm(workdir: Path) -> Run:
+    run = noop_run(workdir)
+    for _ in range(300):  # past the first compressions and retirements: the steady state
+        run.step()
+    return run
+
+
+def measure(steps: int, tmp: Path) -> dict[str, float]:
+    out: dict[str, float] = {}
+    run = _warm(tmp / "whole")
+    out["whole step"] = _per_call(run.step, steps)
+    run.close()
+
+    raws = ({"kind": "think", "thought": "plan the next step"}, {"kind": "think", "thought": "check the budget"})
+    flip = iter(range(10**9))
+    out["parse_proposal"] = _per_call(lambda: parse_proposal(raws[next(flip) % 2]), steps)
+    fresh = iter([parse_proposal(raws[i % 2]) for i in range(5 * steps)])
+    out["canonical fingerprint"] = _per_call(lambda: next(fresh).canonical, steps)
+    feed = iter([parse_proposal(raws[i % 2]) for i in range(5 * steps)])  # fingerprints not made yet
+    gates = LoopGates(budget=run.contract.budget, clock=run.clock)
+    decision = iter(range(1, 10**9))
+    out["convergence gate"] = _per_call(lambda: gates.convergence(next(feed), next(decision)), steps)
+
+    run = _warm(tmp / "context")
+    ctx, n = run.context, iter(range(10**9))
+
+    def observe_and_view() -> None:
+        i = next(n)
+        ctx.add_interaction(i, "think(thought='plan the next step')", "noted", source=f"step {i}:think")
+        ctx.view()
+
+    out["context: add + view (incl. compression)"] = _per_call(observe_and_view, steps)
+    out["workspace_hash (quiet journal)"] = _per_call(run.sandbox.workspace_hash, steps)
+    record = run.step()
+    assert record.proposal is not None and record.tool_result is not None
+    proposal, result, dec, usage = record.proposal, record.tool_result, record.decision, record.usage
+
+    def records() -> None:
+        a = Proposed(seq=1, step=1, proposal=proposal, decision=dec)
+        b = ToolCalled(seq=2, step=1, tool=result.tool, result=result)
+        StepRecord(step=1, state_before=record.state_before, state_after=record.state_after, proposal=proposal,
+                   decision=dec, tool_result=result, usage=usage, events=(a, b))
+
+    out["trace records (2 events + StepRecord)"] = _per_call(records, steps)
+    run.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=2000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="harness-lab-breakdown-") as d:
+        parts = measure(args.steps, Path(d))
+    whole = parts.pop("whole step")
+    print(f"no-op step, no store: {whole:.1f} µs CPU (best of 5 x {args.steps} steps)")
+    counted = 0.0
+    for name, value in parts.items():
+        if name == "canonical fingerprint":  # made inside the convergence gate: shown, not added
+            print(f"  {name:<42} {value:6.1f} µs  (part of the convergence gate)")
+            continue
+        counted += value
+        print(f"  {name:<42} {value:6.1f} µs  {value / whole:5.0%}")
+    print(f"  {'the rest (glue, fault hooks, gates, usage)':<42} {whole - counted:6.1f} µs  {(whole - counted) / whole:5.0%}")
+
+
+if __name__ == "__main__":
+    main()
