@@ -144,12 +144,13 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
         if store is None:
             raise RunStateError(f"run {run.run_id} has no store: checkpoint {checkpoint_id} does not exist")
         checkpoint, context, texts = _load(store, match["run"], int(match["step"]))
-        _fork_files(run, checkpoint, fork.workspace)
+        _fork_files(run, checkpoint, fork)
         _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
         # Its own rows were redacted under this contract (the fork's): their item texts stand as they are.
         loaded = texts if match["run"] == run.run_id and context is not None else None
     else:
         snap = run.sandbox.materialize(checkpoint_id, fork.workspace)
+        fork.sandbox.adopt_blobs(run.sandbox, checkpoint_id)
         if snap.run_state is None:
             raise RunStateError(f"snapshot {checkpoint_id} holds no run state")
         fork.continue_from(snap.run_state, step=run.step_no, seq=run.events[-1].seq if run.events else 0,
@@ -275,13 +276,17 @@ def _note(checkpoint: Checkpoint) -> str:
             f"Last failure: {checkpoint.failure_root_cause or 'none'}. Next: {checkpoint.next_step}.")
 
 
-def _fork_files(run: Run, checkpoint: Checkpoint, dest: Path) -> None:
+def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run) -> None:
+    # The fork's first checkpoint hashes every copied file (proven, not remembered); sharing the
+    # source's blobs spares it storing each file's bytes again.
     if run.sandbox.workspace_hash() == checkpoint.workspace_hash:
-        shutil.copytree(run.workspace, dest, symlinks=True, dirs_exist_ok=True)
+        shutil.copytree(run.workspace, fork.workspace, symlinks=True, dirs_exist_ok=True)
+        fork.sandbox.adopt_blobs(run.sandbox)
         return
     for snap in reversed(run.sandbox.snapshots()):
         if snap.workspace_hash == checkpoint.workspace_hash:
-            run.sandbox.materialize(snap.id, dest)
+            run.sandbox.materialize(snap.id, fork.workspace)
+            fork.sandbox.adopt_blobs(run.sandbox, snap.id)
             return
     raise RunStateError(f"no copy of the workspace as it was at checkpoint {checkpoint.id} (the workspace moved on "
                         "and no snapshot matches its hash); fork from a snapshot id instead")

@@ -46,6 +46,22 @@ class BlobStore:
             return True
         return False
 
+    def adopt(self, digest: str, other: BlobStore) -> bool:
+        """Share ``other``'s blob ``digest`` by a hard link (blobs never change once written, and
+        each store removes only its own name). False when no link can be made (another file
+        system, link limit): then the blob is written here when it is next stored."""
+        if self.has(digest):
+            return True
+        self._ensure_subdir(digest)
+        try:
+            os.link(other.path(digest), self.path(digest))
+        except FileExistsError:
+            pass
+        except OSError:
+            return False
+        self._known.add(digest)
+        return True
+
     def put_bytes(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
         if not self.has(digest):

@@ -294,6 +294,21 @@ class Sandbox:
         assert info is not None
         return info
 
+    def adopt_blobs(self, source: Sandbox, snapshot_id: str | None = None) -> int:
+        """Share the stored contents of ``source``'s files (its current manifest, or snapshot
+        ``snapshot_id``) with this sandbox's snapshot store, e.g. after copying its workspace here
+        for a fork. The next scan still reads and hashes every file here (nothing is taken on
+        trust); a file whose hash is among these is just not stored a second time. Returns how
+        many blobs are shared; stops at the first one that cannot be linked."""
+        entries = source.manifest() if snapshot_id is None else source._entries(snapshot_id)
+        mine, theirs = self._store.blobs, source._store.blobs
+        shared = 0
+        for digest in {e[1] for e in entries.values() if e[0] == "f"}:
+            if not mine.adopt(digest, theirs):
+                break
+            shared += 1
+        return shared
+
     def read_bytes(self, path: str) -> bytes | None:
         """The bytes of a regular file in the workspace, resolved like the file tools (no link in any
         component, no special or hard-linked file); None when it is missing or refused. The validator

@@ -4,6 +4,7 @@ a stat cache that hashes only what changed, and no write through planted links o
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -342,3 +343,24 @@ def test_rollback_copies_by_hand_where_the_kernel_cannot(sb: Sandbox, ws: Path, 
     monkeypatch.setattr(os, "copy_file_range", cross_device)
     sb.rollback(snap.id)
     assert calls and (ws / "docs" / "deep" / "bin.dat").read_bytes() == bytes(range(256)) * 40
+
+
+def test_adopted_blobs_spare_storing_a_copied_tree_again_and_outlive_the_source(sb: Sandbox, ws: Path,
+                                                                               tmp_path: Path) -> None:
+    shutil.copytree(ws, tmp_path / "copy", symlinks=True)
+    blobs = Path(sb.capabilities["snapshot_dir"]) / "blobs"
+    sb.workspace_hash()  # the source's files are stored
+    with Sandbox(tmp_path / "copy", snapshot_dir=tmp_path / "copy-snaps") as copy:
+        files = {e[1] for e in sb.manifest().values() if e[0] == "f"}
+        assert copy.adopt_blobs(sb) == len(files) > 0
+        first = copy.snapshot()
+        assert first.workspace_hash == sb.workspace_hash()
+        # every file is still read and hashed
+        assert copy._scanner.hashed_last == sum(1 for e in sb.manifest().values() if e[0] == "f")
+        for digest in files:  # ... but stored once: the copy's store shares the source's inodes
+            mine = tmp_path / "copy-snaps" / "blobs" / digest[:2] / digest[2:]
+            assert mine.stat().st_ino == (blobs / digest[:2] / digest[2:]).stat().st_ino
+        shutil.rmtree(blobs)  # the source's store goes away: the copy's own names keep the contents
+        (tmp_path / "copy" / "docs" / "a.txt").write_text("changed in the copy")
+        copy.rollback(first.id)
+        assert (tmp_path / "copy" / "docs" / "a.txt").read_text() == (ws / "docs" / "a.txt").read_text()
