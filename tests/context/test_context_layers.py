@@ -89,6 +89,21 @@ def test_view_orders_by_layer_and_is_cached_until_a_change() -> None:
     assert ctx.view() is not view
 
 
+def test_a_view_is_a_snapshot_even_when_ordered_after_later_changes() -> None:
+    ctx = _ctx()
+    ctx.add(Layer.L4, "explored src/", source="ls", round=1)
+    view = ctx.view()  # its items are put in order only when read: read them after changes
+    ctx.add_interaction(2, "read_file a.txt", "alpha", source="step 2:read_file")
+    ctx.add_resume_note("resumed after a crash", round=3)
+    assert [i.text for i in view.items] == [SYSTEM, TASK, "explored src/"]
+    assert view.total_tokens == sum(i.tokens for i in view.items)
+    later = ctx.view()
+    assert later.items[0].role == "resume" and len(later.items) == 5  # the resume note first
+    assert later == ContextView(later.items, later.total_tokens, later.budget_tokens) and later != view
+    with pytest.raises(AttributeError):
+        view.total_tokens = 0  # type: ignore[misc]
+
+
 def test_anomalies_are_detected_in_results() -> None:
     ctx = _ctx()
     bad = ctx.add_interaction(1, "GET /api", "HTTP 200 but body code 500", source="http_get:/api")

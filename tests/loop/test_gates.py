@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from loophelpers import (
     FINISH,
     READ_A,
@@ -16,6 +21,7 @@ from loophelpers import (
 )
 
 from harness_lab.clock import FakeClock
+from harness_lab.gates import _similar
 from harness_lab.proposers import ProposerOutput
 from harness_lab.run import Run
 from harness_lab.states import RunState
@@ -109,3 +115,18 @@ def test_a_rewrite_after_validation_feedback_is_not_a_loop(tmp_path) -> None:
     run.run()
     assert run.state is RunState.REVIEW_READY, "write/finish/write/finish/write is not three in a row"
     assert all(r.decision.verdict != "refuse" for r in run.records)
+
+
+_PATHS = st.text(alphabet="abc de/x.", max_size=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["read_file", "write_file"]), st.sampled_from(["read_file", "write_file"]), _PATHS, _PATHS,
+       st.sampled_from([0.8, 0.9, 0.95]))
+def test_the_cheap_similarity_bound_never_changes_a_verdict(kind_a, kind_b, path_a, path_b, threshold) -> None:
+    """The gate rejects dissimilar calls by an upper bound before running difflib: every verdict is
+    still the plain rule's (same kind, and difflib's ratio at or above the threshold)."""
+    a = json.dumps({"kind": kind_a, "path": path_a}, sort_keys=True)
+    b = json.dumps({"kind": kind_b, "path": path_b}, sort_keys=True)
+    plain = a == b or (kind_a == kind_b and difflib.SequenceMatcher(None, a, b).ratio() >= threshold)
+    assert _similar(a, b, threshold) is plain
