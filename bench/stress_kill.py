@@ -125,6 +125,8 @@ def main() -> None:
             tally["push in flight at the kill: BLOCKED as uncertain, applied once"] += 1
         else:
             tally["MISMATCH"] += 1
+            diff = {k: (final.get(k), v) for k, v in reference.items() if final.get(k) != v}
+            print(f"mismatch in {d} (resumed, reference): {diff}; outbox {keys}", file=sys.stderr)
         con = sqlite3.connect(db)
         integrity[con.execute("PRAGMA integrity_check").fetchone()[0]] += 1
         con.close()

@@ -13,7 +13,9 @@ change logs since then reach ``FULL_BYTES``, or when the run's context object wa
 restore); the rows in between hold :meth:`ContextManager.take_changes
 <harness_lab.context.ContextManager.take_changes>`, and ``context_base`` names the row a restore
 replays from. Large outputs go to the store's blobs once, by sha256. Redaction runs over what is
-written, so only over the new and changed text.
+written, so only over the new and changed text; a memo of the JSON pieces (and whole texts) found
+clean before means a loop's rows cost one hash each to check (see ``_Redactor.clean``). A step with
+no effect skips the ledger update, so its row is one ``INSERT`` in one implicit transaction.
 """
 
 from __future__ import annotations
