@@ -73,21 +73,24 @@ def item_texts(text: str, state: dict[str, Any]) -> dict[str, str]:
     pieces = body.split(_BETWEEN)
     if len(pieces) != len(items) or not pieces[0].startswith(_FIRST):
         return {}
-    ids: list[str] = []
-    for entry in items:
-        item_id = entry.get("id") if isinstance(entry, dict) else None
-        if not (isinstance(item_id, str) and item_id.isascii() and item_id.isprintable()
-                and '"' not in item_id and "\\" not in item_id):
-            return {}  # an id json.dumps would escape: not worth a slower check
-        ids.append(item_id)
-    out: dict[str, str] = {}
-    last = len(pieces) - 1
-    for n, (piece, item_id) in enumerate(zip(pieces, ids, strict=True)):
-        if not piece.startswith(f'"id":"{item_id}",', len(_FIRST) if n == 0 else 0):
-            return {}
-        whole = piece if n == 0 else _FIRST + piece  # the separator took the head of the next item
-        out[item_id] = whole if n == last else whole + "}"  # ... and the tail of this one
-    return out
+    try:
+        ids = [entry["id"] for entry in items]
+    except (KeyError, TypeError):
+        return {}
+    if not all(isinstance(i, str) for i in ids):
+        return {}
+    plain = "".join(ids)  # one check for all: an id json.dumps would escape is not worth a slower path
+    if not (plain.isascii() and plain.isprintable() and '"' not in plain and "\\" not in plain):
+        return {}
+    heads = [f'"id":"{i}",' for i in ids]
+    heads[0] = _FIRST + heads[0]
+    if not all(map(str.startswith, pieces, heads)):
+        return {}
+    # The separators took the tail of each item but the last, and the head of each but the first.
+    texts = [_FIRST + p + "}" for p in pieces]
+    texts[0] = pieces[0] + "}"
+    texts[-1] = texts[-1][:-1] if len(pieces) > 1 else pieces[0]
+    return dict(zip(ids, texts, strict=True))
 
 
 _ITEMS = '"items":['

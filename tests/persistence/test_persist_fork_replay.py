@@ -109,6 +109,10 @@ def test_item_texts_give_up_on_text_not_in_the_checkpointers_shape() -> None:
     assert item_texts(compact, json.loads(compact)) == {
         "c1": json.dumps(item, separators=(",", ":"), ensure_ascii=False),
         "c2": json.dumps(other, separators=(",", ":"), ensure_ascii=False)}
+    alone = json.dumps({"items": [other]}, separators=(",", ":"))
+    assert item_texts(alone, json.loads(alone)) == {"c2": json.dumps(other, separators=(",", ":"))}
+    odd = json.dumps({"items": [{**other, "id": 'c"2'}]}, separators=(",", ":"))
+    assert item_texts(odd, json.loads(odd)) == {}  # an escaped id: given up, not guessed
     spaced = json.dumps({"live": [], "items": [item, other]})
     assert item_texts(spaced, json.loads(spaced)) == {}
     inner = {"kind": "context_item", "id": "c1", "inner": [{"a": 1}, other]}  # a boundary-like separator inside
