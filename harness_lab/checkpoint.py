@@ -335,6 +335,9 @@ class Checkpointer:
                  or self._since >= FULL_BYTES)
         base: int | None
         if whole:
+            # Retire first: up to max(128, view) items that left the view for good wait for the next
+            # retirement pass; a whole state without them is what every restore and fork reads back.
+            ctx.retire()
             data = ctx.state(ref_texts=False, raw_items=True)
             ctx.discard_changes()
             refs = data["refs"]["refs"]

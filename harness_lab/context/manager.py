@@ -333,6 +333,12 @@ class ContextManager:
                 "refs": refs,
                 **self.state_scalars()}
 
+    def retire(self) -> list[str]:
+        """Retire now what would be retired at the next pass (items that left the view for good and
+        that nothing retained refers to; see the class notes); the retired ids. A checkpoint calls
+        this before writing a whole state, so the state holds only what a restore can need."""
+        return self._rec.retire()
+
     def discard_changes(self) -> None:
         """Start a new change log here (after the whole state was written)."""
         self._rec.take_changes()
