@@ -214,13 +214,20 @@ def run_spec(run: Run) -> dict[str, Any]:
 class Checkpointer:
     """Writes one checkpoint per step and keeps the side-effect ledger for one run."""
 
-    def __init__(self, store: Store, run: Run, *, fresh: bool, loaded: Mapping[str, str] | None = None) -> None:
+    _redact: _Redactor
+    _version: str
+
+    def __init__(self, store: Store, run: Run, *, fresh: bool, loaded: Mapping[str, str] | None = None,
+                 like: Checkpointer | None = None) -> None:
         """``loaded``: the run's context was just read from ``store`` (a fork): its items' stored
-        texts by id, already redacted, which the first row reuses instead of dumping them again."""
+        texts by id, already redacted, which the first row reuses instead of dumping them again.
+        ``like``: the checkpointer of a run under the same contract (a fork's source), whose
+        redaction (same patterns, and the memo of texts it found clean) this one shares."""
         if fresh and store.has_run(run.run_id):
             raise StoreError(f"run id {run.run_id!r} exists already in the store; resume it or choose another id")
         self.store, self.run = store, run
-        self._redact = _Redactor(run.contract.memory.exclude)
+        same = like is not None and like._version == run.contract.version
+        self._redact = like._redact if like is not None and same else _Redactor(run.contract.memory.exclude)
         self._drop = tuple(k for k in run.contract.memory.exclude if k not in SECRET_CATEGORIES)
         self._version = run.contract.version
         self._seq = run.events[-1].seq if run.events else 0

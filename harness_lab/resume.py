@@ -158,7 +158,7 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
         loaded = None
     fork.run_id = new_run_id or _fork_id(run.run_id, store)
     if store is not None:
-        fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=loaded)
+        fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=loaded, like=run.checkpoints)
     return fork
 
 
