@@ -226,10 +226,13 @@ class Checkpointer:
         if fresh and store.has_run(run.run_id):
             raise StoreError(f"run id {run.run_id!r} exists already in the store; resume it or choose another id")
         self.store, self.run = store, run
-        same = like is not None and like._version == run.contract.version
+        # The version is a sha256 over the whole contract (~70 µs): a fork holding its source's very
+        # contract object takes the source's.
+        version = like._version if like is not None and like.run.contract is run.contract else run.contract.version
+        same = like is not None and like._version == version
         self._redact = like._redact if like is not None and same else _Redactor(run.contract.memory.exclude)
         self._drop = tuple(k for k in run.contract.memory.exclude if k not in SECRET_CATEGORIES)
-        self._version = run.contract.version
+        self._version = version
         self._seq = run.events[-1].seq if run.events else 0
         self._artifacts: dict[str, str] = {}
         self._verification: dict[str, Any] | None = None

@@ -78,7 +78,8 @@ class SnapshotStore:
         self.directory = os.path.abspath(directory)
         self.blobs = BlobStore(os.path.join(self.directory, "blobs"))
         self._mdir = os.path.join(self.directory, "manifests")  # made by the first save
-        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        if not os.path.isdir(self.directory):  # usually made already (mkdtemp): a stat, not a failing mkdir
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
         self._infos: dict[str, SnapshotInfo] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self._cache: OrderedDict[str, Manifest] = OrderedDict()
