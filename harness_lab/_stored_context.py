@@ -20,28 +20,54 @@ __all__ = ["item_texts", "stored_context"]
 
 
 def stored_context(store: Store, run_id: str, step: int, base: int | None, text: str | None, *,
-                   texts: bool = True) -> tuple[dict[str, Any] | None, dict[str, str]]:
+                   texts: bool = True, source: str | None = None,
+                   _depth: int = 0) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """The context state at ``step`` and (``texts``) the stored text of most of its items, by id:
     the whole state of row ``base`` with the change logs of the rows after it replayed (at most
-    FULL_EVERY rows, whatever the history's length). Items a change log rewrote have no text here."""
-    if text is None:
-        return None, {}
+    FULL_EVERY rows, whatever the history's length). Items a change log rewrote have no text here.
+    ``source`` (a fork's checkpoint field ``context_from``): the base row holds no state of its own but
+    stands for the context of that checkpoint ("run@step"), read the same way."""
     if base is None or base == step:
+        if text is None:
+            return _source_context(store, source, texts, _depth) if source is not None else (None, {})
         state: dict[str, Any] = _loads(text)
         return state, item_texts(text, state) if texts else {}
+    if text is None:
+        return None, {}
     rows = store.contexts(run_id, base, step)
     if not rows or rows[0][0] != base or rows[-1][0] != step or len(rows) != step - base + 1:
         raise ValueError(f"the context rows {base}..{step} are incomplete")
-    if any(c is None for _, c in rows):
+    if any(c is None for _, c in rows[1:]) or (rows[0][1] is None and source is None):
         raise ValueError(f"a context row between steps {base} and {step} is empty")
-    first, *changes = (_loads(c or "null") for _, c in rows)
-    found = item_texts(rows[0][1] or "", first) if texts else {}
+    changes = [_loads(c or "null") for _, c in rows[1:]]
+    if rows[0][1] is None:
+        referenced, found = _source_context(store, source, texts, _depth)
+        if referenced is None:
+            raise ValueError(f"the context that row {base} stands for ({source}) is empty")
+        first: dict[str, Any] = referenced
+    else:
+        first = _loads(rows[0][1])
+        found = item_texts(rows[0][1], first) if texts else {}
     for change in changes if found else ():  # a rewritten or retired item's stored text is not its text now
         for entry in change.get("items", ()):
             found.pop(str(entry.get("id")), None)
         for item_id in change.get("retired", ()):
             found.pop(str(item_id), None)
     return apply_changes(first, changes), found
+
+
+def _source_context(store: Store, source: str | None, texts: bool,
+                    depth: int) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The context of the checkpoint a fork's base row stands for (a fork of a fork: once more)."""
+    from .checkpoint import Checkpoint  # the checkpoint module is the writer; this is its reader
+
+    run_id, _, step = (source or "").rpartition("@")
+    if not run_id or not step.isdigit() or depth > 64:
+        raise ValueError(f"a base row stands for {source!r}, not a checkpoint of this store")
+    row = store.step(run_id, int(step))
+    checkpoint = Checkpoint.model_validate_json(row.checkpoint)
+    return stored_context(store, run_id, row.step, checkpoint.context_base, row.context, texts=texts,
+                          source=checkpoint.context_from, _depth=depth + 1)
 
 
 def _loads(text: str) -> Any:

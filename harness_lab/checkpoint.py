@@ -90,6 +90,9 @@ class Checkpoint(BaseModel):
     run_state: dict[str, Any]
     excluded: tuple[str, ...] = ()
     context_base: int | None = None  # the step whose row holds the whole context state to replay from
+    # A fork's rows before its first whole state: the checkpoint ("run@step") whose stored context the
+    # base row stands for (that row holds no context of its own).
+    context_from: str | None = None
 
     @property
     def id(self) -> str:
@@ -218,11 +221,13 @@ class Checkpointer:
     _version: str
 
     def __init__(self, store: Store, run: Run, *, fresh: bool, loaded: Mapping[str, str] | None = None,
-                 like: Checkpointer | None = None) -> None:
+                 like: Checkpointer | None = None, context_from: str | None = None) -> None:
         """``loaded``: the run's context was just read from ``store`` (a fork): its items' stored
-        texts by id, already redacted, which the first row reuses instead of dumping them again.
+        texts by id, already redacted, which a later whole state reuses instead of dumping them again.
         ``like``: the checkpointer of a run under the same contract (a fork's source), whose
-        redaction (same patterns, and the memo of texts it found clean) this one shares."""
+        redaction (same patterns, and the memo of texts it found clean) this one shares.
+        ``context_from``: the checkpoint ("run@step") of ``store`` the run's context was just restored
+        from, unchanged; the first row names it instead of writing the whole state again."""
         if fresh and store.has_run(run.run_id):
             raise StoreError(f"run id {run.run_id!r} exists already in the store; resume it or choose another id")
         self.store, self.run = store, run
@@ -245,6 +250,7 @@ class Checkpointer:
         self._blobs: set[str] = set()  # sha256 of the outputs this checkpointer knows are stored
         self._verbatim: list[str] = []
         self._item_texts: dict[str, tuple[ContextItem, str]] = {}  # item id -> (version, redacted JSON)
+        self._from = context_from  # until the first whole state: the checkpoint the base row stands for
         if loaded is not None:
             state = run.context.state(ref_texts=False, raw_items=True)
             self._item_texts = {i.id: (i, loaded[i.id]) for i in state["items"] if i.id in loaded}
@@ -312,6 +318,7 @@ class Checkpointer:
             "workspace_hash": workspace_hash, "verification": self._verification,
             "failure_root_cause": self._failure, "pending": _pending(run), "next_step": _next_step(run),
             "usage": usage, "run_state": state, "excluded": self._drop, "context_base": base,
+            "context_from": self._from,
         }
         text = _dumps(checkpoint)
         # Checked text by text against the memo (usually clean); whole-text redaction otherwise.
@@ -341,10 +348,17 @@ class Checkpointer:
         if "context" in self._drop:
             return None, [], None
         ctx = self.run.context
+        if self._from is not None and self._base is None:
+            # A fork's first row: its context is the source checkpoint's, stored already (redacted under
+            # this very contract). Name it; the change logs of the next rows build on it.
+            ctx.discard_changes()
+            self._ctx = ctx
+            return None, [], step
         whole = (ctx is not self._ctx or self._base is None or step - self._base >= FULL_EVERY
                  or self._since >= FULL_BYTES)
         base: int | None
         if whole:
+            self._from = None
             # Retire first: up to max(128, view) items that left the view for good wait for the next
             # retirement pass; a whole state without them is what every restore and fork reads back.
             ctx.retire()

@@ -89,7 +89,8 @@ def _load(store: Store, run_id: str, step: int | None,
         raise StoreError(f"run {run_id!r} has no committed step to resume from")
     try:
         checkpoint = Checkpoint.model_validate_json(row.checkpoint)
-        context, found = stored_context(store, run_id, row.step, checkpoint.context_base, row.context, texts=texts)
+        context, found = stored_context(store, run_id, row.step, checkpoint.context_base, row.context, texts=texts,
+                                        source=checkpoint.context_from)
     except (ValidationError, ValueError, KeyError, TypeError) as exc:
         raise StoreError(f"checkpoint {run_id}@{row.step} is unreadable: {str(exc).splitlines()[0]}") from exc
     return checkpoint, context, found
@@ -146,8 +147,11 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
         checkpoint, context, texts = _load(store, match["run"], int(match["step"]))
         _fork_files(run, checkpoint, fork)
         _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
-        # Its own rows were redacted under this contract (the fork's): their item texts stand as they are.
-        loaded = texts if match["run"] == run.run_id and context is not None else None
+        # Its own rows were redacted under this contract (the fork's): their item texts stand as they
+        # are, and its first row can name the checkpoint instead of storing the context again.
+        own = match["run"] == run.run_id and context is not None
+        loaded = texts if own else None
+        source = f"{match['run']}@{checkpoint.step}" if own else None
     else:
         snap = run.sandbox.materialize(checkpoint_id, fork.workspace)
         fork.sandbox.adopt_blobs(run.sandbox, checkpoint_id)
@@ -155,10 +159,11 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
             raise RunStateError(f"snapshot {checkpoint_id} holds no run state")
         fork.continue_from(snap.run_state, step=run.step_no, seq=run.events[-1].seq if run.events else 0,
                            usage=run.usage, source=f"fork of snapshot {checkpoint_id}")
-        loaded = None
+        loaded, source = None, None
     fork.run_id = new_run_id or _fork_id(run.run_id, store)
     if store is not None:
-        fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=loaded, like=run.checkpoints)
+        fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=loaded, like=run.checkpoints,
+                                        context_from=source)
     return fork
 
 

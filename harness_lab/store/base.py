@@ -34,7 +34,10 @@ __all__ = [
     "StoredStep",
 ]
 
-SCHEMA_VERSION = 2  # 2: blobs (large outputs by sha256); a version-1 file gains the table on open
+# 2: blobs (large outputs by sha256); a version-1 file gains the table on open.
+# 3: a fork's first rows may name the checkpoint whose context they stand for (``context_from``) instead
+#    of holding the whole state again; nothing existing changes, so 1 and 2 open as they are.
+SCHEMA_VERSION = 3
 
 EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]
 

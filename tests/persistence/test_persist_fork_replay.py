@@ -6,14 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from persisthelpers import CountingOutbox, outcome, push_run
+from persisthelpers import ACTIONS, CountingOutbox, outcome, push_run
 
-from harness_lab import RunState
+from harness_lab import RunState, ScriptedProposer
 from harness_lab._stored_context import item_texts, stored_context
 from harness_lab.context import ContextManager
 from harness_lab.errors import RunStateError
 from harness_lab.proposers.replay import replay_run
 from harness_lab.resume import load_checkpoint
+from harness_lab.run import Run
 from harness_lab.store import SQLiteStore
 
 
@@ -62,7 +63,7 @@ SECRET_STEPS = [
 ]
 
 
-def test_a_forks_first_row_holds_the_context_it_restored_and_no_secret(tmp_path: Path) -> None:
+def test_a_forks_first_row_names_the_checkpoint_it_restored_and_no_secret(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     store = SQLiteStore(db)
     run = push_run(tmp_path / "ws", store, CountingOutbox(), actions=SECRET_STEPS)
@@ -71,13 +72,46 @@ def test_a_forks_first_row_holds_the_context_it_restored_and_no_secret(tmp_path:
     for step in (4, 2):  # the last row, and a row in the middle of a change-log span
         fork = run.fork(f"R1@{step}", new_run_id=f"F{step}", workspace=tmp_path / f"fork{step}")
         row = store.step(f"F{step}", step)
-        assert row.context is not None
-        assert json.loads(row.context) == json.loads(json.dumps(fork.context.state(ref_texts=False)))
+        checkpoint, context = load_checkpoint(store, f"F{step}", step)
+        # the row stores no second copy of the context: it names the checkpoint it stands for
+        assert row.context is None and checkpoint.context_from == f"R1@{step}" and checkpoint.context_base == step
+        assert context is not None  # restored, it is the fork's context (a restore recounts the view's tokens)
+        assert _plain(ContextManager.from_state(context).state(ref_texts=False)) == _plain(fork.context.state(ref_texts=False))
         assert fork.context.view() == load_checkpoint_view(store, f"R1@{step}")
         fork.close()
     store.close()
     data = b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
     assert b"hunter2hunter2" not in data and b"[REDACTED]" in data
+
+
+def test_a_fork_steps_on_the_named_context_and_resumes_and_forks_again(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.run(max_steps=3)
+    fork = run.fork("R1@3", new_run_id="F1", workspace=tmp_path / "f1")
+    fork.executor.effects = CountingOutbox()
+    fork.run(max_steps=2)  # change logs on top of the named context
+    for step in (4, 5):
+        checkpoint, context = load_checkpoint(store, "F1", step)
+        assert checkpoint.context_from == "R1@3" and checkpoint.context_base == 3
+        assert context is not None and store.step("F1", step).context is not None
+    expected = _plain(fork.context.state(ref_texts=False))
+    stored = load_checkpoint(store, "F1", 5)[1]
+    assert stored is not None and _plain(ContextManager.from_state(stored).state(ref_texts=False)) == expected
+    second = fork.fork("F1@5", new_run_id="F2", workspace=tmp_path / "f2")  # a fork of a fork: two hops
+    assert store.step("F2", 5).context is None and load_checkpoint(store, "F2", 5)[0].context_from == "F1@5"
+    assert load_checkpoint(store, "F2", 5)[1] == stored and second.context.view() == fork.context.view()
+    fork.close()
+    resumed = Run.resume(store, "F1", proposer=ScriptedProposer(ACTIONS[5:]), effects=CountingOutbox())
+    assert resumed.step_no == 5 and resumed.context.item(fork.context.view().items[-1].id).text == \
+        fork.context.view().items[-1].text
+    assert resumed.run() is RunState.REVIEW_READY
+    for other in (run, second, resumed):
+        other.close()
+
+
+def _plain(state: object) -> object:
+    return json.loads(json.dumps(state))
 
 
 def load_checkpoint_view(store: SQLiteStore, checkpoint_id: str) -> object:
