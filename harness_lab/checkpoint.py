@@ -35,7 +35,7 @@ from pydantic_core import to_json
 from .actions import DeleteFile, GatedAction, RunCommand, WriteFile, WriteReport, _Action
 from .context import ContextItem
 from .errors import StoreError
-from .events import StepRecord
+from .events import StepRecord, dump_step_row
 from .proposers.scripted import ScriptedProposer
 from .states import RunState
 from .store import EffectEntry, Store
@@ -299,7 +299,7 @@ class Checkpointer:
         if record.events:
             self._seq = max(self._seq, record.events[-1].seq)
         self._observe(record)
-        self._write(record.step, record.model_dump_json(), workspace_hash, record.usage.model_dump(mode="json"))
+        self._write(record.step, dump_step_row(record), workspace_hash, record.usage.model_dump(mode="json"))
 
     def _write(self, step: int, record: str, workspace_hash: str | None, usage: dict[str, Any]) -> None:
         run, now = self.run, time.time()
@@ -380,7 +380,7 @@ class Checkpointer:
         items: list[ContextItem] = data.pop("items")
         cache = self._item_texts
         missing = [i for i in items if (hit := cache.get(i.id)) is None or hit[0] is not i]
-        return _ContextRow(items, missing, [_dumps(data), *(_dumps(i.to_dict()) for i in missing)], whole), blobs, base
+        return _ContextRow(items, missing, [_dumps(data), *(_dumps(i.to_dict(compact=True)) for i in missing)], whole), blobs, base
 
     def _context_text(self, row: _ContextRow, clean: bool) -> str:
         """The JSON of a context state or change log; each item version is dumped and redacted once

@@ -92,8 +92,9 @@ class LoopGates:
                 self._recent, self._hinted = [], False
             self._last_decision = decision
         key = _fingerprint(proposal)
-        same = [k for k in self._recent[-(self.repeat_limit - 1) :] if _similar(k, key, self.similarity)]
-        self._recent = [*self._recent[-(self.repeat_limit * 2) :], key]
+        keep = max(self.repeat_limit - 1, 0)  # only the last repeat_limit - 1 calls are ever compared
+        same = [k for k in self._recent[-keep:] if _similar(k, key, self.similarity)] if keep else []
+        self._recent = [*self._recent[-keep:], key][-keep:] if keep else []
         if len(same) < self.repeat_limit - 1:
             self._hinted = self._hinted and bool(same)
             return "ok"

@@ -111,7 +111,19 @@ class ContextItem:
     def render(self) -> str:
         return f"{self._header or item_header(self)}\n{self.text}\n"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, compact: bool = False) -> dict[str, Any]:
+        """Every field; ``compact`` leaves out those at their default (a checkpoint row's form:
+        :meth:`from_dict` fills them in). ``kind`` and ``id`` lead either way."""
+        if compact:
+            out: dict[str, Any] = {
+                "kind": self.kind, "id": self.id, "layer": self.layer.name, "text": self.text,
+                "source": self.source, "round": self.round, "tokens": self.tokens, "seq": self.seq,
+            }
+            for name, default in _DEFAULTS.items():
+                value = getattr(self, name)
+                if value != default:
+                    out[name] = list(value) if isinstance(value, tuple) else value
+            return out
         return {
             "kind": self.kind,
             "id": self.id,
@@ -149,23 +161,29 @@ class ContextItem:
         _set(item, "round", int(data["round"]))
         _set(item, "tokens", int(data["tokens"]))
         _set(item, "seq", int(data["seq"]))
-        _set(item, "role", data["role"])
-        _set(item, "pinned", bool(data["pinned"]))
-        _set(item, "anomaly", bool(data["anomaly"]))
-        _set(item, "key", data["key"])
-        _set(item, "freshness", data["freshness"])
-        _set(item, "status", data["status"])
-        _set(item, "ref_id", data["ref_id"])
-        _set(item, "supersedes", data["supersedes"])
-        _set(item, "superseded_by", data["superseded_by"])
-        _set(item, "covers", tuple(data["covers"]))
-        _set(item, "carries", tuple(data["carries"]))
-        _set(item, "segment", int(data["segment"]))
+        get = data.get  # fields at their default may be left out (to_dict(compact=True))
+        _set(item, "role", get("role", "note"))
+        _set(item, "pinned", bool(get("pinned", False)))
+        _set(item, "anomaly", bool(get("anomaly", False)))
+        _set(item, "key", get("key"))
+        _set(item, "freshness", get("freshness", "fresh"))
+        _set(item, "status", get("status", "current"))
+        _set(item, "ref_id", get("ref_id"))
+        _set(item, "supersedes", get("supersedes"))
+        _set(item, "superseded_by", get("superseded_by"))
+        _set(item, "covers", tuple(get("covers", ())))
+        _set(item, "carries", tuple(get("carries", ())))
+        _set(item, "segment", int(get("segment", 0)))
         _set(item, "kind", "context_item")
         _set(item, "_header", "")
         return item
 
 
+# The fields with a default, in to_dict's order (the compact form leaves out those at their default).
+_DEFAULTS: dict[str, Any] = {
+    "role": "note", "pinned": False, "anomaly": False, "key": None, "freshness": "fresh", "status": "current",
+    "ref_id": None, "supersedes": None, "superseded_by": None, "covers": (), "carries": (), "segment": 0,
+}
 _new_object = object.__new__
 _set = object.__setattr__
 _LAYER_BY_NAME = {layer.name: layer for layer in Layer}  # Layer[name] is a Python-level lookup: ~0.3 µs

@@ -17,7 +17,7 @@ from ..approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman
 from ..context import ContextView
 from ..contract import ControlContract
 from ..errors import RunStateError
-from ..events import StepRecord
+from ..events import StepRecord, load_step_row
 from ..evidence import EvidenceCatalogue
 from ..paths import data_dir
 from ..store import Store
@@ -63,7 +63,7 @@ class ReplayResult:
 
 def saved_trace(store: Store, run_id: str) -> list[StepRecord]:
     """Every committed step record of a run, oldest first (the step-0 registration row excluded)."""
-    return [StepRecord.model_validate_json(row.record) for row in store.steps(run_id) if row.record != "null"]
+    return [load_step_row(row.record) for row in store.steps(run_id) if row.record != "null"]
 
 
 def _key(record: StepRecord) -> tuple[Any, ...]:
