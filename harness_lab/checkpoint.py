@@ -16,6 +16,10 @@ replays from. Large outputs go to the store's blobs once, by sha256. Redaction r
 written, so only over the new and changed text; a memo of the JSON pieces (and whole texts) found
 clean before means a loop's rows cost one hash each to check (see ``_Redactor.clean``). A step with
 no effect skips the ledger update, so its row is one ``INSERT`` in one implicit transaction.
+A whole state leaves out retired items; a fork's first row holds no context at all but names the
+checkpoint it restored (``context_from``), and its change logs build on that until its own first
+whole state. Step records are stored by :func:`~harness_lab.events.dump_step_row` (events that
+repeat the record's proposal, decision and result say so instead of carrying them again).
 """
 
 from __future__ import annotations
