@@ -94,7 +94,7 @@ class LoopGates:
         key = _fingerprint(proposal)
         keep = max(self.repeat_limit - 1, 0)  # only the last repeat_limit - 1 calls are ever compared
         same = [k for k in self._recent[-keep:] if _similar(k, key, self.similarity)] if keep else []
-        self._recent = [*self._recent[-keep:], key][-keep:] if keep else []
+        self._recent = [*self._recent, key][-keep:] if keep else []
         if len(same) < self.repeat_limit - 1:
             self._hinted = self._hinted and bool(same)
             return "ok"
@@ -140,8 +140,8 @@ def _similar(a: str, b: str, threshold: float) -> bool:
     # plus the common suffix plus at most the multiset intersection of the two middles. Fingerprints
     # of one kind share their JSON frame, so the middles are short. Only when that bound reaches the
     # threshold does the full diff run.
-    prefix = _common_prefix(a, b)
-    suffix = _common_suffix(a, b, min(la, lb) - prefix)
+    prefix = _common_run(a, b, min(la, lb))
+    suffix = _common_run(a, b, min(la, lb) - prefix, from_end=True)
     middle_a, middle_b = a[prefix : la - suffix], b[prefix : lb - suffix]
     chars = set(middle_a).intersection(middle_b)
     shared = sum(map(min, map(middle_a.count, chars), map(middle_b.count, chars)))
@@ -150,24 +150,13 @@ def _similar(a: str, b: str, threshold: float) -> bool:
     return difflib.SequenceMatcher(None, a, b).ratio() >= threshold
 
 
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    """Length of the common suffix, at most *limit* (bisection, as for the prefix)."""
+def _common_run(a: str, b: str, limit: int, *, from_end: bool = False) -> int:
+    """Length of the common prefix (or suffix), at most *limit*, by bisection over slice comparisons
+    (C speed, not a character loop)."""
     low, high = 0, limit
     while low < high:
         mid = (low + high + 1) // 2
-        if a[-mid:] == b[-mid:]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
-def _common_prefix(a: str, b: str) -> int:
-    """Length of the common prefix, by bisection over slice comparisons (C speed, not a char loop)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[:mid] == b[:mid]:
+        if (a[-mid:] == b[-mid:]) if from_end else (a[:mid] == b[:mid]):
             low = mid
         else:
             high = mid - 1

@@ -16,7 +16,7 @@ layer, freshness or status changes, so a view taken earlier never changes under 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from enum import IntEnum
 from operator import attrgetter
 from typing import Any, ClassVar, Literal
@@ -179,11 +179,9 @@ class ContextItem:
         return item
 
 
-# The fields with a default, in to_dict's order (the compact form leaves out those at their default).
-_DEFAULTS: dict[str, Any] = {
-    "role": "note", "pinned": False, "anomaly": False, "key": None, "freshness": "fresh", "status": "current",
-    "ref_id": None, "supersedes": None, "superseded_by": None, "covers": (), "carries": (), "segment": 0,
-}
+# The constructor's fields that have a default, with it, in declaration order (to_dict's order): the
+# compact form leaves out those at their default; ItemRecord.make fills them in.
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ContextItem) if f.init and f.default is not MISSING}
 _new_object = object.__new__
 _set = object.__setattr__
 _LAYER_BY_NAME = {layer.name: layer for layer in Layer}  # Layer[name] is a Python-level lookup: ~0.3 µs

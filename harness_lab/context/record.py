@@ -20,10 +20,10 @@ checkpoint can store what changed since the previous one instead of the whole re
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from typing import Any
 
-from .items import ContextItem, item_header, view_order
+from .items import _DEFAULTS, ContextItem, item_header, view_order
 
 __all__ = ["ItemRecord"]
 
@@ -266,8 +266,7 @@ class ItemRecord:
 
 _INIT_FIELDS = tuple(f.name for f in fields(ContextItem) if f.init)
 _INIT_SET = frozenset(_INIT_FIELDS)
-_REQUIRED = frozenset(f.name for f in fields(ContextItem) if f.init and f.default is MISSING)
-_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ContextItem) if f.init and f.default is not MISSING}
+_REQUIRED = _INIT_SET - _DEFAULTS.keys()
 _new_item = object.__new__
 _set = object.__setattr__
 
