@@ -199,6 +199,11 @@ class Proposal(BaseModel):
         return hashlib.sha256(self.canonical.encode()).hexdigest()
 
     def describe(self) -> str:
+        """The call as one line, e.g. ``read_file(path='notes.md')`` (made once: every observation shows it)."""
+        return self._described
+
+    @cached_property
+    def _described(self) -> str:
         if self.action is None:
             return f"invalid proposal ({self.error.code if self.error else '?'})"
         args = self.action_json or {}
@@ -219,7 +224,7 @@ def parse_proposal(raw: object) -> Proposal:
         return Proposal(raw=_jsonable(raw), error=ProposalError(
             code="malformed", message=f"a proposal must be a mapping with a string 'kind', got {_short(raw)}",
             hint='propose e.g. {"kind": "read_evidence", "id": "..."}'))
-    raw_map = dict(raw)
+    raw_map = raw if type(raw) is dict else dict(raw)  # read only here: no copy needed
     kind = raw_map["kind"]
     if kind in FORBIDDEN_KINDS:
         args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
@@ -264,21 +269,29 @@ _SCALARS = (str, int, float, bool, type(None))
 def _plain_copy(value: object, depth: int = 0) -> Any:
     """A copy of JSON-native data (exact str/int/float/bool/None, lists, str-keyed dicts), equal to
     what the JSON round trip returns, built without it; ``_NOT_PLAIN`` for anything else (and for
-    deep nesting, which may be a cycle: the round trip reports those)."""
+    deep nesting, which may be a cycle: the round trip reports those). Plain loops, no generators:
+    a proposal's arguments are copied every step."""
     kind = type(value)
     if kind in _SCALARS:
         return value
     if depth > 32:
         return _NOT_PLAIN
-    if kind is list:
-        out = [_plain_copy(v, depth + 1) for v in value]  # type: ignore[attr-defined]
-        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in out) else out
     if kind is dict:
-        items = value.items()  # type: ignore[attr-defined]
-        if any(type(k) is not str for k, _ in items):
-            return _NOT_PLAIN
-        copied = {k: _plain_copy(v, depth + 1) for k, v in items}
-        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in copied.values()) else copied
+        copied: dict[str, Any] = {}
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                return _NOT_PLAIN
+            if type(item) not in _SCALARS and (item := _plain_copy(item, depth + 1)) is _NOT_PLAIN:
+                return _NOT_PLAIN
+            copied[key] = item
+        return copied
+    if kind is list:
+        out: list[Any] = []
+        for item in value:  # type: ignore[attr-defined]
+            if type(item) not in _SCALARS and (item := _plain_copy(item, depth + 1)) is _NOT_PLAIN:
+                return _NOT_PLAIN
+            out.append(item)
+        return out
     return _NOT_PLAIN
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._run_base import RunBase, _sha
-from .actions import Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
+from .actions import _MODELS, Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
 from .approval import ApprovalRequest, Approver
 from .checkpoint import Checkpointer
 from .clock import Clock
@@ -355,6 +355,9 @@ def _state_key(proposal: Proposal, report_path: str) -> str | None:
         return f"evidence:{action.id}"
     if isinstance(action, WriteReport):
         return f"file:{report_path}"
-    # model_fields, not getattr: a pydantic model's missing attribute raises through a slow __getattr__
-    path = getattr(action, "path", None) if action is not None and "path" in type(action).model_fields else None
+    path = getattr(action, "path", None) if type(action) in _WITH_PATH else None
     return f"file:{path}" if isinstance(path, str) else None
+
+
+# The action models with a ``path`` field (a set lookup per step, not a pydantic attribute miss).
+_WITH_PATH = frozenset(model for model in _MODELS.values() if "path" in model.model_fields)
