@@ -249,8 +249,12 @@ class ContextView:
     @classmethod
     def unordered(cls, items: Iterable[ContextItem], total_tokens: int, budget_tokens: int) -> ContextView:
         """A view of *items* (taken now) that orders them on first read of ``items``."""
-        view = cls((), total_tokens, budget_tokens)
-        object.__setattr__(view, "_unordered", tuple(items))
+        view = _new_object(cls)  # what __init__ does, without its call: a step makes one view
+        _init = object.__setattr__
+        _init(view, "_items", ())
+        _init(view, "_unordered", tuple(items))
+        _init(view, "_total", total_tokens)
+        _init(view, "_budget", budget_tokens)
         return view
 
     def __setattr__(self, name: str, value: object) -> None:

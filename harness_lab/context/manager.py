@@ -129,18 +129,15 @@ class ContextManager:
         flagged = is_anomalous(result) if anomaly is None else anomaly
         if self._too_large(result):
             info: RefInfo = self._refs.put(result, source=source, round=round)
-            item = self._new(
-                Layer.L5, describe_large_output(action, result, info), source, round,
-                role="interaction", anomaly=flagged, ref_id=info.ref_id, key=key,
-            )  # fmt: skip
+            item = self._rec.add(Layer.L5, describe_large_output(action, result, info), source, round,
+                                 "interaction", flagged, key, info.ref_id)
         else:
-            text = f"> {action}\n{result}"
-            item = self._new(Layer.L2, text, source, round, role="interaction", anomaly=flagged, key=key)
+            item = self._rec.add(Layer.L2, f"> {action}\n{result}", source, round, "interaction", flagged, key)
         self._window.append(item.id)
         while len(self._window) > INTERACTION_WINDOW:
             old = self._rec.live.get(self._window.pop(0))
             if old is not None and old.layer == Layer.L2:
-                self._rec.put(self._rec.restamp(old, layer=Layer.L4))
+                self._rec.put(self._rec.relayer(old, Layer.L4))
         return item
 
     def add_feedback(self, round: int, text: str, *, source: str, key: str | None = None) -> ContextItem:
