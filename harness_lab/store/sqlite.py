@@ -130,7 +130,7 @@ class SQLiteStore:
                              "upgrade harness-lab to read it")
         if int(row[1]) == 1:  # schema 1 -> 2: only a new table; existing rows stay as they are
             self._tx([(_BLOBS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
-        elif int(row[1]) == 2:  # 2 -> 3: rows gain an optional field; existing rows stay as they are
+        elif int(row[1]) in (2, 3):  # -> 4: only newer rows' forms change; existing rows stay as they are
             self._tx([("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
         elif int(row[1]) < SCHEMA_VERSION:
             raise StoreError(f"{self.path}: schema {row[1]} is older than {SCHEMA_VERSION} and has no migration")

@@ -1,0 +1,174 @@
+"""A stored step record (``dump_step_row``) reads back equal for every shape a run makes, is smaller
+than the plain dump, and the older row forms still read."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from persisthelpers import ACTIONS, CountingOutbox, push_run
+from pydantic_core import to_json
+
+from harness_lab import Run
+from harness_lab.actions import parse_proposal
+from harness_lab.checkpoint import Checkpoint
+from harness_lab.contract import load_contract
+from harness_lab.events import Decision, Proposed, StepRecord, ToolCalled, Usage, dump_step_row, load_step_row
+from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.paths import data_dir
+from harness_lab.proposers import ScriptedProposer
+from harness_lab.proposers.replay import saved_trace
+from harness_lab.resume import load_checkpoint
+from harness_lab.scenarios import list_scenarios
+from harness_lab.states import RunState
+from harness_lab.store import SCHEMA_VERSION, SQLiteStore
+from harness_lab.tools import ToolResult
+
+# Proposals of every parse outcome: malformed, unknown kind, bad arguments, forbidden, claims, an action
+# spelled unlike its raw form (key order, a filled-in default, an int read as a float), and plain ones.
+ODD: list[Any] = [
+    "just text",
+    {"kind": "teleport", "to": "mars"},
+    {"kind": "read_ref", "ref": 3, "start": -1},
+    {"kind": "think", "thought": "with a claim", "confidence": 0.9},
+    {"thought": "keys in another order", "kind": "think"},
+    {"kind": "list_dir", "path": "."},
+    {"kind": "run_command", "argv": ["true"], "timeout": 5, "tool_type": "default"},
+    {"kind": "read_evidence", "id": "harness-boundary"},
+    {"kind": "write_file", "path": "notes/é.txt", "content": "non-ASCII \u2713 and \"quotes\""},
+    {"kind": "set_state", "state": "REVIEW_READY"},
+]
+
+
+def _records(tmp_path: Path) -> list[StepRecord]:
+    records: list[StepRecord] = []
+    for name in list_scenarios():
+        with Run.from_scenario(name, workspace=tmp_path / name) as run:
+            run.run()
+            records.extend(run.records)
+    with push_run(tmp_path / "push", None, CountingOutbox()) as run:  # policy-approved gated push
+        run.run()
+        records.extend(run.records)
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
+        max_decisions=40, max_tool_calls=40)
+    evidence = EvidenceCatalogue.from_dir(data_dir() / "evidence")
+    with Run(contract=contract, proposer=ScriptedProposer(ODD), evidence=evidence,
+             workspace=tmp_path / "odd") as run:
+        for at in range(len(ODD)):
+            if run.state.terminal:
+                break
+            if at == 3:
+                snapshot = run.sandbox.snapshot(label="before a claim")
+            records.append(run.step())
+            if at == 4:  # a restore between steps: its event lands in the next record
+                run.rollback(snapshot.id)
+    for decide in ("approve", "reject"):  # parked for a human, then decided
+        with Run(contract=contract, proposer=ScriptedProposer(ACTIONS), evidence=evidence,
+                 workspace=tmp_path / decide, effects=CountingOutbox()) as run:
+            while run.waiting is None and not run.state.terminal:
+                run.step()
+            assert run.waiting is not None
+            run.approve() if decide == "approve" else run.reject("not now")
+            run.run()
+            records.extend(run.records)
+    return records
+
+
+def _v3_row(record: StepRecord) -> str:
+    """The form rows had before this one (schema 3): the full record, events saying ``same``."""
+    data = record.model_dump(mode="json", exclude={"events"})
+    events: list[dict[str, Any]] = []
+    for event in record.events:
+        if type(event) is Proposed and event.proposal is record.proposal and event.decision is record.decision:
+            events.append({"seq": event.seq, "step": event.step, "kind": "proposed", "same": True})
+        elif type(event) is ToolCalled and event.result is record.tool_result:
+            events.append({"seq": event.seq, "step": event.step, "kind": "tool_called", "tool": event.tool,
+                           "same": True})
+        else:
+            events.append(event.model_dump(mode="json"))
+    data["events"] = events
+    return to_json(data).decode()
+
+
+def test_every_record_shape_reads_back_equal_from_every_row_form(tmp_path: Path) -> None:
+    records = _records(tmp_path)
+    kinds = {type(e).__name__ for r in records for e in r.events}
+    codes = {r.proposal.error.code for r in records if r.proposal is not None and r.proposal.error is not None}
+    verdicts = {r.decision.verdict for r in records}
+    assert {"Proposed", "ToolCalled", "StateChanged", "HumanDecided", "Note", "Restored"} <= kinds
+    assert any(e.step != r.step for r in records for e in r.events)
+    assert codes == {"malformed", "unknown_kind", "bad_arguments"}
+    assert {"execute", "validate", "refuse", "park", "approved", "rejected"} <= verdicts
+    assert any(r.proposal is not None and r.proposal.claims for r in records)
+    assert any(r.verdict is not None for r in records) and any(r.proposal is None for r in records)
+    marked = 0
+    for record in records:
+        row = dump_step_row(record)
+        assert load_step_row(row) == record, record.summary()
+        assert load_step_row(_v3_row(record)) == record  # schema-3 rows
+        assert load_step_row(record.model_dump_json()) == record  # the plain form (older rows)
+        assert len(row) < len(_v3_row(record)) <= len(record.model_dump_json())
+        marked += '"action":"raw"' in row
+    assert marked > len(records) // 2, "most actions are spelled like their raw proposal"
+
+
+def test_an_action_spelled_unlike_its_raw_form_is_stored_in_full() -> None:
+    usage = Usage(decisions=1, tool_calls=1, tokens=1, elapsed_s=0.5)
+    decision = Decision(verdict="execute", reason="r")
+    for raw, marked in [({"kind": "think", "thought": "t"}, True), ({"thought": "t", "kind": "think"}, False),
+                        ({"kind": "run_command", "argv": ["true"], "timeout": 5, "tool_type": "default"}, False),
+                        ({"kind": "run_command", "argv": ["true"], "timeout": 5.0, "tool_type": "default"}, True)]:
+        proposal = parse_proposal(raw)
+        assert proposal.action is not None
+        record = StepRecord(step=1, state_before=RunState.RUNNING, state_after=RunState.RUNNING,
+                            proposal=proposal, decision=decision, usage=usage)
+        row = dump_step_row(record)
+        assert ('"action":"raw"' in row) is marked, raw
+        back = load_step_row(row)
+        assert back == record and to_json(back.proposal.raw if back.proposal else None) == to_json(raw)
+
+
+def test_a_new_record_is_never_mistaken_for_a_remembered_one() -> None:
+    usage = Usage(decisions=1, tool_calls=1, tokens=1, elapsed_s=0.5)
+    noted = ToolResult.success("think", "noted")
+    proposal = parse_proposal({"kind": "think", "thought": "t"})
+    decision = Decision(verdict="execute", reason="first")
+    rows = []
+    for _ in range(200):  # more than the memo holds: it forgets, never confuses
+        decision = Decision(verdict="execute", reason=f"reason {len(rows)}")
+        record = StepRecord(step=2, state_before=RunState.RUNNING, state_after=RunState.BLOCKED,
+                            proposal=proposal, decision=decision, tool_result=noted, usage=usage)
+        rows.append((dump_step_row(record), record))
+    for row, record in rows:
+        assert load_step_row(row) == record
+        assert f'"reason":"{record.decision.reason}"' in row and '"state_after":"BLOCKED"' in row
+
+
+def test_a_schema_3_file_with_rows_of_its_form_is_upgraded_and_still_resumes(tmp_path: Path) -> None:
+    db = tmp_path / "old.sqlite"
+    store = SQLiteStore(db)
+    with push_run(tmp_path / "ws", store, CountingOutbox()) as run:
+        for _ in range(4):
+            run.step()
+        expected = saved_trace(store, "R1")
+        checkpoints = [load_checkpoint(store, "R1", step)[0] for step in range(5)]
+    store.close()
+    conn = sqlite3.connect(db)  # rewrite every row as schema 3 wrote it
+    for step, record, checkpoint in conn.execute("SELECT step, record, checkpoint FROM steps").fetchall():
+        old = _v3_row(load_step_row(record)) if record != "null" else record
+        full = Checkpoint.model_validate_json(checkpoint).model_dump_json()
+        conn.execute("UPDATE steps SET record = ?, checkpoint = ? WHERE step = ?", (old, full, step))
+    conn.execute("UPDATE schema_version SET version = 3")
+    conn.commit()
+    conn.close()
+    store = SQLiteStore(db, create=False)
+    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert '"state_after"' in store.step("R1", 2).record  # the old form is what is read back
+    assert saved_trace(store, "R1") == expected
+    assert [load_checkpoint(store, "R1", step)[0] for step in range(5)] == checkpoints
+    resumed = Run.resume(store, "R1", effects=CountingOutbox())
+    assert resumed.resume_report is not None and resumed.resume_report.ok, resumed.resume_report
+    assert resumed.run() is RunState.REVIEW_READY
+    assert [load_step_row(row.record) for row in store.steps("R1", start=5)]  # new rows follow the old ones
+    store.close()
