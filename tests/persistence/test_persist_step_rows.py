@@ -7,13 +7,16 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from persisthelpers import ACTIONS, CountingOutbox, push_run
 from pydantic_core import to_json
 
 from harness_lab import Run
 from harness_lab.actions import parse_proposal
+from harness_lab.approval import AutoApprove
 from harness_lab.checkpoint import Checkpoint
 from harness_lab.contract import load_contract
+from harness_lab.errors import StoreError
 from harness_lab.events import Decision, Proposed, StepRecord, ToolCalled, Usage, dump_step_row, load_step_row
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.paths import data_dir
@@ -172,3 +175,37 @@ def test_a_schema_3_file_with_rows_of_its_form_is_upgraded_and_still_resumes(tmp
     assert resumed.run() is RunState.REVIEW_READY
     assert [load_step_row(row.record) for row in store.steps("R1", start=5)]  # new rows follow the old ones
     store.close()
+
+
+_OLD_STEPS = ("CREATE TABLE steps (run_id TEXT NOT NULL, step INTEGER NOT NULL, at REAL NOT NULL, record TEXT NOT NULL,"
+              " checkpoint TEXT NOT NULL, context TEXT, PRIMARY KEY (run_id, step)) WITHOUT ROWID")
+
+
+def test_new_files_keep_step_rows_in_a_rowid_table_and_old_without_rowid_files_work_the_same(tmp_path: Path) -> None:
+    new = tmp_path / "new.sqlite"
+    SQLiteStore(new).close()
+    sql = sqlite3.connect(new).execute("SELECT sql FROM sqlite_master WHERE name = 'steps'").fetchone()[0]
+    assert "PRIMARY KEY (run_id, step)" in sql and "WITHOUT ROWID" not in sql.upper()
+    outcomes = []
+    for name in ("new", "old"):
+        db = tmp_path / f"{name}.sqlite"
+        if name == "old":  # a file made before: the same columns in a WITHOUT ROWID table
+            SQLiteStore(db).close()
+            conn = sqlite3.connect(db)
+            conn.execute("DROP TABLE steps")
+            conn.execute(_OLD_STEPS)
+            conn.execute("UPDATE schema_version SET version = 3")
+            conn.commit()
+            conn.close()
+        store = SQLiteStore(db)
+        with push_run(tmp_path / f"ws-{name}", store, CountingOutbox()) as run:
+            for _ in range(3):
+                run.step()
+            with pytest.raises(StoreError, match="refused to overwrite"):
+                store.commit_step("R1", 3, 0.0, "null", "{}", None)
+        resumed = Run.resume(store, "R1", effects=CountingOutbox(), approver=AutoApprove())
+        assert resumed.run() is RunState.REVIEW_READY
+        outcomes.append(([(r.step, r.state_after) for r in saved_trace(store, "R1")],
+                         [h.step for h in store.history("R1")], len(store.contexts("R1", 2, 5))))
+        store.close()
+    assert outcomes[0] == outcomes[1] and outcomes[0][1] == list(range(len(ACTIONS) + 1))
