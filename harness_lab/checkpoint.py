@@ -33,13 +33,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import to_json
 
 from .actions import DeleteFile, GatedAction, RunCommand, WriteFile, WriteReport, _Action
 from .context import ContextItem
 from .errors import StoreError
-from .events import StepRecord, dump_step_row
+from .events import StepRecord, Usage, dump_step_row
 from .proposers.scripted import ScriptedProposer
 from .states import RunState
 from .store import EffectEntry, Store
@@ -73,7 +73,9 @@ _WRITES = frozenset({"write_file", "write_report", "delete_file", "run_command"}
 
 
 class Checkpoint(BaseModel):
-    """What is persisted after each step (read side; see :meth:`Checkpointer.commit`)."""
+    """What is persisted after each step (read side; see :meth:`Checkpointer.commit`). A row leaves
+    out the fields at their default, and the entries of ``run_state`` at their empty value (its
+    ``state`` when it is the checkpoint's): reading fills them in (schema 4; older rows hold all)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -83,12 +85,12 @@ class Checkpoint(BaseModel):
     seq: int
     contract_version: str
     state: RunState
-    completed_scope: tuple[str, ...]
-    artifact_sha256: dict[str, str]
-    workspace_hash: str | None
-    verification: dict[str, Any] | None
-    failure_root_cause: str | None
-    pending: tuple[str, ...]
+    completed_scope: tuple[str, ...] = ()
+    artifact_sha256: dict[str, str] = Field(default_factory=dict)
+    workspace_hash: str | None = None
+    verification: dict[str, Any] | None = None
+    failure_root_cause: str | None = None
+    pending: tuple[str, ...] = ()
     next_step: str
     usage: dict[str, Any]
     run_state: dict[str, Any]
@@ -101,6 +103,25 @@ class Checkpoint(BaseModel):
     @property
     def id(self) -> str:
         return f"{self.run_id}@{self.step}"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_run_state(cls, data: Any) -> Any:
+        """The entries a row left out of ``run_state`` (never one that ``excluded`` dropped)."""
+        state = data.get("run_state") if isinstance(data, dict) else None
+        if isinstance(state, dict) and not _RUN_STATE_KEYS <= state.keys():
+            excluded = data.get("excluded") or ()
+            filled = {"state": data.get("state")} if "state" not in state and "state" not in excluded else {}
+            filled.update((k, {} if v == {} else v) for k, v in _RUN_STATE_EMPTY.items()
+                          if k not in state and k not in excluded)
+            data = {**data, "run_state": {**filled, **state}}
+        return data
+
+
+# run_state entries (RunBase.capture) left out of a row at these values.
+_RUN_STATE_EMPTY: dict[str, Any] = {"stop_reason": None, "observed": {}, "proposer": None, "receipt": None,
+                                    "waiting": None, "pending": None}
+_RUN_STATE_KEYS = frozenset({"state", *_RUN_STATE_EMPTY})
 
 
 def effect_class(action: _Action) -> Literal["read", "redoable", "workspace", "external"]:
@@ -265,7 +286,7 @@ class Checkpointer:
         self.window = 256  # step records kept in run.records (events: 4x, a few per step); the rest is in the store
         if fresh:  # registered at once with a first checkpoint (step 0): a kill before step 1 resumes too
             self.store.create_run(run.run_id, json.loads(self._redact(_dumps(run_spec(run)))), self.last_commit_at)
-            self._write(run.step_no, "null", run.sandbox.workspace_hash(), run.usage.model_dump(mode="json"))
+            self._write(run.step_no, "null", run.sandbox.workspace_hash(), run.usage)
 
     def adopt(self, checkpoint: Checkpoint) -> None:
         """Carry the slow-moving fields on from a loaded checkpoint (resume, fork)."""
@@ -303,27 +324,48 @@ class Checkpointer:
         if record.events:
             self._seq = max(self._seq, record.events[-1].seq)
         self._observe(record)
-        self._write(record.step, dump_step_row(record), workspace_hash, record.usage.model_dump(mode="json"))
+        self._write(record.step, dump_step_row(record), workspace_hash, record.usage)
 
-    def _write(self, step: int, record: str, workspace_hash: str | None, usage: dict[str, Any]) -> None:
+    def _write(self, step: int, record: str, workspace_hash: str | None, usage: Usage) -> None:
         run, now = self.run, time.time()
         state = run.capture(context=False)
         for key in self._drop:
             state.pop(key, None)
+        # Left out at their empty value (Checkpoint fills them in): a third of the row.
+        for key, empty in _RUN_STATE_EMPTY.items():
+            if key in state and state[key] == empty and type(state[key]) is type(empty):
+                del state[key]
+        if state.get("state") == run.state.value:
+            del state["state"]
         try:
             context, blobs, base = self._context(step)
         except BaseException:
             self._ctx = None  # the change log may be half taken: the next row holds the whole state
             raise
-        checkpoint = {
+        checkpoint: dict[str, Any] = {
             "kind": "checkpoint", "run_id": run.run_id, "step": step, "seq": self._seq,
-            "contract_version": self._version, "state": run.state.value,
-            "completed_scope": sorted(run.executor.observed), "artifact_sha256": self._artifacts,
-            "workspace_hash": workspace_hash, "verification": self._verification,
-            "failure_root_cause": self._failure, "pending": _pending(run), "next_step": _next_step(run),
-            "usage": usage, "run_state": state, "excluded": self._drop, "context_base": base,
-            "context_from": self._from,
+            "contract_version": self._version, "state": run.state.value, "next_step": _next_step(run),
+            "usage": {"decisions": usage.decisions, "tool_calls": usage.tool_calls, "tokens": usage.tokens,
+                      "elapsed_s": usage.elapsed_s},
+            "run_state": state, "context_base": base,
         }
+        # The rest only when not at the default a reader fills in (see Checkpoint).
+        if run.executor.observed:
+            checkpoint["completed_scope"] = sorted(run.executor.observed)
+        if self._artifacts:
+            checkpoint["artifact_sha256"] = self._artifacts
+        if workspace_hash is not None:
+            checkpoint["workspace_hash"] = workspace_hash
+        if self._verification is not None:
+            checkpoint["verification"] = self._verification
+        if self._failure is not None:
+            checkpoint["failure_root_cause"] = self._failure
+        if pending := _pending(run):
+            checkpoint["pending"] = pending
+        if self._drop:
+            checkpoint["excluded"] = self._drop
+        if self._from is not None:
+            checkpoint["context_from"] = self._from
         text = _dumps(checkpoint)
         # Checked text by text against the memo (usually clean); whole-text redaction otherwise.
         clean = all([self._redact.clean(t) for t in (record, text, *(context.raw if context is not None else ()))])

@@ -37,8 +37,9 @@ __all__ = [
 # 2: blobs (large outputs by sha256); a version-1 file gains the table on open.
 # 3: a fork's first rows may name the checkpoint whose context they stand for (``context_from``) instead
 #    of holding the whole state again; nothing existing changes, so 1 and 2 open as they are.
-# 4: step records in a compacter form (fields at their default left out, see events.dump_step_row) that
-#    an older harness-lab cannot read; rows of 1-3 still read as they are.
+# 4: step records and checkpoints in a compacter form (fields at their default left out: see
+#    events.dump_step_row, checkpoint.Checkpoint) that an older harness-lab cannot read; rows of 1-3
+#    still read as they are. New files keep step rows in a rowid table (see sqlite._TABLES).
 SCHEMA_VERSION = 4
 
 EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]
