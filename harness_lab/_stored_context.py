@@ -49,7 +49,7 @@ def stored_context(store: Store, run_id: str, step: int, base: int | None, text:
         first = _loads(rows[0][1])
         found = item_texts(rows[0][1], first) if texts else {}
     for change in changes if found else ():  # a rewritten or retired item's stored text is not its text now
-        for entry in change.get("items", ()):
+        for entry in (*change.get("items", ()), *change.get("patches", ())):
             found.pop(str(entry.get("id")), None)
         for item_id in change.get("retired", ()):
             found.pop(str(item_id), None)

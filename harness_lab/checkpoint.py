@@ -415,7 +415,7 @@ class Checkpointer:
             ctx.attach_ref_loader(self.store.blob)
         else:
             data = ctx.take_changes(raw_items=True)
-            refs, base = data["refs"], self._base
+            refs, base = data.get("refs", ()), self._base  # a change log names new outputs only when there are some
         blobs, self._verbatim = [], []
         for entry in refs:
             if entry["sha256"] not in self._blobs:

@@ -1,11 +1,16 @@
 """The context's change log: what changed since the last checkpoint, and how to replay it.
 
 A checkpoint stores the whole context state now and then and, in between, only what
-:meth:`~harness_lab.context.ContextManager.take_changes` returns: the item versions written, the
-items retired, the stubs when they changed, the view's membership when it changed (as ids dropped and added when the order
-allows, else whole), new stored outputs (by sha256) and the few
-scalars. A step then costs what it changed, not what the run remembers. :func:`apply_changes`
-replays such logs onto a state; the result equals ``state(ref_texts=False)`` at that moment.
+:meth:`~harness_lab.context.ContextManager.take_changes` returns: the item versions written (an item
+rewritten with its text unchanged, such as the interaction that left the window for L4, as a patch of
+the fields that changed), the items retired, the stubs when they changed, the view's membership when
+it changed (as ids dropped and added when the order allows, else whole), new stored outputs (by
+sha256) and the scalars that changed. A step then costs what it changed, not what the run remembers.
+:func:`apply_changes` replays such logs onto a state; the result equals ``state(ref_texts=False)``
+at that moment.
+
+Versions: 1 carried every key in every log (no patches: a rewritten item whole, every scalar);
+2 leaves out what did not change. Both replay.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from typing import Any
 
 __all__ = ["CHANGES_VERSION", "apply_changes"]
 
-CHANGES_VERSION = 1
-# Small fields copied whole from every change log entry.
+CHANGES_VERSION = 2
+_READABLE = frozenset({1, 2})
+# Small fields, each copied whole into a change log when it changed.
 SCALARS = ("budget_tokens", "output_cap_bytes", "low_water", "subtask", "window", "next", "segment", "retained")
 
 
@@ -32,22 +38,29 @@ def apply_changes(state: Mapping[str, Any], changes: Iterable[Mapping[str, Any]]
     refs = list(state["refs"]["refs"])
     out = dict(state)
     for change in changes:
-        if change.get("kind") != "context_changes" or change.get("version") != CHANGES_VERSION:
-            raise ValueError(f"not a context change log of version {CHANGES_VERSION}: kind={change.get('kind')!r}")
+        if change.get("kind") != "context_changes" or change.get("version") not in _READABLE:
+            raise ValueError(f"not a context change log of version 1 or 2: kind={change.get('kind')!r}, "
+                             f"version={change.get('version')!r}")
         for entry in change["items"]:
             items[str(entry["id"])] = entry
-        for item_id in change["retired"]:
+        for patch in change.get("patches", ()):
+            item_id = str(patch["id"])
+            if item_id not in items:
+                raise ValueError(f"a change log patches item {item_id}, which its state does not hold")
+            items[item_id] = {**items[item_id], **patch}
+        for item_id in change.get("retired", ()):
             items.pop(item_id, None)
-        if change["live"] is not None:
+        if change.get("live") is not None:
             live = list(change["live"])
         elif (delta := change.get("live_delta")) is not None:
-            drop = set(delta["drop"])
+            drop = set(delta.get("drop", ()))
             live = [i for i in live if i not in drop] + list(delta["add"])
         if change.get("stubs") is not None:
             out["stubs"] = change["stubs"]
-        refs.extend(change["refs"])
+        refs.extend(change.get("refs", ()))
         for key in SCALARS:
-            out[key] = change[key]
+            if key in change:
+                out[key] = change[key]
     out["items"] = list(items.values())
     out["live"] = live
     out["refs"] = {"kind": "ref_store", "refs": refs}

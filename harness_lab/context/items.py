@@ -116,18 +116,18 @@ class ContextItem:
         :meth:`from_dict` fills them in). ``kind`` and ``id`` lead either way."""
         if compact:
             out: dict[str, Any] = {
-                "kind": self.kind, "id": self.id, "layer": self.layer.name, "text": self.text,
+                "kind": self.kind, "id": self.id, "layer": _LAYER_NAMES[self.layer], "text": self.text,
                 "source": self.source, "round": self.round, "tokens": self.tokens, "seq": self.seq,
             }
-            for name, default in _DEFAULTS.items():
-                value = getattr(self, name)
-                if value != default:
+            # One C-level fetch of the optional fields; most are at their default (an `is` test).
+            for name, default, value in zip(_DEFAULT_NAMES, _DEFAULT_VALUES, _optional(self), strict=True):
+                if value is not default and value != default:
                     out[name] = list(value) if isinstance(value, tuple) else value
             return out
         return {
             "kind": self.kind,
             "id": self.id,
-            "layer": self.layer.name,
+            "layer": _LAYER_NAMES[self.layer],
             "text": self.text,
             "source": self.source,
             "round": self.round,
@@ -182,6 +182,9 @@ class ContextItem:
 # The constructor's fields that have a default, with it, in declaration order (to_dict's order): the
 # compact form leaves out those at their default; ItemRecord.make fills them in.
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ContextItem) if f.init and f.default is not MISSING}
+_DEFAULT_NAMES = tuple(_DEFAULTS)
+_DEFAULT_VALUES = tuple(_DEFAULTS.values())
+_optional = attrgetter(*_DEFAULT_NAMES)
 _new_object = object.__new__
 _set = object.__setattr__
 _LAYER_BY_NAME = {layer.name: layer for layer in Layer}  # Layer[name] is a Python-level lookup: ~0.3 µs

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .anomaly import is_anomalous
-from .changes import CHANGES_VERSION, SCALARS
+from .changes import CHANGES_VERSION
 from .compress import Summarizer, default_summarizer, run_pass
 from .items import ContextItem, ContextView, Layer
 from .record import ItemRecord
@@ -83,6 +83,7 @@ class ContextManager:
         self._view: ContextView | None = None
         self._view_key = (-1, -1)  # (record version, budget) the cached view was built for
         self._logged_live: list[str] = []  # the view's membership as the change log last gave it
+        self._logged_scalars: dict[str, Any] | None = None  # as the change log last gave them (None: not yet)
 
     @property
     def counter(self) -> Callable[[str], int]:
@@ -317,18 +318,34 @@ class ContextManager:
     def take_changes(self, *, raw_items: bool = False) -> dict[str, Any]:
         """What changed since the last call (or since the manager was made or loaded), JSON-able
         (``raw_items`` as in :meth:`state`); new stored outputs are named by sha256 (read their texts
-        with :meth:`read_ref`)."""
-        items, retired, live, stubs = self._rec.take_changes()
-        refs = [_entry(info, None) for info, _ in self._refs.take_new()]
-        delta = None
+        with :meth:`read_ref`). Only what changed is there: ``items`` (new or rewritten texts) always,
+        ``patches`` (the changed fields of other rewritten items), ``retired``, ``live`` or ``live_delta``,
+        ``stubs``, ``refs`` and each scalar of :data:`~harness_lab.context.changes.SCALARS` only when
+        they say something (all scalars in the first log after a state was written or loaded)."""
+        items, patches, retired, live, stubs = self._rec.take_changes()
+        out: dict[str, Any] = {"kind": "context_changes", "version": CHANGES_VERSION,
+                               "items": items if raw_items else [i.to_dict() for i in items]}
+        if patches:
+            out["patches"] = patches
+        if retired:
+            out["retired"] = retired
         if live is not None:
             delta = self._rec.live_delta(self._logged_live, live)
+            out["live_delta" if delta is not None else "live"] = delta if delta is not None else live
             self._logged_live = live
-        return {"kind": "context_changes", "version": CHANGES_VERSION,
-                "items": items if raw_items else [i.to_dict() for i in items],
-                "retired": retired, "live": live if delta is None else None, "live_delta": delta, "stubs": stubs,
-                "refs": refs,
-                **self.state_scalars()}
+        if stubs is not None:
+            out["stubs"] = stubs
+        if self._refs.has_new():
+            out["refs"] = [_entry(info, None) for info, _ in self._refs.take_new()]
+        scalars, logged = self.state_scalars(), self._logged_scalars
+        if logged is None:
+            out.update(scalars)
+        else:
+            for key, value in scalars.items():
+                if value != logged[key]:
+                    out[key] = value
+        self._logged_scalars = scalars
+        return out
 
     def retire(self) -> list[str]:
         """Retire now what would be retired at the next pass (items that left the view for good and
@@ -338,15 +355,16 @@ class ContextManager:
 
     def discard_changes(self) -> None:
         """Start a new change log here (after the whole state was written)."""
-        self._rec.take_changes()
+        self._rec.forget_changes()
         self._refs.take_new()
         self._logged_live = list(self._rec.live)
+        self._logged_scalars = None
 
     def state_scalars(self) -> dict[str, Any]:
-        values = {"budget_tokens": self.budget_tokens, "output_cap_bytes": self.output_cap_bytes,
-                  "low_water": self.low_water, "subtask": self._subtask, "window": list(self._window),
-                  "next": self._rec.next, "segment": self._rec.segment, "retained": self._rec.retained}
-        return {k: values[k] for k in SCALARS}
+        rec = self._rec  # in the order of SCALARS (a test holds them equal)
+        return {"budget_tokens": self._budget, "output_cap_bytes": self.output_cap_bytes,
+                "low_water": self.low_water, "subtask": self._subtask, "window": list(self._window),
+                "next": rec.next, "segment": rec.segment, "retained": rec.retained}
 
     def attach_ref_loader(self, loader: Callable[[str], str | None]) -> None:
         """Where stored outputs not in memory are read from (sha256 -> text; a store's blobs)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
+from operator import attrgetter
 from typing import Any
 
 from .items import (
@@ -59,7 +60,9 @@ class ItemRecord:
         self.retire_min = RETIRE_MIN
         self.stubs: dict[str, tuple[str | None, str]] = {}  # retired but covered: id -> (key, source)
         self._stubs_dirty = False
-        self._changed: dict[str, None] = {}  # ids written since take_changes, first-write order
+        # ids written since take_changes, first-write order -> the version the change log's reader
+        # has (the archive's before that first write; None: new since)
+        self._changed: dict[str, ContextItem | None] = {}
         self._retired: list[str] = []
         self._live_dirty = False
 
@@ -149,8 +152,9 @@ class ItemRecord:
         self.version += 1
 
     def _record(self, item: ContextItem) -> None:
+        if item.id not in self._changed:
+            self._changed[item.id] = self.archive.get(item.id)
         self.archive[item.id] = item
-        self._changed[item.id] = None
 
     # -- retention and the change log -------------------------------------------------------------
     def maybe_retire(self) -> None:
@@ -189,22 +193,42 @@ class ItemRecord:
         self.retained = len(archive)
         return gone
 
-    def take_changes(self) -> tuple[list[ContextItem], list[str], list[str] | None, list[list[Any]] | None]:
-        """(items written, ids retired, live ids if the view's membership or order changed, stubs if
-        they changed) since the last call; replayed on the previous state in this order they give
-        the current one."""
-        changed = [self.archive[i] for i in self._changed if i in self.archive]
+    def take_changes(self) -> tuple[list[ContextItem], list[dict[str, Any]], list[str], list[str] | None,
+                                    list[list[Any]] | None]:
+        """(items written, patches, ids retired, live ids if the view's membership or order changed,
+        stubs if they changed) since the last call; replayed on the previous state in this order they
+        give the current one. A rewritten item whose text stayed (a demotion, a status or freshness
+        change) comes as a patch: its id and the fields that changed, as :meth:`ContextItem.to_dict`
+        spells them; an item with no change at all does not come."""
+        archive = self.archive
+        changed: list[ContextItem] = []
+        patches: list[dict[str, Any]] = []
+        for item_id, before in self._changed.items():
+            item = archive.get(item_id)
+            if item is None:
+                continue
+            if before is None or (before.text is not item.text and before.text != item.text):
+                changed.append(item)
+            elif (patch := _patch(before, item)) is not None:
+                patches.append(patch)
         retired, live = self._retired, list(self.live) if self._live_dirty else None
         stubs = self.stub_list() if self._stubs_dirty else None
         self._changed, self._retired, self._live_dirty, self._stubs_dirty = {}, [], False, False
-        return changed, retired, live, stubs
+        return changed, patches, retired, live, stubs
+
+    def forget_changes(self) -> None:
+        """Start the change log afresh (the current record is what its reader has)."""
+        self._changed, self._retired, self._live_dirty, self._stubs_dirty = {}, [], False, False
 
     def stub_list(self) -> list[list[Any]]:
         return [[i, key, source] for i, (key, source) in self.stubs.items()]
 
     def live_delta(self, before: list[str], after: list[str]) -> dict[str, list[str]] | None:
         """``after`` as ``before`` minus ``drop`` plus ``add`` at the end, when that is what happened
-        (the usual step: one interaction in, maybe one out); None when the order changed otherwise."""
+        (the usual step: one interaction in, maybe one out); None when the order changed otherwise.
+        An empty ``drop`` is left out."""
+        if after[: len(before)] == before:  # nothing dropped (most steps): one comparison in C
+            return {"add": after[len(before) :]}
         kept = set(after)
         rest = [i for i in before if i in kept]
         if after[: len(rest)] != rest:
@@ -293,7 +317,7 @@ class ItemRecord:
             self.archive[item.id] = item
         for item_id in data["live"]:
             self.put(self.archive[str(item_id)])
-        self.take_changes()  # a loaded state is the baseline, not a change
+        self.forget_changes()  # a loaded state is the baseline, not a change
 
 
 _INIT_FIELDS = tuple(f.name for f in fields(ContextItem) if f.init)
@@ -346,6 +370,22 @@ def _replace(item: ContextItem, changes: Mapping[str, Any]) -> ContextItem:
         _set(new, name, changes[name] if name in changes else getattr(item, name))
     _set(new, "_header", "")
     return new
+
+
+# The fields a patch compares (text is compared first: a new text makes a whole item, not a patch).
+_PATCHED = tuple(name for name in _INIT_FIELDS if name not in ("id", "text", "kind"))
+_patched_values = attrgetter(*_PATCHED)
+
+
+def _patch(before: ContextItem, after: ContextItem) -> dict[str, Any] | None:
+    """The fields of *after* that differ from *before* (same id and text), spelled as in to_dict."""
+    patch: dict[str, Any] | None = None
+    for name, old, new in zip(_PATCHED, _patched_values(before), _patched_values(after), strict=True):
+        if old is not new and old != new:
+            if patch is None:
+                patch = {"id": after.id}
+            patch[name] = _LAYER_NAMES[new] if name == "layer" else list(new) if isinstance(new, tuple) else new
+    return patch
 
 
 def _count(item: ContextItem, counter: Callable[[str], int]) -> None:

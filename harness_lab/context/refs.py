@@ -104,6 +104,10 @@ class RefStore:
         for ref_id in [r for r in self._texts if self._infos[r].sha256 in gone]:
             del self._texts[ref_id]
 
+    def has_new(self) -> bool:
+        """True when outputs were stored since the last :meth:`take_new`."""
+        return self._taken != len(self._infos)
+
     def take_new(self) -> list[tuple[RefInfo, str]]:
         """The outputs stored since the last call, with their texts (what a checkpoint must persist)."""
         infos = list(self._infos.values())[self._taken :]

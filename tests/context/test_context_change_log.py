@@ -1,0 +1,200 @@
+"""The change log's second form: only what changed, a demotion as a patch; the first form still replays.
+
+A step's log names the new interaction whole and the one that left the window as ``{"id", "layer"}``;
+empty lists and unchanged scalars are left out. Replayed the way a checkpoint stores it (items in
+their compact form, a whole state every few steps after a retirement pass), the logs rebuild the live
+context exactly; logs of version 1 (every key, every rewritten item whole) replay to the same states.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_lab.approval import AutoApprove
+from harness_lab.checkpoint import FULL_EVERY
+from harness_lab.context import ContextManager, Layer, apply_changes
+from harness_lab.context.changes import SCALARS
+from harness_lab.contract import load_contract
+from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.paths import data_dir
+from harness_lab.proposers.scripted import FunctionProposer
+from harness_lab.resume import load_checkpoint
+from harness_lab.run import Run
+from harness_lab.store import InMemoryStore, SQLiteStore, Store
+
+PLAIN = ("listed 12 files", "port: 8080", "read 40 lines", "ok", "3 matches")
+ANOMALY = "AssertionError: expected 3, got 4"
+
+
+def test_a_step_logs_its_interaction_whole_and_the_demotion_as_a_patch() -> None:
+    ctx = ContextManager()
+    first = ctx.add_interaction(1, "ls", "a b", source="ls")
+    for rnd in (2, 3):
+        ctx.add_interaction(rnd, "ls", "a b", source="ls")
+    ctx.take_changes()
+    new = ctx.add_interaction(4, "ls", "a b", source="ls")
+    log = ctx.take_changes()
+    assert log == {"kind": "context_changes", "version": 2, "items": [new.to_dict()],
+                   "patches": [{"id": first.id, "layer": "L4"}], "live_delta": {"add": [new.id]},
+                   "window": [f"c{n}" for n in (2, 3, 4)], "next": 5}
+    assert ctx.take_changes() == {"kind": "context_changes", "version": 2, "items": []}  # nothing happened
+
+
+def test_the_first_log_after_a_state_carries_every_scalar() -> None:
+    ctx = ContextManager()
+    ctx.add_interaction(1, "ls", "a b", source="ls")
+    ctx.discard_changes()
+    ctx.budget_tokens = 999  # changed between the written state and the first log: not lost
+    log = ctx.take_changes()
+    assert {k: log[k] for k in SCALARS} == ctx.state_scalars() and log["budget_tokens"] == 999
+    ctx.budget_tokens = 998
+    assert {k for k in SCALARS if k in ctx.take_changes()} == {"budget_tokens"}
+    restored = ContextManager.from_state(ctx.state())
+    assert set(SCALARS) <= restored.take_changes().keys()
+
+
+def _operate(ctx: ContextManager, rng: random.Random, rnd: int) -> None:
+    roll = rng.random()
+    if roll < 0.5:
+        big = rng.random() < 0.03
+        text = "\n".join(f"{rng.choice(PLAIN)} #{k}" for k in range(3000)) if big else rng.choice(PLAIN)
+        if not big and rng.random() < 0.15:
+            text += "\n" + ANOMALY
+        ctx.add_interaction(rnd, f"read f{rnd % 7}", text, source=f"read_file:f{rnd % 7}", key=f"file:f{rnd % 7}")
+    elif roll < 0.56:
+        ctx.add(Layer.L4, rng.choice(PLAIN), source=f"explore:{rnd}", round=rnd, pinned=rng.random() < 0.3)
+    elif roll < 0.62:
+        ctx.add_feedback(rnd, f"validator: failed in round {rnd}", source="validator", key=rng.choice((None, "v")))
+    elif roll < 0.70:
+        ctx.summarize(rng.choice(PLAIN), round=rnd, source="model", key=f"k{rng.randint(0, 2)}",
+                      supersedes=rng.choice((None, "k1")))
+    elif roll < 0.76:
+        ctx.begin_subtask(f"s{rnd % 3}", "goal", round=rnd)
+    elif roll < 0.82:
+        ctx.finish_subtask(f"s{rnd % 3}", "done", round=rnd)
+    elif roll < 0.88:
+        ctx.mark_stale(f"f{rng.randint(0, 6)}")
+        ctx.reselect()
+    elif roll < 0.92:
+        ctx.compress()
+    elif roll < 0.94:
+        ctx.add_resume_note(f"resumed at {rnd}", round=rnd)
+    elif roll < 0.96:
+        ctx.budget_tokens = rng.randint(300, 1200)
+    ctx.view()
+
+
+def _compact_state(ctx: ContextManager) -> dict[str, Any]:
+    state = ctx.state(ref_texts=False, raw_items=True)
+    return json.loads(json.dumps({**state, "items": [i.to_dict(compact=True) for i in state["items"]]}))
+
+
+def _compact_log(ctx: ContextManager) -> dict[str, Any]:
+    log = ctx.take_changes(raw_items=True)
+    return json.loads(json.dumps({**log, "items": [i.to_dict(compact=True) for i in log["items"]]}))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_logs_stored_as_a_checkpoint_stores_them_rebuild_the_live_context(seed: int) -> None:
+    rng = random.Random(seed)
+    ctx = ContextManager(budget_tokens=rng.randint(300, 1200), output_cap_bytes=4096)
+    ctx._rec.retire_min = 1 if seed % 2 else 128  # retirement passes between logs, many of them
+    ctx.add(Layer.L0, "system: tools", source="system", round=0)
+    ctx.add(Layer.L1, "task: fix config", source="task", round=0)
+    base, logs = _compact_state(ctx), []
+    ctx.discard_changes()
+    texts: dict[str, str] = {}
+    patched = 0
+    for rnd in range(1, 320):
+        _operate(ctx, rng, rnd)
+        if rnd % FULL_EVERY == 0:  # what the checkpointer does for a whole state
+            ctx.retire()
+            base, logs = _compact_state(ctx), []
+            ctx.discard_changes()
+        else:
+            logs.append(_compact_log(ctx))
+            patched += len(logs[-1].get("patches", ()))
+        texts.update({e["sha256"]: ctx.read_ref(e["ref_id"]) for e in ctx.state(ref_texts=False)["refs"]["refs"]})
+        restored = ContextManager.from_state(apply_changes(base, logs), ref_loader=texts.get)
+        assert restored.state() == ctx.state(), f"round {rnd}"
+        assert restored.view() == ctx.view(), f"round {rnd}"
+    assert patched > 50  # demotions, stale marks, supersessions, re-pins: as patches
+
+
+def _as_version_1(log: dict[str, Any], ctx: ContextManager, live: list[str]) -> dict[str, Any]:
+    """The log as version 1 wrote it: every key; a patched item whole; every scalar."""
+    items = log["items"] + [ctx.item(p["id"]).to_dict() for p in log.get("patches", ())]
+    delta = log.get("live_delta")
+    return {"kind": "context_changes", "version": 1, "items": items, "retired": log.get("retired", []),
+            "live": log.get("live"), "live_delta": None if delta is None else {"drop": [], **delta},
+            "stubs": log.get("stubs"), "refs": log.get("refs", []), **ctx.state_scalars()}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_version_1_logs_still_replay(seed: int) -> None:
+    rng = random.Random(seed)
+    ctx = ContextManager(budget_tokens=600, output_cap_bytes=4096)
+    ctx._rec.retire_min = 1
+    base = json.loads(json.dumps(ctx.state(ref_texts=False)))
+    ctx.discard_changes()
+    old: list[dict[str, Any]] = []
+    for rnd in range(1, 200):
+        _operate(ctx, rng, rnd)
+        log = ctx.take_changes()
+        old.append(json.loads(json.dumps(_as_version_1(log, ctx, list(ctx._rec.live)))))
+        assert apply_changes(base, old) == ctx.state(ref_texts=False), f"round {rnd}"
+    assert any(len(change["items"]) > 1 for change in old)
+
+
+def test_a_row_of_version_1_reads_as_it_did() -> None:
+    """A row as version 1 stored it (one step: c4 in, c1 out to L4), on the state before it."""
+    ctx = ContextManager()
+    for rnd in (1, 2, 3):
+        ctx.add_interaction(rnd, "ls", "a b", source="ls")
+    base = json.loads(json.dumps(ctx.state(ref_texts=False)))
+    row = ('{"kind":"context_changes","version":1,"retired":[],"live":null,"live_delta":{"drop":[],"add":["c4"]},'
+           '"stubs":null,"refs":[],"budget_tokens":4000,"output_cap_bytes":16384,"low_water":0.8,"subtask":null,'
+           '"window":["c2","c3","c4"],"next":5,"segment":0,"retained":0,"items":['
+           '{"kind":"context_item","id":"c4","layer":"L2","text":"> ls\\na b","source":"ls","round":4,"tokens":19,'
+           '"seq":4,"role":"interaction"},{"kind":"context_item","id":"c1","layer":"L4","text":"> ls\\na b",'
+           '"source":"ls","round":1,"tokens":19,"seq":1,"role":"interaction"}]}')
+    ctx.add_interaction(4, "ls", "a b", source="ls")
+    restored = ContextManager.from_state(apply_changes(base, [json.loads(row)]))
+    assert restored.state() == ctx.state() and restored.view() == ctx.view()
+
+
+def _think_run(workspace: Path, store: Store, run_id: str) -> Run:
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
+        max_decisions=10**6, max_tool_calls=10**6)
+    contract = contract.model_copy(update={"human_gate": contract.human_gate.model_copy(update={"required_for": ()})})
+    thoughts = ({"kind": "think", "thought": "plan the next step"}, {"kind": "think", "thought": "check the budget"})
+    counter = iter(range(10**9))
+    return Run(contract=contract, proposer=FunctionProposer(lambda view: thoughts[next(counter) % 2]),
+               evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
+               approver=AutoApprove(), run_id=run_id, store=store)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_a_fork_from_a_change_log_row_stores_the_context_it_has(tmp_path: Path, kind: str) -> None:
+    """A fork's first whole state reuses the stored texts of items its change logs did not touch; an
+    item a patch touched (demoted to L4 since) is written as it is now."""
+    store = SQLiteStore(tmp_path / "runs.sqlite") if kind == "sqlite" else InMemoryStore()
+    run = _think_run(tmp_path / "ws", store, "R1")
+    for _ in range(FULL_EVERY + 6):
+        run.step()
+    fork = run.fork(f"R1@{run.step_no}", new_run_id="F1", workspace=tmp_path / "fork")
+    states: dict[int, Any] = {}
+    for _ in range(FULL_EVERY + 3):
+        fork.step()
+        states[fork.step_no] = fork.context.state(ref_texts=False)
+    for step, state in states.items():
+        _, context = load_checkpoint(store, "F1", step)
+        assert context is not None
+        assert ContextManager.from_state(context).state(ref_texts=False) == state, f"step {step}"
+    fork.close()
+    run.close()
