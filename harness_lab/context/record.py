@@ -20,21 +20,10 @@ checkpoint can store what changed since the previous one instead of the whole re
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import fields
-from operator import attrgetter
 from typing import Any
 
-from .items import (
-    _DEFAULTS,
-    _LAYER_NAMES,
-    ContextItem,
-    Freshness,
-    Layer,
-    Role,
-    Status,
-    item_header,
-    view_order,
-)
+from ._versions import INIT_SET, REQUIRED, build, count, patch, replace
+from .items import _LAYER_NAMES, ContextItem, Layer, Role, view_order
 from .tokens import approx_token_count
 
 __all__ = ["ItemRecord"]
@@ -70,15 +59,15 @@ class ItemRecord:
         """A new item (id, seq and segment filled in, tokens counted) that is not yet in the view."""
         n = self.next
         self.next += 1
-        if not fields.keys() <= _INIT_SET:
-            raise TypeError(f"not fields of ContextItem: {sorted(set(fields) - _INIT_SET)}")
+        if not fields.keys() <= INIT_SET:
+            raise TypeError(f"not fields of ContextItem: {sorted(set(fields) - INIT_SET)}")
         fields["id"], fields["tokens"] = f"c{n}", 0
         fields.setdefault("seq", n)
         fields.setdefault("segment", self.segment)
-        if missing := _REQUIRED - fields.keys():
+        if missing := REQUIRED - fields.keys():
             raise TypeError(f"missing fields of ContextItem: {sorted(missing)}")
-        item = _build(**fields)
-        _count(item, self.counter)
+        item = build(**fields)
+        count(item, self.counter)
         return item
 
     def new(self, **fields: Any) -> ContextItem:
@@ -93,16 +82,16 @@ class ItemRecord:
         every step adds an interaction."""
         n = self.next
         self.next = n + 1
-        item = _build(f"c{n}", layer, text, source, round, 0, n, role, False, anomaly, key, "fresh", "current",
+        item = build(f"c{n}", layer, text, source, round, 0, n, role, False, anomaly, key, "fresh", "current",
                       ref_id, None, None, (), (), self.segment)
-        _count(item, self.counter)
+        count(item, self.counter)
         self.put(item)
         return item
 
     def restamp(self, item: ContextItem, **changes: Any) -> ContextItem:
         """A new version of *item* with *changes*, its token count redone."""
-        item = _replace(item, changes)
-        _count(item, self.counter)
+        item = replace(item, changes)
+        count(item, self.counter)
         return item
 
     def relayer(self, item: ContextItem, layer: Layer) -> ContextItem:
@@ -112,10 +101,10 @@ class ItemRecord:
         does an item this record has not counted (loaded out of the view: no header cached)."""
         if self.counter is not approx_token_count or not item._header:
             return self.restamp(item, layer=layer)
-        new = _build(item.id, layer, item.text, item.source, item.round, item.tokens, item.seq, item.role,
+        new = build(item.id, layer, item.text, item.source, item.round, item.tokens, item.seq, item.role,
                      item.pinned, item.anomaly, item.key, item.freshness, item.status, item.ref_id,
                      item.supersedes, item.superseded_by, item.covers, item.carries, item.segment)
-        _set(new, "_header", f"[{_LAYER_NAMES[layer]}{item._header[3:]}")
+        object.__setattr__(new, "_header", f"[{_LAYER_NAMES[layer]}{item._header[3:]}")
         return new
 
     def put(self, item: ContextItem) -> None:
@@ -209,8 +198,8 @@ class ItemRecord:
                 continue
             if before is None or (before.text is not item.text and before.text != item.text):
                 changed.append(item)
-            elif (patch := _patch(before, item)) is not None:
-                patches.append(patch)
+            elif (diff := patch(before, item)) is not None:
+                patches.append(diff)
         retired, live = self._retired, list(self.live) if self._live_dirty else None
         stubs = self.stub_list() if self._stubs_dirty else None
         self._changed, self._retired, self._live_dirty, self._stubs_dirty = {}, [], False, False
@@ -313,83 +302,8 @@ class ItemRecord:
         for entry in data["items"]:
             item = ContextItem.from_dict(entry)  # a fresh object: counting it in place is safe
             if item.id in live:
-                _count(item, self.counter)
+                count(item, self.counter)
             self.archive[item.id] = item
         for item_id in data["live"]:
             self.put(self.archive[str(item_id)])
         self.forget_changes()  # a loaded state is the baseline, not a change
-
-
-_INIT_FIELDS = tuple(f.name for f in fields(ContextItem) if f.init)
-_INIT_SET = frozenset(_INIT_FIELDS)
-_REQUIRED = _INIT_SET - _DEFAULTS.keys()
-_new_item = object.__new__
-_set = object.__setattr__
-
-
-def _build(id: str, layer: Layer, text: str, source: str, round: int, tokens: int, seq: int,
-           role: Role = "note", pinned: bool = False, anomaly: bool = False, key: str | None = None,
-           freshness: Freshness = "fresh", status: Status = "current", ref_id: str | None = None,
-           supersedes: str | None = None, superseded_by: str | None = None, covers: tuple[str, ...] = (),
-           carries: tuple[str, ...] = (), segment: int = 0, kind: str = "context_item") -> ContextItem:
-    # What ContextItem(...) does (it has no __post_init__), unrolled: its generated __init__ costs ~2x
-    # this, a loop over the field names ~1.5x, and every step makes one item and demotes another.
-    # Same parameters, order and defaults as the dataclass (a test holds them equal).
-    item = _new_item(ContextItem)
-    _set(item, "id", id)
-    _set(item, "layer", layer)
-    _set(item, "text", text)
-    _set(item, "source", source)
-    _set(item, "round", round)
-    _set(item, "tokens", tokens)
-    _set(item, "seq", seq)
-    _set(item, "role", role)
-    _set(item, "pinned", pinned)
-    _set(item, "anomaly", anomaly)
-    _set(item, "key", key)
-    _set(item, "freshness", freshness)
-    _set(item, "status", status)
-    _set(item, "ref_id", ref_id)
-    _set(item, "supersedes", supersedes)
-    _set(item, "superseded_by", superseded_by)
-    _set(item, "covers", covers)
-    _set(item, "carries", carries)
-    _set(item, "segment", segment)
-    _set(item, "kind", kind)
-    _set(item, "_header", "")
-    return item
-
-
-def _replace(item: ContextItem, changes: Mapping[str, Any]) -> ContextItem:
-    # dataclasses.replace without its per-call introspection (~7 -> ~4 µs; a step restamps at least once).
-    # ContextItem has no __post_init__, so setting every init field is what __init__ would do.
-    if not changes.keys() <= _INIT_SET:
-        raise TypeError(f"not fields of ContextItem: {sorted(set(changes) - _INIT_SET)}")
-    new = _new_item(ContextItem)
-    for name in _INIT_FIELDS:
-        _set(new, name, changes[name] if name in changes else getattr(item, name))
-    _set(new, "_header", "")
-    return new
-
-
-# The fields a patch compares (text is compared first: a new text makes a whole item, not a patch).
-_PATCHED = tuple(name for name in _INIT_FIELDS if name not in ("id", "text", "kind"))
-_patched_values = attrgetter(*_PATCHED)
-
-
-def _patch(before: ContextItem, after: ContextItem) -> dict[str, Any] | None:
-    """The fields of *after* that differ from *before* (same id and text), spelled as in to_dict."""
-    patch: dict[str, Any] | None = None
-    for name, old, new in zip(_PATCHED, _patched_values(before), _patched_values(after), strict=True):
-        if old is not new and old != new:
-            if patch is None:
-                patch = {"id": after.id}
-            patch[name] = _LAYER_NAMES[new] if name == "layer" else list(new) if isinstance(new, tuple) else new
-    return patch
-
-
-def _count(item: ContextItem, counter: Callable[[str], int]) -> None:
-    # Set once, right after the item is made and before anyone else holds it: the count depends on
-    # the rendered header, which needs the finished item, and a second dataclass copy costs ~10 us.
-    object.__setattr__(item, "_header", item_header(item))
-    object.__setattr__(item, "tokens", counter(item.render()))

@@ -13,8 +13,9 @@ from dataclasses import MISSING, fields
 import pytest
 
 from harness_lab.context import ContextItem, ContextManager, Layer
+from harness_lab.context._versions import build as _build
 from harness_lab.context.items import item_header
-from harness_lab.context.record import ItemRecord, _build
+from harness_lab.context.record import ItemRecord
 from harness_lab.context.tokens import approx_token_count, regex_token_count
 
 
