@@ -41,9 +41,13 @@ _PREFILTER: tuple[str, ...] = (
 )  # fmt: skip
 
 
+# An ASCII text (str.isascii is O(1)) cannot hold the Chinese signals: a third fewer tests for it.
+_PREFILTER_ASCII: tuple[str, ...] = tuple(word for word in _PREFILTER if word.isascii())
+
+
 def _maybe(text: str) -> bool:
     lowered = text.lower()
-    for word in _PREFILTER:  # a plain loop: ~2x faster than any() over a generator here
+    for word in _PREFILTER_ASCII if text.isascii() else _PREFILTER:  # a plain loop: ~2x faster than any()
         if word in lowered:
             return True
     return False

@@ -124,12 +124,14 @@ def _summarize(
         return
     summary = make_summary(layer, group, summarizer(group))
     # Self-check of this summary against what it replaces; every loss is reported and re-pinned.
-    losses = find_losses((i for i in group if i.protected), [summary])
-    result.lost_anomalies.extend(losses.anomalies)
-    result.lost_pinned.extend(losses.pinned)
-    result.lost_failures.extend(losses.failures)
-    lost_ids = {i.id for i in group if i.protected and i.text not in summary.text}
-    repinned = [restamp(i, {"layer": layer, "pinned": True}) for i in group if i.id in lost_ids]
+    protected = [i for i in group if i.protected]  # usually none: then nothing can be lost
+    repinned: list[ContextItem] = []
+    if protected:
+        losses = find_losses(protected, [summary])
+        result.lost_anomalies.extend(losses.anomalies)
+        result.lost_pinned.extend(losses.pinned)
+        result.lost_failures.extend(losses.failures)
+        repinned = [restamp(i, {"layer": layer, "pinned": True}) for i in protected if i.text not in summary.text]
     old_tokens = sum(i.tokens for i in group)
     new_tokens = summary.tokens + sum(i.tokens for i in repinned)
     if new_tokens >= old_tokens:
