@@ -34,7 +34,7 @@ from .events import (
 from .evidence import EvidenceCatalogue
 from .executor import ExternalEffects, Outbox, ToolExecutor
 from .faults import CrashPoint, FaultSchedule
-from .gates import LoopGates
+from .gates import GatesMark, LoopGates
 from .proposers.base import Proposer, StatefulProposer
 from .repair import RepairPolicy
 from .sandbox import Sandbox
@@ -110,7 +110,7 @@ class RunBase:
         # The proposal of the step under way: a snapshot taken mid-step (before an irreversible call)
         # records it as pending, so rolling back to "before X" puts X back in front of the caller.
         self._in_flight: Proposal | None = None
-        self._gates_at_start: dict[str, object] = {}
+        self._gates_at_start: GatesMark | None = None
         self._step_events: list[Event] = []
         self._seq = 0
         self._faults = FaultSchedule(lambda topic, message, data: self._emit(Note, topic=topic, message=message, data=data))
@@ -244,7 +244,7 @@ class RunBase:
             "stop_reason": self.stop_reason.model_dump(mode="json") if self.stop_reason else None,
             "observed": dict(self.executor.observed),
             # mid-step, the gates have already counted the in-flight proposal: record them as before it
-            "gates": self._gates_at_start if self._in_flight is not None else self.gates.state(),
+            "gates": self.gates.state(self._gates_at_start if self._in_flight is not None else None),
             "proposer": self.proposer.state() if _stateful(self.proposer) else None,
             "receipt": self.receipt.model_dump(mode="json") if self.receipt else None,
             "waiting": self.waiting.model_dump(mode="json") if self.waiting else None,

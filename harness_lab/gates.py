@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, Protocol
 
@@ -20,7 +20,7 @@ from .clock import Clock
 from .contract import Budget
 from .events import StopReason
 
-__all__ = ["ConvergenceVerdict", "LoopGates", "Spent"]
+__all__ = ["ConvergenceVerdict", "GatesMark", "LoopGates", "Spent"]
 
 ConvergenceVerdict = Literal["ok", "hint", "stop"]
 
@@ -36,6 +36,10 @@ class Spent(Protocol):
     def tokens(self) -> int: ...
 
 
+# recent fingerprints, hinted, warned, last decision number (see LoopGates.mark)
+GatesMark = tuple[tuple[str, ...], bool, bool, int | None]
+
+
 @dataclass
 class LoopGates:
     budget: Budget
@@ -44,7 +48,7 @@ class LoopGates:
     repeat_limit: int = 3
     similarity: float = 0.9
     warn_fraction: float = 0.8
-    _recent: list[str] = field(default_factory=list)
+    _recent: tuple[str, ...] = ()  # immutable: a mark() holds it as it was
     _hinted: bool = False
     _warned: bool = False
     _last_decision: int | None = None
@@ -89,12 +93,12 @@ class LoopGates:
         decisions came in between, which breaks the streak."""
         if decision is not None:
             if self._last_decision is not None and decision != self._last_decision + 1:
-                self._recent, self._hinted = [], False
+                self._recent, self._hinted = (), False
             self._last_decision = decision
         key = _fingerprint(proposal)
         keep = max(self.repeat_limit - 1, 0)  # only the last repeat_limit - 1 calls are ever compared
         same = [k for k in self._recent[-keep:] if _similar(k, key, self.similarity)] if keep else []
-        self._recent = [*self._recent, key][-keep:] if keep else []
+        self._recent = (*self._recent, key)[-keep:] if keep else ()
         if len(same) < self.repeat_limit - 1:
             self._hinted = self._hinted and bool(same)
             return "ok"
@@ -103,13 +107,19 @@ class LoopGates:
         self._hinted = True
         return "hint"
 
-    def state(self) -> dict[str, object]:
-        return {"recent": list(self._recent), "hinted": self._hinted, "warned": self._warned,
-                "last_decision": self._last_decision}
+    def mark(self) -> GatesMark:
+        """The gates as they are now, for :meth:`state` to spell later: a step marks them at its
+        start (a tuple, not the state dict: most steps never need it), and a snapshot taken
+        mid-step records them as they were before the in-flight proposal."""
+        return (self._recent, self._hinted, self._warned, self._last_decision)
+
+    def state(self, mark: GatesMark | None = None) -> dict[str, object]:
+        recent, hinted, warned, last = self.mark() if mark is None else mark
+        return {"recent": list(recent), "hinted": hinted, "warned": warned, "last_decision": last}
 
     def restore(self, state: dict[str, object]) -> None:
         recent = state.get("recent", [])
-        self._recent = [str(k) for k in recent] if isinstance(recent, list) else []
+        self._recent = tuple(str(k) for k in recent) if isinstance(recent, list) else ()
         self._hinted = bool(state.get("hinted", False))
         self._warned = bool(state.get("warned", False))
         last = state.get("last_decision")

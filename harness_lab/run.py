@@ -84,10 +84,10 @@ class Run(RunBase):
         self._check_external_change()
         if (stop := self.gates.before_decision(self._used)) is not None:
             return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
-        pending = self.pending
-        assert pending is not None
+        # what `pending` would give: the gates and the state were checked just above
+        pending = self._pending if self._pending is not None else self._ask_proposer()
         proposal = self._faults.proposal(self, pending, parse_proposal)
-        self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.state()
+        self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.mark()
         self._spend(decisions=1)
         decision, stop = self._gate(proposal)
         self._emit(Proposed, proposal=proposal, decision=decision)

@@ -73,3 +73,22 @@ def test_redaction_pre_check_never_skips_a_match(text: str) -> None:
 def test_similarity_shortcuts_agree_with_the_full_ratio(a: str, b: str, threshold: float) -> None:
     left, right = json.dumps({"kind": "k", "x": a}), json.dumps({"kind": "k", "x": b})
     assert _similar(left, right, threshold) == (difflib.SequenceMatcher(None, left, right).ratio() >= threshold)
+
+
+def test_a_proposals_derived_forms_are_made_once_and_equal_the_slow_forms() -> None:
+    from harness_lab.actions import parse_proposal
+
+    first = parse_proposal({"kind": "read_file", "path": "notes.md"})
+    other = parse_proposal({"kind": "write_file", "path": "b.md", "content": "x"})
+    assert first.action is not None
+    assert first.action_json == first.action.model_dump(mode="json")
+    assert first.canonical == json.dumps(first.action_json, sort_keys=True, default=str)
+    assert first.describe() == "read_file(path='notes.md')"
+    # made on the first read, then read back from the instance: the very same objects
+    assert first.action_json is first.action_json and first.canonical is first.canonical
+    # per instance, never shared between proposals
+    assert other.canonical != first.canonical and other.describe().startswith("write_file(")
+    invalid = parse_proposal({"kind": "no_such_tool"})
+    assert invalid.action_json is None
+    assert invalid.canonical == json.dumps(invalid.raw, sort_keys=True, default=str)
+    assert invalid.describe() == "invalid proposal (unknown_kind)"
