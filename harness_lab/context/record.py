@@ -160,23 +160,31 @@ class ItemRecord:
                 if i.id in keep or (i.key is not None and i.status == "current" and i.role in _SUPERSEDABLE)]
         keep.update(i.id for i in todo)
         covered: set[str] = set()
-        while todo:
+        while todo:  # the closure; the order of the walk does not change it
             item = todo.pop()
-            covered.update(item.covers)
-            for ref in (*item.covers, *item.carries):
-                if ref not in keep and ref in archive:
-                    other = archive[ref]
-                    if ref in item.carries or other.role in _BUILT_FROM_OTHERS:
+            if item.covers:
+                covered.update(item.covers)
+                # A summary covers ~100 ids, mostly retired long ago: the few still archived, found in C.
+                for ref in (archive.keys() & item.covers) - keep:
+                    if archive[ref].role in _BUILT_FROM_OTHERS:
                         keep.add(ref)
-                        todo.append(other)
-        stubs = {i: self.stubs[i] for i in self.stubs if i in covered}
+                        todo.append(archive[ref])
+            for ref in item.carries:
+                if ref not in keep and ref in archive:
+                    keep.add(ref)
+                    todo.append(archive[ref])
+        stubs = self.stubs
+        dirty = not stubs.keys() <= covered  # usually every stub is still covered: kept in place
+        if dirty:
+            stubs = {i: s for i, s in stubs.items() if i in covered}
         gone = [i for i in archive if i not in keep]
         for item_id in gone:
             item = archive.pop(item_id)
             self._changed.pop(item_id, None)
-            if item_id in covered:
+            if item_id in covered:  # a retired item is never a stub already: a new one
                 stubs[item_id] = (item.key, item.source)
-        self._stubs_dirty = self._stubs_dirty or stubs != self.stubs
+                dirty = True
+        self._stubs_dirty = self._stubs_dirty or dirty
         self.stubs = stubs
         self._retired.extend(gone)
         self.retained = len(archive)
