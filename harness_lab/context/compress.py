@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from .anomaly import anomaly_lines
@@ -47,6 +48,7 @@ __all__ = [
 Summarizer = Callable[[list[ContextItem]], str]
 COMPRESSION_ORDER: tuple[Layer, ...] = (Layer.L4, Layer.L5, Layer.L3, Layer.L2)
 _NEVER_SUMMARIZED = frozenset({"resume", "feedback"})
+_SEQ = attrgetter("seq")
 
 
 def default_summarizer(items: list[ContextItem]) -> str:
@@ -62,7 +64,8 @@ def default_summarizer(items: list[ContextItem]) -> str:
         if item.role == "interaction" and len(lines) > 1:  # "> action" alone says little
             first = f"{first} -> {lines[1].strip()}"
         out.append(f"- r{item.round} {item.source}: {first}")
-        out.extend(line for line in anomaly_lines(item.text) if line.strip() not in first)
+        if found := anomaly_lines(item.text):  # usually none
+            out.extend(line for line in found if line.strip() not in first)
     return "\n".join(out)
 
 
@@ -90,7 +93,7 @@ def _total(live: Mapping[str, ContextItem]) -> int:
 
 
 def _layer_items(live: Mapping[str, ContextItem], layer: Layer) -> list[ContextItem]:
-    return sorted((i for i in live.values() if i.layer == layer), key=lambda i: i.seq)
+    return sorted([i for i in live.values() if i.layer == layer], key=_SEQ)
 
 
 def _prune(live: dict[str, ContextItem], layer: Layer, target: int, result: PassResult) -> None:
