@@ -49,6 +49,7 @@ class ItemRecord:
         self.retire_min = RETIRE_MIN
         self.stubs: dict[str, tuple[str | None, str]] = {}  # retired but covered: id -> (key, source)
         self._stubs_dirty = False
+        self._stub_rows: list[list[Any]] | None = None  # stub_list(), kept until the stubs change
         # ids written since take_changes, first-write order -> the version the change log's reader
         # has (the archive's before that first write; None: new since)
         self._changed: dict[str, ContextItem | None] = {}
@@ -184,7 +185,8 @@ class ItemRecord:
             if item_id in covered:  # a retired item is never a stub already: a new one
                 stubs[item_id] = (item.key, item.source)
                 dirty = True
-        self._stubs_dirty = self._stubs_dirty or dirty
+        if dirty:
+            self._stubs_dirty, self._stub_rows = True, None
         self.stubs = stubs
         self._retired.extend(gone)
         self.retained = len(archive)
@@ -218,7 +220,11 @@ class ItemRecord:
         self._changed, self._retired, self._live_dirty, self._stubs_dirty = {}, [], False, False
 
     def stub_list(self) -> list[list[Any]]:
-        return [[i, key, source] for i, (key, source) in self.stubs.items()]
+        """``[[id, key, source], ...]``; the rows are shared between calls (a whole state holds ~100-150
+        of them and they change only in a retirement pass): read them, do not change them."""
+        if self._stub_rows is None:
+            self._stub_rows = [[i, key, source] for i, (key, source) in self.stubs.items()]
+        return list(self._stub_rows)
 
     def live_delta(self, before: list[str], after: list[str]) -> dict[str, list[str]] | None:
         """``after`` as ``before`` minus ``drop`` plus ``add`` at the end, when that is what happened
@@ -306,6 +312,7 @@ class ItemRecord:
         self.segment = int(data["segment"])
         self.retained = int(data.get("retained", 0))
         self.stubs = {str(i): (key, str(source)) for i, key, source in data.get("stubs", [])}
+        self._stub_rows = None
         live = set(data["live"])
         for entry in data["items"]:
             item = ContextItem.from_dict(entry)  # a fresh object: counting it in place is safe

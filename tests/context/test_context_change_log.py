@@ -122,6 +122,8 @@ def test_logs_stored_as_a_checkpoint_stores_them_rebuild_the_live_context(seed: 
         texts.update({e["sha256"]: ctx.read_ref(e["ref_id"]) for e in ctx.state(ref_texts=False)["refs"]["refs"]})
         restored = ContextManager.from_state(apply_changes(base, logs), ref_loader=texts.get)
         assert restored.state() == ctx.state(), f"round {rnd}"
+        # what the state names as stubs is what mark_stale uses, here and restored
+        assert {i: (k, s) for i, k, s in ctx.state()["stubs"]} == ctx._rec.stubs == restored._rec.stubs
         assert restored.view() == ctx.view(), f"round {rnd}"
     assert patched > 50  # demotions, stale marks, supersessions, re-pins: as patches
 
