@@ -4,8 +4,9 @@ Seed 000's order, each step a :class:`ResumeCheck` in ``run.resume_report``:
 
 1. ``trigger``    the contract's trigger still holds;
 2. ``workspace``  the workspace hash equals the checkpoint's, or differs only by the step that was
-                  in flight at the crash (its write-ahead intent names the path); anything else is
-                  a concurrent change: reported, never overwritten;
+                  in flight at the crash (its write-ahead intent names the path, and a write killed
+                  before its rename leaves a temporary file beside it, removed once the resume is
+                  entered); anything else is a concurrent change: reported, never overwritten;
 3. ``scope``      pending items and the last failure are loaded;
 4. ``prechecks``  cheap checks: the contract version, the evidence read so far, the artifact hash;
 5. ``harness``    only when all of the above pass: the run state is restored, a resume note goes
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,6 +40,7 @@ from .executor import ExternalEffects
 from .paths import data_dir
 from .proposers.base import Proposer
 from .proposers.scripted import ScriptedProposer
+from .sandbox.fileops import write_debris
 from .sandbox.snapshots import manifest_hash
 from .scenarios import load_scenario
 from .store import EffectEntry, RunInfo, Store
@@ -187,9 +190,13 @@ def _workspace(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> 
                 manifest.pop(path, None)
             else:
                 manifest[path] = (str(entry[0]), str(entry[1]), int(entry[2]))
+        debris = _debris(flight, manifest)
+        for path in debris:
+            del manifest[path]
         if manifest_hash(manifest) == checkpoint.workspace_hash:
+            left = f" (and {len(debris)} temporary file(s) it left, removed on resume)" if debris else ""
             return ResumeCheck(name="workspace", ok=True, detail=(
-                f"changed only by the {flight.tool} of {flight.detail['path']} in flight at step {flight.step}"))
+                f"changed only by the {flight.tool} of {flight.detail['path']} in flight at step {flight.step}{left}"))
     return ResumeCheck(name="workspace", ok=False, detail=(
         f"concurrent change: the workspace hash is {now[:12]}, the checkpoint of step {checkpoint.step} "
         f"recorded {checkpoint.workspace_hash[:12]}; nothing was overwritten"))
@@ -259,12 +266,21 @@ def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, 
 def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged: bool) -> None:
     kind = _effect_class(flight)
     if kind == "redoable" or (kind == "workspace" and workspace_unchanged):
+        if not workspace_unchanged:  # the check above proved these were not there at the checkpoint
+            for path in _debris(flight, run.sandbox.manifest()):
+                run.sandbox.call("delete_file", path=path)
         store.set_effect_status(flight.key, "resolved")  # the next step does it (again), same bytes
         return
     store.set_effect_status(flight.key, "uncertain")
     run.halt("effect_uncertain", (
         f"{flight.tool} (idempotency key {flight.key}) was in flight when the process died; its outcome is "
         "unknown, so it is not retried: a human must check before it is tried again"))
+
+
+def _debris(flight: EffectEntry, paths: Iterable[str]) -> list[str]:
+    """The temporary files of an in-flight write that died before its rename (a kill mid-write)."""
+    target = flight.detail.get("path")
+    return write_debris(paths, target) if _effect_class(flight) == "redoable" and isinstance(target, str) else []
 
 
 def _effect_class(entry: EffectEntry) -> str:

@@ -9,13 +9,17 @@ a fresh temporary name in the target directory and are renamed into place, so a 
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness_lab.sandbox.boundary import Boundary, Refusal, check_regular
 from harness_lab.tools import ToolResult
 
-__all__ = ["Target", "delete_file", "inspect_target", "list_dir", "read_file", "write_file"]
+__all__ = ["TEMP_PREFIX", "Target", "delete_file", "inspect_target", "list_dir", "read_file", "write_debris",
+           "write_file"]
 
 
 @dataclass(frozen=True)
@@ -107,10 +111,24 @@ def inspect_target(b: Boundary, path: object, tool: str) -> Target:
     return Target(names, path, exists=True)
 
 
+# A write lands in a temporary file beside its target, renamed over it when whole: a reader never
+# sees half a file, and a process killed mid-write leaves at most one such file (see write_debris).
+TEMP_PREFIX = ".hl-tmp-"
+_TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + "[0-9a-f]{12}")
+
+
+def write_debris(paths: Iterable[str], target: str) -> list[str]:
+    """The workspace paths (of *paths*) a write of *target* killed before its rename may have left:
+    temporary files named like :func:`write_file`'s, in the target's directory."""
+    parent = posixpath.dirname(target)
+    return sorted(p for p in paths
+                  if posixpath.dirname(p) == parent and _TEMP_NAME.fullmatch(posixpath.basename(p)))
+
+
 def write_file(b: Boundary, target: Target, data: bytes, owner: tuple[int, int] | None) -> ToolResult:
     dfd = b.open_dir(target.names[:-1], target.path, create=True, owner=owner)
     name = target.names[-1]
-    tmp = f".hl-tmp-{os.urandom(6).hex()}"
+    tmp = f"{TEMP_PREFIX}{os.urandom(6).hex()}"
     try:
         before = b.lstat_in(dfd, name)
         mode = 0o644

@@ -10,6 +10,7 @@ from persisthelpers import ACTIONS, PUSH_STEP, CountingOutbox, outcome, push_run
 from harness_lab import Run, RunState
 from harness_lab.errors import SimulatedCrash
 from harness_lab.faults import CrashPoint, ProcessCrash
+from harness_lab.sandbox.fileops import TEMP_PREFIX
 from harness_lab.store import InMemoryStore, SQLiteStore
 
 # Every step has the two commit points; the effect points exist where a tool runs (not at finish).
@@ -90,3 +91,32 @@ def test_redone_write_lands_once_in_the_ledger(tmp_path: Path) -> None:
     resumed.run()
     effect = store.effect("R1:3")
     assert effect is not None and effect.status == "committed"
+
+
+@pytest.mark.parametrize("where", ["", "notes/"])
+def test_a_write_killed_before_its_rename_leaves_a_temporary_file_that_resume_removes(
+        tmp_path: Path, where: str, reference: dict[str, object]) -> None:
+    # A SIGKILL between the temporary file's creation and its rename (bench/stress_kill.py met it):
+    # the report write (step 5, in the workspace root) is in flight and its temporary file lies beside
+    # report.md. A temporary-looking file anywhere else is not that write's: a concurrent change.
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    outbox = CountingOutbox()
+    run = push_run(tmp_path / "ws", store, outbox)
+    run.inject(ProcessCrash(point=CrashPoint.AFTER_EFFECT), at_step=5)  # its write-ahead intent is stored
+    with pytest.raises(SimulatedCrash):
+        run.run()
+    (tmp_path / "ws" / "report.md").unlink()  # ... but the kill came before the rename
+    debris = tmp_path / "ws" / f"{where}{TEMP_PREFIX}0123456789ab"
+    debris.write_bytes(b"# Rep")  # half written
+    resumed = Run.resume(store, "R1", effects=outbox, approver=run.approver)
+    assert resumed.resume_report is not None
+    if where:
+        assert not resumed.resume_report.ok and "concurrent change" in resumed.resume_report.checks[1].detail
+        assert resumed.state is RunState.BLOCKED and debris.exists(), "nothing of the user's is removed"
+        return
+    assert resumed.resume_report.ok, resumed.resume_report
+    assert "temporary file(s) it left" in resumed.resume_report.checks[1].detail
+    assert not debris.exists()
+    resumed.run()
+    assert outcome(resumed) == reference
+    assert outbox.applied == [f"R1:{PUSH_STEP}"]
