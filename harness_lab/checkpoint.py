@@ -4,7 +4,7 @@ A :class:`Checkpoint` (seed 000) holds what a later process needs to continue: t
 version, the completed scope, artifact and workspace hashes, the last verification result, the
 failure root cause, pending items, the next step, and the restorable run state
 (:meth:`Run.capture() <harness_lab.run.Run.capture>`). It never holds secrets: every text written
-to the store passes :func:`redact`, which honours ``contract.memory.exclude``.
+to the store passes a :class:`~harness_lab.redaction.Redactor`, which honours ``contract.memory.exclude``.
 
 The hot path (:meth:`Checkpointer.commit`) builds plain dicts and compact JSON (no model
 validation), and writes one row in one transaction; the typed record is for readers. Its cost does
@@ -14,7 +14,7 @@ restore); the rows in between hold :meth:`ContextManager.take_changes
 <harness_lab.context.ContextManager.take_changes>`, and ``context_base`` names the row a restore
 replays from. Large outputs go to the store's blobs once, by sha256. Redaction runs over what is
 written, so only over the new and changed text; a memo of the JSON pieces (and whole texts) found
-clean before means a loop's rows cost one hash each to check (see ``_Redactor.clean``). A step with
+clean before means a loop's rows cost one hash each to check (see :meth:`~harness_lab.redaction.Redactor.clean`). A step with
 no effect skips the ledger update, so its row is one ``INSERT`` in one implicit transaction.
 A whole state leaves out retired items; a fork's first row holds no context at all but names the
 checkpoint it restored (``context_from``), and its change logs build on that until its own first
@@ -27,9 +27,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,6 +40,7 @@ from .context import ContextItem
 from .errors import StoreError
 from .events import StepRecord, Usage, dump_step_row
 from .proposers.scripted import ScriptedProposer
+from .redaction import SECRET_CATEGORIES, Redactor, redact
 from .states import RunState
 from .store import EffectEntry, Store
 from .tools import ToolResult
@@ -54,19 +54,6 @@ __all__ = ["FULL_BYTES", "FULL_EVERY", "SECRET_CATEGORIES", "Checkpoint", "Check
 FULL_EVERY = 16  # steps between whole context states: a restore replays at most this many change logs
 FULL_BYTES = 256 * 1024  # ... or fewer, once the change logs since the last whole state are this large
 
-# memory.exclude entries that name a kind of secret (seed 000: "secrets, raw_credentials").
-SECRET_CATEGORIES = frozenset({"secrets", "raw_credentials", "credentials", "api_keys", "tokens", "passwords"})
-_SECRET_PATTERNS = (
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[^\"]*?-----END [A-Z ]*PRIVATE KEY-----",  # within one JSON string
-    r"\bAKIA[0-9A-Z]{16}\b",
-    r"\bsk-[A-Za-z0-9_-]{16,}",
-    r"\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}",
-    r"(?i:\bbearer\s+[A-Za-z0-9._~+/-]{8,}=*)",
-    # key = value / "key": "value" (also inside JSON-escaped text): keep the key, drop the value
-    r"(?P<k>(?i:password|passwd|pwd|api[_-]?key|secret|token)\\?\"?\s*[:=]\s*\\?\"?)[^\s\"\\,;&]{3,}",
-)
-_SECRET_ENV_NAME = re.compile(r"(?i)key|token|secret|password|passwd|credential")
-_REDACTED = "[REDACTED]"
 # Tools whose effect lands in the workspace and can be re-done byte for byte (same path, same bytes).
 _REDOABLE = frozenset({"write_file", "write_report"})
 _WRITES = frozenset({"write_file", "write_report", "delete_file", "run_command"})
@@ -135,95 +122,6 @@ def effect_class(action: _Action) -> Literal["read", "redoable", "workspace", "e
     return "read"
 
 
-# Cheap pre-check: a text none of whose pattern could match skips the regex (which scans ~30 µs/KB:
-# its alternatives start with \b, so no literal prefix speeds it up). Every match of a pattern
-# contains one of these literals (the key names case-folded), so the pre-check never hides a secret.
-# (The dotted and dotless capital/small I match "i" under (?i) but do not case-fold to it: listed.)
-_LITERALS = ("-----BEGIN ", "AKIA", "sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "\u0130", "\u0131")
-_KEY_NAMES = ("password", "passwd", "pwd", "api_key", "api-key", "apikey", "secret", "token")
-_AFTER_KEY = re.compile(r'\\?"?\s*[:=]')
-_SEEN_MAX = 8192  # clean pieces remembered; forgetting them all only costs one full scan
-_WHOLE_MAX = 64  # whole clean texts remembered (a loop's rows take few shapes)
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-
-
-class _Redactor:
-    def __init__(self, exclude: Iterable[str]) -> None:
-        self.exclude = tuple(exclude)
-        patterns: list[str] = []
-        self._values: list[str] = []
-        if SECRET_CATEGORIES & set(self.exclude):
-            patterns += _SECRET_PATTERNS
-            # Values of secret-named environment variables (an endpoint key, a token) never persist.
-            self._values = sorted((v for k, v in os.environ.items()
-                                   if _SECRET_ENV_NAME.search(k) and len(v) >= 8 and not {'"', "\\"} & set(v)),
-                                  key=len, reverse=True)
-            patterns += [re.escape(v) for v in self._values]
-        self._re = re.compile("|".join(f"(?:{p})" for p in patterns), re.DOTALL) if patterns else None
-        self.inert = self._re is None
-        self._seen: set[bytes] = set()  # JSON pieces known to hold no match (see clean)
-        self._whole: set[bytes] = set()  # ... and whole JSON texts
-
-    def __call__(self, text: str) -> str:
-        if self._re is None or not self._may_hold_secret(text) or self._re.search(text) is None:
-            return text
-        return self._re.sub(lambda m: (m.group("k") or "") + _REDACTED, text)
-
-    def json(self, text: str) -> str:
-        """``self(text)`` for JSON text, checking only the parts of it not seen clean before."""
-        return text if self.clean(text) else self(text)
-
-    def clean(self, text: str) -> bool:
-        """Whether no pattern matches ``text``, from a memo of its pieces between ``,"``: no match
-        of a pattern (the env values aside, checked whole) contains ``,"``, ends at ``,`` or starts
-        at ``"``, so every match lies in one piece (and its ``\\b`` sees the same neighbours). Digits
-        are read as ``0`` first: every pattern's class that holds a digit holds them all (env values
-        aside), so a piece matches iff its digit-blind copy does, and step numbers, counters and
-        timings stop making pieces new. A step's JSON then repeats nearly all of the last one's
-        pieces: only the new ones are scanned, joined into one text, once."""
-        if self._re is None:
-            return True
-        if self._values and any(v in text for v in self._values):
-            return False
-        blind = text.encode().translate(_DIGITS_AS_ZERO)
-        if blind in self._whole:  # a loop's rows repeat whole, digits aside
-            return True
-        new = set(blind.split(b',"'))
-        new -= self._seen
-        if len(self._whole) >= _WHOLE_MAX:
-            self._whole.clear()
-        if not new:
-            self._whole.add(blind)
-            return True
-        joined = b',"'.join(new).decode()  # the same argument: its matches are the pieces' matches
-        if self._may_hold_secret(joined) and self._re.search(joined) is not None:
-            return False
-        if len(self._seen) > _SEEN_MAX:
-            self._seen.clear()
-        self._seen |= new
-        self._whole.add(blind)
-        return True
-
-    def _may_hold_secret(self, text: str) -> bool:
-        if any(lit in text for lit in _LITERALS) or any(v in text for v in self._values):
-            return True
-        folded = text.casefold()  # what (?i:...) matches, case-folded, is found here
-        if "bearer" in folded:
-            return True
-        for name in _KEY_NAMES:
-            at = folded.find(name)
-            while at >= 0:
-                if _AFTER_KEY.match(folded, at + len(name)):
-                    return True
-                at = folded.find(name, at + 1)
-        return False
-
-
-def redact(text: str, exclude: Iterable[str]) -> str:
-    """``text`` with every secret of the excluded categories replaced by ``[REDACTED]``."""
-    return _Redactor(exclude)(text)
-
-
 def run_spec(run: Run) -> dict[str, Any]:
     """How to rebuild this run in another process (redacted before it is stored)."""
     proposer: dict[str, Any] = {"kind": type(run.proposer).__name__}
@@ -242,7 +140,7 @@ def run_spec(run: Run) -> dict[str, Any]:
 class Checkpointer:
     """Writes one checkpoint per step and keeps the side-effect ledger for one run."""
 
-    _redact: _Redactor
+    _redact: Redactor
     _version: str
 
     def __init__(self, store: Store, run: Run, *, fresh: bool, loaded: Mapping[str, str] | None = None,
@@ -260,7 +158,7 @@ class Checkpointer:
         # contract object takes the source's.
         version = like._version if like is not None and like.run.contract is run.contract else run.contract.version
         same = like is not None and like._version == version
-        self._redact = like._redact if like is not None and same else _Redactor(run.contract.memory.exclude)
+        self._redact = like._redact if like is not None and same else Redactor(run.contract.memory.exclude)
         self._drop = tuple(k for k in run.contract.memory.exclude if k not in SECRET_CATEGORIES)
         self._version = version
         self._seq = run.events[-1].seq if run.events else 0

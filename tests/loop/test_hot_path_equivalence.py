@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness_lab.actions import _jsonable
-from harness_lab.checkpoint import _Redactor
 from harness_lab.gates import _similar
+from harness_lab.redaction import Redactor
 
 _leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8))
 _values = st.recursive(
@@ -61,7 +61,7 @@ _PIECES = ["password", "PassWord", "pwd", "api-key", "API_KEY", "apikey", "secre
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=8).map("".join))
 def test_redaction_pre_check_never_skips_a_match(text: str) -> None:
-    redactor = _Redactor(["secrets"])
+    redactor = Redactor(["secrets"])
     assert redactor._re is not None
     expected = redactor._re.sub(lambda m: (m.group("k") or "") + "[REDACTED]", text)
     assert redactor(text) == expected

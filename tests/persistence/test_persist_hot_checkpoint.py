@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from persisthelpers import PUSH_STEP, CountingOutbox, push_run
 
-from harness_lab.checkpoint import _dumps, _Redactor
+from harness_lab.checkpoint import _dumps
+from harness_lab.redaction import Redactor
 from harness_lab.store import InMemoryStore, SQLiteStore
 
 _WORDS = ["password", "PassWord", "pwd", "api-key", "API_KEY", "secret", "token", "tokens", "Bearer ",
@@ -25,10 +26,10 @@ _text = st.lists(st.sampled_from(_WORDS), max_size=10).map("".join)
 _json = st.recursive(st.one_of(st.none(), st.integers(), _text),
                      lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_text, inner, max_size=3)),
                      max_leaves=8)
-_MEMO = _Redactor(["secrets"])  # shared on purpose: later examples meet pieces earlier ones left in the memo
+_MEMO = Redactor(["secrets"])  # shared on purpose: later examples meet pieces earlier ones left in the memo
 
 
-def _whole(redactor: _Redactor, text: str) -> str:
+def _whole(redactor: Redactor, text: str) -> str:
     assert redactor._re is not None
     return redactor._re.sub(lambda m: (m.group("k") or "") + "[REDACTED]", text)
 
@@ -46,7 +47,7 @@ def test_a_secret_in_a_new_piece_is_found_after_its_neighbours_were_seen(monkeyp
     # Ends with a comma: in JSON it can end right before a quote, across the ',"' the pieces split at
     # (so env values are matched on the whole text).
     monkeypatch.setenv("OTHER_SECRET", "zzyy" + "q" * 8 + ",")
-    redactor = _Redactor(["secrets"])
+    redactor = Redactor(["secrets"])
     step = {"kind": "step", "step": 1, "note": "plain text"}
     assert redactor.clean(json.dumps(step))
     step.update(step=2, note="then sk-abcdefghijklmnopqrstu leaked")

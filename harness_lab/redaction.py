@@ -1,0 +1,120 @@
+"""Secrets never reach the store: every text a checkpoint writes passes a :class:`Redactor`.
+
+``contract.memory.exclude`` names what must not persist; its secret categories
+(:data:`SECRET_CATEGORIES`) switch on the patterns below (private keys, cloud and API keys, bearer
+tokens, ``password=...`` style pairs) and the values of secret-named environment variables. A match
+becomes ``[REDACTED]``, keeping a pair's key. The patterns are written for JSON-escaped text, which is
+what every stored row holds. :meth:`Redactor.clean` answers "no match" for a loop's rows at the cost
+of one hash each, from a memo of the JSON pieces it found clean before.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+
+__all__ = ["SECRET_CATEGORIES", "Redactor", "redact"]
+
+# memory.exclude entries that name a kind of secret (seed 000: "secrets, raw_credentials").
+SECRET_CATEGORIES = frozenset({"secrets", "raw_credentials", "credentials", "api_keys", "tokens", "passwords"})
+_SECRET_PATTERNS = (
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[^\"]*?-----END [A-Z ]*PRIVATE KEY-----",  # within one JSON string
+    r"\bAKIA[0-9A-Z]{16}\b",
+    r"\bsk-[A-Za-z0-9_-]{16,}",
+    r"\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}",
+    r"(?i:\bbearer\s+[A-Za-z0-9._~+/-]{8,}=*)",
+    # key = value / "key": "value" (also inside JSON-escaped text): keep the key, drop the value
+    r"(?P<k>(?i:password|passwd|pwd|api[_-]?key|secret|token)\\?\"?\s*[:=]\s*\\?\"?)[^\s\"\\,;&]{3,}",
+)
+_SECRET_ENV_NAME = re.compile(r"(?i)key|token|secret|password|passwd|credential")
+_REDACTED = "[REDACTED]"
+
+
+# Cheap pre-check: a text none of whose pattern could match skips the regex (which scans ~30 µs/KB:
+# its alternatives start with \b, so no literal prefix speeds it up). Every match of a pattern
+# contains one of these literals (the key names case-folded), so the pre-check never hides a secret.
+# (The dotted and dotless capital/small I match "i" under (?i) but do not case-fold to it: listed.)
+_LITERALS = ("-----BEGIN ", "AKIA", "sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "\u0130", "\u0131")
+_KEY_NAMES = ("password", "passwd", "pwd", "api_key", "api-key", "apikey", "secret", "token")
+_AFTER_KEY = re.compile(r'\\?"?\s*[:=]')
+_SEEN_MAX = 8192  # clean pieces remembered; forgetting them all only costs one full scan
+_WHOLE_MAX = 64  # whole clean texts remembered (a loop's rows take few shapes)
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+
+
+class Redactor:
+    def __init__(self, exclude: Iterable[str]) -> None:
+        self.exclude = tuple(exclude)
+        patterns: list[str] = []
+        self._values: list[str] = []
+        if SECRET_CATEGORIES & set(self.exclude):
+            patterns += _SECRET_PATTERNS
+            # Values of secret-named environment variables (an endpoint key, a token) never persist.
+            self._values = sorted((v for k, v in os.environ.items()
+                                   if _SECRET_ENV_NAME.search(k) and len(v) >= 8 and not {'"', "\\"} & set(v)),
+                                  key=len, reverse=True)
+            patterns += [re.escape(v) for v in self._values]
+        self._re = re.compile("|".join(f"(?:{p})" for p in patterns), re.DOTALL) if patterns else None
+        self.inert = self._re is None
+        self._seen: set[bytes] = set()  # JSON pieces known to hold no match (see clean)
+        self._whole: set[bytes] = set()  # ... and whole JSON texts
+
+    def __call__(self, text: str) -> str:
+        if self._re is None or not self._may_hold_secret(text) or self._re.search(text) is None:
+            return text
+        return self._re.sub(lambda m: (m.group("k") or "") + _REDACTED, text)
+
+    def json(self, text: str) -> str:
+        """``self(text)`` for JSON text, checking only the parts of it not seen clean before."""
+        return text if self.clean(text) else self(text)
+
+    def clean(self, text: str) -> bool:
+        """Whether no pattern matches ``text``, from a memo of its pieces between ``,"``: no match
+        of a pattern (the env values aside, checked whole) contains ``,"``, ends at ``,`` or starts
+        at ``"``, so every match lies in one piece (and its ``\\b`` sees the same neighbours). Digits
+        are read as ``0`` first: every pattern's class that holds a digit holds them all (env values
+        aside), so a piece matches iff its digit-blind copy does, and step numbers, counters and
+        timings stop making pieces new. A step's JSON then repeats nearly all of the last one's
+        pieces: only the new ones are scanned, joined into one text, once."""
+        if self._re is None:
+            return True
+        if self._values and any(v in text for v in self._values):
+            return False
+        blind = text.encode().translate(_DIGITS_AS_ZERO)
+        if blind in self._whole:  # a loop's rows repeat whole, digits aside
+            return True
+        new = set(blind.split(b',"'))
+        new -= self._seen
+        if len(self._whole) >= _WHOLE_MAX:
+            self._whole.clear()
+        if not new:
+            self._whole.add(blind)
+            return True
+        joined = b',"'.join(new).decode()  # the same argument: its matches are the pieces' matches
+        if self._may_hold_secret(joined) and self._re.search(joined) is not None:
+            return False
+        if len(self._seen) > _SEEN_MAX:
+            self._seen.clear()
+        self._seen |= new
+        self._whole.add(blind)
+        return True
+
+    def _may_hold_secret(self, text: str) -> bool:
+        if any(lit in text for lit in _LITERALS) or any(v in text for v in self._values):
+            return True
+        folded = text.casefold()  # what (?i:...) matches, case-folded, is found here
+        if "bearer" in folded:
+            return True
+        for name in _KEY_NAMES:
+            at = folded.find(name)
+            while at >= 0:
+                if _AFTER_KEY.match(folded, at + len(name)):
+                    return True
+                at = folded.find(name, at + 1)
+        return False
+
+
+def redact(text: str, exclude: Iterable[str]) -> str:
+    """``text`` with every secret of the excluded categories replaced by ``[REDACTED]``."""
+    return Redactor(exclude)(text)
