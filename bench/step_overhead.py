@@ -9,8 +9,8 @@ survives a killed process) before the next step starts.
 * bare            - a Python loop that calls the no-op tool (the floor without persistence);
 * bare+sqlite     - the same loop committing one SQLite row per step (the durable floor);
 * harness-lab     - ``Run.step()`` with a proposer alternating two ``think`` calls (the pure no-op tool);
-* harness-lab+sqlite - the same, committing the ``StepRecord`` JSON per step (the harness plus one
-  durable row, a floor for the store's design);
+* harness-lab+sqlite - the same, committing the ``StepRecord`` per step in the store's row form
+  (``dump_step_row``): the harness plus one durable row, a floor for the store's design;
 * harness-lab+store - ``Run(store=SQLiteStore(...))``: the real per-step checkpoint (step record,
   checkpoint, context change log;
   step: one transaction, since ``think`` has no effect to make durable first);
@@ -40,6 +40,7 @@ from typing import Any
 
 from harness_lab.approval import AutoApprove
 from harness_lab.contract import load_contract
+from harness_lab.events import dump_step_row
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.paths import data_dir
 from harness_lab.proposers.scripted import FunctionProposer
@@ -124,7 +125,7 @@ def ours(steps: int, tmp: Path | None, workdir: Path, *, real_store: bool = Fals
         record = run.step()
         if conn is not None:
             conn.execute("BEGIN")
-            conn.execute("INSERT INTO steps VALUES (?, ?, ?)", ("bench", record.step, record.model_dump_json()))
+            conn.execute("INSERT INTO steps VALUES (?, ?, ?)", ("bench", record.step, dump_step_row(record)))
             conn.execute("COMMIT")
     elapsed = (time.perf_counter() - start) / steps * 1e6
     run.close()
