@@ -271,10 +271,11 @@ def test_cli_lists_the_catalogue_one_line_each(capsys) -> None:
         assert line.endswith(type(fault).doc())
 
 
-@pytest.mark.parametrize("tool", ["think", "read_file"])
-def test_an_outside_write_while_the_proposer_thinks_is_reported_by_the_next_step(tmp_path, tool: str) -> None:
+@pytest.mark.parametrize("tool", ["think", "read_file", "write_file"])
+def test_an_outside_write_while_the_proposer_thinks_is_reported(tmp_path, tool: str) -> None:
     # The proposer is asked inside step(), after the step's own check of the workspace: a write by
     # someone else during that call (a model's seconds) must not be folded into the run's own state.
+    # A step that writes reports it before its own write; any other step leaves it to the next one.
     run = make_run(tmp_path, [{"kind": "write_file", "path": "notes.md", "content": "figure: 42"},
                               {"kind": "read_file", "path": "notes.md"}, READ_A, READ_B])
     run.step()
@@ -284,13 +285,14 @@ def test_an_outside_write_while_the_proposer_thinks_is_reported_by_the_next_step
 
     def propose_while_someone_writes(view: object) -> object:
         (run.workspace / "notes.md").write_text("figure: 43")  # the outside world, mid-step
-        return {"kind": "think", "thought": "next"} if tool == "think" else {"kind": "read_file", "path": "other.md"}
+        return {"think": {"kind": "think", "thought": "next"}, "read_file": {"kind": "read_file", "path": "other.md"},
+                "write_file": {"kind": "write_file", "path": "other.md", "content": "x"}}[tool]
 
     run.proposer.propose = propose_while_someone_writes  # type: ignore[method-assign]
     during = run.step()
-    assert not notes(during, "external_change"), "seen at the start of the next step, not of this one"
     run.proposer.propose = ask  # type: ignore[method-assign]
     after = run.step()
-    change = notes(after, "external_change")
+    assert bool(notes(during, "external_change")) == (tool == "write_file")
+    change = notes(during if tool == "write_file" else after, "external_change")
     assert change and change[0].data["stale"], "the outside write is reported, the old reading marked stale"
     assert "figure: 42" not in run.context.view().render()
