@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 from ._run_setup import initial_context
 from .actions import Proposal, parse_proposal
 from .approval import ApprovalRequest, Approver, AskHuman
-from .checkpoint import Checkpointer
+from .checkpoint import Checkpointer, effect_class
 from .clock import Clock, SystemClock
 from .context import ContextManager
 from .contract import ControlContract
@@ -32,7 +32,7 @@ from .events import (
     Usage,
 )
 from .evidence import EvidenceCatalogue
-from .executor import READ_TOOLS, ExternalEffects, Outbox, ToolExecutor
+from .executor import ExternalEffects, Outbox, ToolExecutor
 from .faults import CrashPoint, FaultSchedule
 from .gates import GatesMark, LoopGates
 from .proposers.base import Proposer, StatefulProposer
@@ -183,7 +183,7 @@ class RunBase:
             self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
                        data={"snapshot": gate.id})
         self._faults.settle(self, decision, result)
-        if result is None or result.tool not in _PURE_TOOLS:
+        if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
             # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
             # in: the hash stays as the step found it, so an outside write during the step (while
             # the proposer thought, say) is reported by the next step instead of absorbed here.
@@ -291,10 +291,6 @@ def _stateful(proposer: Proposer) -> TypeGuard[StatefulProposer]:
     # isinstance(proposer, StatefulProposer), which costs ~10 µs (capture() runs every step): the
     # same test Python 3.11 makes for a runtime-checkable protocol's methods.
     return all(getattr(proposer, name, None) is not None for name in ("propose", "state", "restore"))
-
-
-# Tools that never write the workspace (tools' results and faults' notes aside).
-_PURE_TOOLS = READ_TOOLS | {"think"}
 
 
 def _keep_window(trace: list[Any], size: int) -> None:

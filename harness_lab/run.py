@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._run_base import _PURE_TOOLS, RunBase, _sha
+from ._run_base import RunBase, _sha
 from .actions import _MODELS, Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
 from .approval import ApprovalRequest, Approver
-from .checkpoint import Checkpointer
+from .checkpoint import Checkpointer, effect_class
 from .clock import Clock
 from .contract import load_contract
 from .errors import RunStateError
@@ -282,7 +282,7 @@ class Run(RunBase):
         self._spend(tool_calls=1)
         if self.repair is not None:
             self.repair.before_execute(self, proposal)
-        if proposal.action.kind not in _PURE_TOOLS:
+        if effect_class(proposal.action) != "read":
             # An outside write since the step's first check (while the proposer thought) is reported
             # now: once this tool has run, the end of the step folds the workspace into the run's own.
             self._check_external_change()
