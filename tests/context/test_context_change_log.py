@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ctxhelpers import new_context, operate
 
 from harness_lab.approval import AutoApprove
 from harness_lab.checkpoint import FULL_EVERY
-from harness_lab.context import ContextManager, Layer, apply_changes
+from harness_lab.context import ContextManager, apply_changes
 from harness_lab.context.changes import SCALARS
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
@@ -26,9 +27,6 @@ from harness_lab.proposers.scripted import FunctionProposer
 from harness_lab.resume import load_checkpoint
 from harness_lab.run import Run
 from harness_lab.store import InMemoryStore, SQLiteStore, Store
-
-PLAIN = ("listed 12 files", "port: 8080", "read 40 lines", "ok", "3 matches")
-ANOMALY = "AssertionError: expected 3, got 4"
 
 
 def test_a_step_logs_its_interaction_whole_and_the_demotion_as_a_patch() -> None:
@@ -58,37 +56,6 @@ def test_the_first_log_after_a_state_carries_every_scalar() -> None:
     assert set(SCALARS) <= restored.take_changes().keys()
 
 
-def _operate(ctx: ContextManager, rng: random.Random, rnd: int) -> None:
-    roll = rng.random()
-    if roll < 0.5:
-        big = rng.random() < 0.03
-        text = "\n".join(f"{rng.choice(PLAIN)} #{k}" for k in range(3000)) if big else rng.choice(PLAIN)
-        if not big and rng.random() < 0.15:
-            text += "\n" + ANOMALY
-        ctx.add_interaction(rnd, f"read f{rnd % 7}", text, source=f"read_file:f{rnd % 7}", key=f"file:f{rnd % 7}")
-    elif roll < 0.56:
-        ctx.add(Layer.L4, rng.choice(PLAIN), source=f"explore:{rnd}", round=rnd, pinned=rng.random() < 0.3)
-    elif roll < 0.62:
-        ctx.add_feedback(rnd, f"validator: failed in round {rnd}", source="validator", key=rng.choice((None, "v")))
-    elif roll < 0.70:
-        ctx.summarize(rng.choice(PLAIN), round=rnd, source="model", key=f"k{rng.randint(0, 2)}",
-                      supersedes=rng.choice((None, "k1")))
-    elif roll < 0.76:
-        ctx.begin_subtask(f"s{rnd % 3}", "goal", round=rnd)
-    elif roll < 0.82:
-        ctx.finish_subtask(f"s{rnd % 3}", "done", round=rnd)
-    elif roll < 0.88:
-        ctx.mark_stale(f"f{rng.randint(0, 6)}")
-        ctx.reselect()
-    elif roll < 0.92:
-        ctx.compress()
-    elif roll < 0.94:
-        ctx.add_resume_note(f"resumed at {rnd}", round=rnd)
-    elif roll < 0.96:
-        ctx.budget_tokens = rng.randint(300, 1200)
-    ctx.view()
-
-
 def _compact_state(ctx: ContextManager) -> dict[str, Any]:
     state = ctx.state(ref_texts=False, raw_items=True)
     return json.loads(json.dumps({**state, "items": [i.to_dict(compact=True) for i in state["items"]]}))
@@ -102,16 +69,14 @@ def _compact_log(ctx: ContextManager) -> dict[str, Any]:
 @pytest.mark.parametrize("seed", range(12))
 def test_logs_stored_as_a_checkpoint_stores_them_rebuild_the_live_context(seed: int) -> None:
     rng = random.Random(seed)
-    ctx = ContextManager(budget_tokens=rng.randint(300, 1200), output_cap_bytes=4096)
-    ctx._rec.retire_min = 1 if seed % 2 else 128  # retirement passes between logs, many of them
-    ctx.add(Layer.L0, "system: tools", source="system", round=0)
-    ctx.add(Layer.L1, "task: fix config", source="task", round=0)
+    # retirement passes between logs, many of them
+    ctx = new_context(rng.randint(300, 1200), 1 if seed % 2 else 128)
     base, logs = _compact_state(ctx), []
     ctx.discard_changes()
     texts: dict[str, str] = {}
     patched = 0
     for rnd in range(1, 320):
-        _operate(ctx, rng, rnd)
+        operate(ctx, rng, rnd)
         if rnd % FULL_EVERY == 0:  # what the checkpointer does for a whole state
             ctx.retire()
             base, logs = _compact_state(ctx), []
@@ -146,7 +111,7 @@ def test_version_1_logs_still_replay(seed: int) -> None:
     ctx.discard_changes()
     old: list[dict[str, Any]] = []
     for rnd in range(1, 200):
-        _operate(ctx, rng, rnd)
+        operate(ctx, rng, rnd)
         log = ctx.take_changes()
         old.append(json.loads(json.dumps(_as_version_1(log, ctx, list(ctx._rec.live)))))
         assert apply_changes(base, old) == ctx.state(ref_texts=False), f"round {rnd}"

@@ -11,49 +11,14 @@ import json
 import random
 
 import pytest
+from ctxhelpers import new_context, operate
 
 from harness_lab.context import ContextManager, Layer, apply_changes
 from harness_lab.context.record import RETIRE_MIN
 
-PLAIN = ("listed 12 files", "port: 8080", "read 40 lines", "ok", "3 matches")
-ANOMALY = "AssertionError: expected 3, got 4"
-
-
-def _operate(ctx: ContextManager, rng: random.Random, rnd: int) -> None:
-    roll = rng.random()
-    if roll < 0.5:
-        big = rng.random() < 0.03
-        text = "\n".join(f"{rng.choice(PLAIN)} #{k}" for k in range(3000)) if big else rng.choice(PLAIN)
-        if not big and rng.random() < 0.15:
-            text += "\n" + ANOMALY
-        ctx.add_interaction(rnd, f"read f{rnd % 7}", text, source=f"read_file:f{rnd % 7}", key=f"file:f{rnd % 7}")
-    elif roll < 0.58:
-        ctx.add(Layer.L4, rng.choice(PLAIN), source=f"explore:{rnd}", round=rnd)
-    elif roll < 0.62:
-        ctx.add_feedback(rnd, f"validator: failed in round {rnd}", source="validator", key=rng.choice((None, "v")))
-    elif roll < 0.72:
-        ctx.summarize(rng.choice(PLAIN), round=rnd, source="model", key=f"k{rng.randint(0, 2)}",
-                      supersedes=rng.choice((None, "k1")))
-    elif roll < 0.78:
-        ctx.begin_subtask(f"s{rnd % 3}", "goal", round=rnd)
-    elif roll < 0.84:
-        ctx.finish_subtask(f"s{rnd % 3}", "done", round=rnd)
-    elif roll < 0.90:
-        ctx.mark_stale(f"f{rng.randint(0, 6)}")
-        ctx.reselect()
-    elif roll < 0.94:
-        ctx.compress()
-    elif roll < 0.96:
-        ctx.add_resume_note(f"resumed at {rnd}", round=rnd)
-    ctx.view()
-
 
 def _new(seed: int, retire_min: int) -> ContextManager:
-    ctx = ContextManager(budget_tokens=random.Random(seed).randint(300, 1200), output_cap_bytes=4096)
-    ctx._rec.retire_min = retire_min  # eager retirement, so that it happens many times per run
-    ctx.add(Layer.L0, "system: tools", source="system", round=0)
-    ctx.add(Layer.L1, "task: fix config", source="task", round=0)
-    return ctx
+    return new_context(random.Random(seed).randint(300, 1200), retire_min)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -61,8 +26,8 @@ def test_retiring_never_changes_a_view(seed: int) -> None:
     eager, keeper = _new(seed, 1), _new(seed, 10**9)
     rng_a, rng_b = random.Random(seed), random.Random(seed)
     for rnd in range(1, 400):
-        _operate(eager, rng_a, rnd)
-        _operate(keeper, rng_b, rnd)
+        operate(eager, rng_a, rnd)
+        operate(keeper, rng_b, rnd)
         assert eager.view() == keeper.view(), f"round {rnd}"
         for item in eager.view().items:  # what the view refers to is still there (covered: as a stub)
             for ref in item.carries:
@@ -84,7 +49,7 @@ def test_replaying_changes_gives_the_state(seed: int) -> None:
     ctx.discard_changes()
     log: list[dict[str, object]] = []
     for rnd in range(1, 300):
-        _operate(ctx, rng, rnd)
+        operate(ctx, rng, rnd)
         log.append(json.loads(json.dumps(ctx.take_changes())))
         assert apply_changes(base, log) == ctx.state(ref_texts=False), f"round {rnd}"
         if rnd % 50 == 0:  # a new base, as a checkpoint compaction does

@@ -9,6 +9,13 @@ from harness_lab.widgets import LabView
 
 from harness_lab import RunState, RunStateError
 
+# The second write overwrites the first: the sandbox snapshots the file before it.
+OVERWRITE_THEN_READ = [
+    {"kind": "write_file", "path": "a.txt", "content": "first"},
+    {"kind": "write_file", "path": "a.txt", "content": "second"},
+    {"kind": "read_evidence", "id": "harness-boundary"},
+]
+
 
 def test_a_fresh_view_draws_every_panel_once_with_the_run_as_it_is(make_run):
     run = make_run(scenario="conforming_report")
@@ -117,11 +124,7 @@ def test_a_click_on_misuse_reports_in_the_status_line_while_the_call_raises(make
 
 
 def test_rollback_button_restores_files_run_state_and_context(make_run):
-    run = make_run([
-        {"kind": "write_file", "path": "a.txt", "content": "first"},
-        {"kind": "write_file", "path": "a.txt", "content": "second"},
-        {"kind": "read_evidence", "id": "harness-boundary"},
-    ])
+    run = make_run(OVERWRITE_THEN_READ)
     view = LabView(run)
     assert "no snapshots yet" in view.snapshots.html.value and view.snapshots.rollback_button.disabled
     view.step()
@@ -198,11 +201,7 @@ def test_a_long_run_keeps_every_panel_bounded(long_run):
 
 
 def test_fork_button_opens_a_new_run_from_the_picked_snapshot_and_leaves_this_one_alone(make_run):
-    run = make_run([
-        {"kind": "write_file", "path": "a.txt", "content": "first"},
-        {"kind": "write_file", "path": "a.txt", "content": "second"},
-        {"kind": "read_evidence", "id": "harness-boundary"},
-    ])
+    run = make_run(OVERWRITE_THEN_READ)
     view = LabView(run)
     view.run_to_end(max_steps=3)
     (snap,) = run.sandbox.snapshots()
