@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from ._run_setup import initial_context
-from .actions import Proposal, parse_proposal
+from ._step_records import step_record, usage
+from .actions import Proposal, _Action, parse_proposal
 from .approval import ApprovalRequest, Approver, AskHuman
 from .checkpoint import Checkpointer, effect_class
 from .clock import Clock, SystemClock
@@ -113,6 +114,7 @@ class RunBase:
         self._gates_at_start: GatesMark | None = None
         self._step_events: list[Event] = []
         self._seq = 0
+        self._effects: dict[type[_Action], str] = {}
         self._faults = FaultSchedule(lambda topic, message, data: self._emit(Note, topic=topic, message=message, data=data))
         self.crashed: CrashPoint | None = None
         self._ws_hash: str | None = None  # the workspace as the last step left it
@@ -152,6 +154,14 @@ class RunBase:
             return None
         return StopReason(code="human_timeout", message=f"no human decision within {limit}s; stopped safely")
 
+    def _effect(self, action: _Action) -> str:
+        """:func:`~harness_lab.checkpoint.effect_class`, remembered per action type (it reads only the type)."""
+        kind = type(action)
+        effect = self._effects.get(kind)
+        if effect is None:
+            effect = self._effects[kind] = effect_class(action)
+        return effect
+
     def _crash_point(self, point: CrashPoint) -> None:
         if self._faults.armed and (crash := self._faults.crash(self, point)) is not None:
             self.crashed = point
@@ -183,15 +193,14 @@ class RunBase:
             self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
                        data={"snapshot": gate.id})
         self._faults.settle(self, decision, result)
-        if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
+        if result is None or proposal is None or proposal.action is None or self._effect(proposal.action) != "read":
             # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
             # in: the hash stays as the step found it, so an outside write during the step (while
             # the proposer thought, say) is reported by the next step instead of absorbed here.
             self._ws_hash = self.sandbox.workspace_hash()
         self._spend(elapsed_s=self.gates.elapsed())
-        record = StepRecord(step=self.step_no, state_before=self._before, state_after=self.state,
-                            proposal=proposal, decision=decision, tool_result=result, verdict=verdict,
-                            usage=self.usage, events=tuple(self._step_events))
+        record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
+                             self.usage, tuple(self._step_events))
         self._step_events = []
         self._crash_point(CrashPoint.BEFORE_COMMIT)
         if self.checkpoints is not None:
@@ -207,8 +216,7 @@ class RunBase:
         """What the run used so far, as a frozen record (made when read after a change)."""
         if self._usage is None:
             used = self._used
-            self._usage = Usage(decisions=used.decisions, tool_calls=used.tool_calls, tokens=used.tokens,
-                                elapsed_s=used.elapsed_s)
+            self._usage = usage(used.decisions, used.tool_calls, used.tokens, used.elapsed_s)
         return self._usage
 
     @usage.setter
@@ -235,8 +243,13 @@ class RunBase:
         self._emit(StateChanged, before=before, after=after, reason=reason)
 
     def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
+        self._append(event_type(seq=self._next_seq(), step=self.step_no, **fields))
+
+    def _next_seq(self) -> int:
         self._seq += 1
-        event = event_type(seq=self._seq, step=self.step_no, **fields)
+        return self._seq
+
+    def _append(self, event: Event) -> None:
         self._step_events.append(event)
         self.events.append(event)
 

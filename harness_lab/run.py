@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._run_base import RunBase, _sha
+from ._step_records import proposed, tool_called
 from .actions import _MODELS, Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
 from .approval import ApprovalRequest, Approver
-from .checkpoint import Checkpointer, effect_class
+from .checkpoint import Checkpointer
 from .clock import Clock
 from .contract import load_contract
 from .errors import RunStateError
@@ -19,10 +20,8 @@ from .events import (
     Decision,
     HumanDecided,
     Note,
-    Proposed,
     StepRecord,
     StopReason,
-    ToolCalled,
 )
 from .evidence import EvidenceCatalogue
 from .executor import ExternalEffects
@@ -90,7 +89,7 @@ class Run(RunBase):
         self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.mark()
         self._spend(decisions=1)
         decision, stop = self._gate(proposal)
-        self._emit(Proposed, proposal=proposal, decision=decision)
+        self._append(proposed(self._next_seq(), self.step_no, proposal, decision))
         result = self._execute(proposal) if decision.verdict == "execute" else None
         self._observe(proposal, decision, result)
         verdict = self._validate() if decision.verdict == "validate" else None
@@ -282,7 +281,7 @@ class Run(RunBase):
         self._spend(tool_calls=1)
         if self.repair is not None:
             self.repair.before_execute(self, proposal)
-        if effect_class(proposal.action) != "read":
+        if self._effect(proposal.action) != "read":
             # An outside write since the step's first check (while the proposer thought) is reported
             # now: once this tool has run, the end of the step folds the workspace into the run's own.
             self._check_external_change()
@@ -292,7 +291,7 @@ class Run(RunBase):
         held = self.checkpoints.before_effect(proposal.action, key) if self.checkpoints is not None else None
         result = held or executor.execute(proposal.action, idempotency_key=key)
         self._crash_point(CrashPoint.AFTER_EFFECT)
-        self._emit(ToolCalled, tool=result.tool, result=result)
+        self._append(tool_called(self._next_seq(), self.step_no, result.tool, result))
         return result
 
     def _observe(self, proposal: Proposal, decision: Decision, result: ToolResult | None) -> None:

@@ -1,0 +1,67 @@
+"""The four records every step makes, built from values the run already holds typed.
+
+``StepRecord(...)`` validates each field again (the events tuple against the event union, every
+nested record): ~4.3 µs, and ~1.7 µs for each event and the usage. These builders make the same
+frozen objects the way ``model_construct`` does, without its generic walk (~1.1 µs for a step
+record, ~0.5 µs for the others). Only the run calls them, with values mypy types; a test checks
+each against the validated constructor: equal, same dump, same set fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .actions import Proposal
+from .events import Decision, Event, Proposed, StepRecord, ToolCalled, Usage
+from .states import RunState
+from .tools import ToolResult
+from .validation import ReportVerdict
+
+__all__ = ["proposed", "step_record", "tool_called", "usage"]
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _finish(obj: Any, data: dict[str, Any], fields_set: frozenset[str]) -> Any:
+    # What pydantic's own constructor leaves on a model without extras or private attributes.
+    _set(obj, "__dict__", data)
+    _set(obj, "__pydantic_fields_set__", set(fields_set))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
+# The fields a keyword call names (every field but the defaulted ``kind``): what validation records as set.
+_STEP_SET = frozenset(StepRecord.model_fields) - {"kind"}
+_USAGE_SET = frozenset(Usage.model_fields) - {"kind"}
+_PROPOSED_SET = frozenset(Proposed.model_fields) - {"kind"}
+_TOOL_SET = frozenset(ToolCalled.model_fields) - {"kind"}
+
+
+def step_record(step: int, before: RunState, after: RunState, proposal: Proposal | None, decision: Decision,
+                result: ToolResult | None, verdict: ReportVerdict | None, used: Usage,
+                events: tuple[Event, ...]) -> StepRecord:
+    data = {"kind": "step", "step": step, "state_before": before, "state_after": after, "proposal": proposal,
+            "decision": decision, "tool_result": result, "verdict": verdict, "usage": used, "events": events}
+    record: StepRecord = _finish(_new(StepRecord), data, _STEP_SET)
+    return record
+
+
+def usage(decisions: int, tool_calls: int, tokens: int, elapsed_s: float) -> Usage:
+    data = {"kind": "usage", "decisions": decisions, "tool_calls": tool_calls, "tokens": tokens,
+            "elapsed_s": float(elapsed_s)}
+    record: Usage = _finish(_new(Usage), data, _USAGE_SET)
+    return record
+
+
+def proposed(seq: int, step: int, proposal: Proposal, decision: Decision) -> Proposed:
+    data = {"seq": seq, "step": step, "kind": "proposed", "proposal": proposal, "decision": decision}
+    record: Proposed = _finish(_new(Proposed), data, _PROPOSED_SET)
+    return record
+
+
+def tool_called(seq: int, step: int, tool: str, result: ToolResult) -> ToolCalled:
+    data = {"seq": seq, "step": step, "kind": "tool_called", "tool": tool, "result": result}
+    record: ToolCalled = _finish(_new(ToolCalled), data, _TOOL_SET)
+    return record
