@@ -200,6 +200,8 @@ class FaultSchedule:
         return proposal
 
     def executor_for(self, run: FaultTarget, action: _Action, executor: ToolExecutor) -> ToolExecutor:
+        if not self.armed:  # the usual step: no closure to make
+            return executor
         due = self._take(run.step_no, "tool", lambda f: f.applies_to(action))
         if not due:
             return executor

@@ -41,7 +41,9 @@ __all__ = [
 #    events.dump_step_row, checkpoint.Checkpoint) that an older harness-lab cannot read; rows of 1-3
 #    still read as they are. New files keep step rows in a rowid table (see sqlite._TABLES). Their
 #    context change logs are of version 2 (context.changes: patches, unchanged parts left out).
-SCHEMA_VERSION = 4
+# 5: new files key step rows by one integer (run_no << 32 | step; runs gain ``run_no``): an older
+#    harness-lab would write rows such a file cannot find. Files of 2-4 keep their layout and read the same.
+SCHEMA_VERSION = 5
 
 EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]
 

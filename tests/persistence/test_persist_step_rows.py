@@ -166,7 +166,7 @@ def test_a_schema_3_file_with_rows_of_its_form_is_upgraded_and_still_resumes(tmp
     conn.commit()
     conn.close()
     store = SQLiteStore(db, create=False)
-    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 5
     assert '"state_after"' in store.step("R1", 2).record  # the old form is what is read back
     assert saved_trace(store, "R1") == expected
     assert [load_checkpoint(store, "R1", step)[0] for step in range(5)] == checkpoints
@@ -177,24 +177,35 @@ def test_a_schema_3_file_with_rows_of_its_form_is_upgraded_and_still_resumes(tmp
     store.close()
 
 
-_OLD_STEPS = ("CREATE TABLE steps (run_id TEXT NOT NULL, step INTEGER NOT NULL, at REAL NOT NULL, record TEXT NOT NULL,"
-              " checkpoint TEXT NOT NULL, context TEXT, PRIMARY KEY (run_id, step)) WITHOUT ROWID")
+_OLD_STEPS = {  # the step tables of files made before: schema 4 (rowid), schema 1-3 (WITHOUT ROWID)
+    "rowid": "CREATE TABLE steps (run_id TEXT NOT NULL, step INTEGER NOT NULL, at REAL NOT NULL, record TEXT NOT NULL,"
+             " checkpoint TEXT NOT NULL, context TEXT, PRIMARY KEY (run_id, step))",
+    "without_rowid": "CREATE TABLE steps (run_id TEXT NOT NULL, step INTEGER NOT NULL, at REAL NOT NULL, record TEXT "
+                     "NOT NULL, checkpoint TEXT NOT NULL, context TEXT, PRIMARY KEY (run_id, step)) WITHOUT ROWID",
+}
+_OLD_RUNS = ("CREATE TABLE runs (run_id TEXT PRIMARY KEY, spec TEXT NOT NULL, created_at REAL NOT NULL,"
+             " status TEXT NOT NULL DEFAULT 'active', status_reason TEXT NOT NULL DEFAULT '')")
 
 
-def test_new_files_keep_step_rows_in_a_rowid_table_and_old_without_rowid_files_work_the_same(tmp_path: Path) -> None:
+def test_new_files_key_step_rows_by_one_integer_and_old_layouts_work_the_same(tmp_path: Path) -> None:
     new = tmp_path / "new.sqlite"
     SQLiteStore(new).close()
-    sql = sqlite3.connect(new).execute("SELECT sql FROM sqlite_master WHERE name = 'steps'").fetchone()[0]
-    assert "PRIMARY KEY (run_id, step)" in sql and "WITHOUT ROWID" not in sql.upper()
+    conn = sqlite3.connect(new)
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'steps'").fetchone()[0]
+    assert "id INTEGER PRIMARY KEY" in sql and "PRIMARY KEY (run_id, step)" not in sql
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'steps'").fetchone() == (0,)
+    conn.close()
     outcomes = []
-    for name in ("new", "old"):
+    for name in ("new", "rowid", "without_rowid"):
         db = tmp_path / f"{name}.sqlite"
-        if name == "old":  # a file made before: the same columns in a WITHOUT ROWID table
+        if name != "new":  # a file made before: the same columns keyed by (run_id, step)
             SQLiteStore(db).close()
             conn = sqlite3.connect(db)
             conn.execute("DROP TABLE steps")
-            conn.execute(_OLD_STEPS)
-            conn.execute("UPDATE schema_version SET version = 3")
+            conn.execute(_OLD_STEPS[name])
+            conn.execute("DROP TABLE runs")
+            conn.execute(_OLD_RUNS)
+            conn.execute("UPDATE schema_version SET version = 4")
             conn.commit()
             conn.close()
         store = SQLiteStore(db)
@@ -208,4 +219,29 @@ def test_new_files_keep_step_rows_in_a_rowid_table_and_old_without_rowid_files_w
         outcomes.append(([(r.step, r.state_after) for r in saved_trace(store, "R1")],
                          [h.step for h in store.history("R1")], len(store.contexts("R1", 2, 5))))
         store.close()
-    assert outcomes[0] == outcomes[1] and outcomes[0][1] == list(range(len(ACTIONS) + 1))
+        if name == "new":  # the keys are the run's number and the step
+            keys = sqlite3.connect(db).execute("SELECT id >> 32, step, id & 4294967295 FROM steps").fetchall()
+            assert {k[0] for k in keys} == {1} and all(k[1] == k[2] for k in keys) and len(keys) == len(ACTIONS) + 1
+    assert outcomes[0] == outcomes[1] == outcomes[2] and outcomes[0][1] == list(range(len(ACTIONS) + 1))
+
+
+def test_step_keys_keep_runs_apart_and_refuse_what_they_cannot_key(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "keys.sqlite")
+    for run_id in ("a", "b"):
+        store.create_run(run_id, {"kind": "run_spec"}, 0.0)
+    for step in (0, 1, 2):  # interleaved: each run reads back only its own rows
+        store.commit_step("b", step, float(step), f'"b{step}"', "{}", None)
+        store.commit_step("a", step, float(step), f'"a{step}"', "{}", None)
+    store.commit_step("a", 2**32 - 1, 9.0, '"a-last"', "{}", None)
+    assert [r.record for r in store.steps("a", 0)] == ['"a0"', '"a1"', '"a2"', '"a-last"']
+    assert [h.step for h in store.history("b")] == [0, 1, 2]
+    last = store.last_step("b")
+    assert last is not None and last.record == '"b2"'
+    assert store.step("a", 1).record == '"a1"' and store.contexts("b", 1, 5) == [(1, None), (2, None)]
+    with pytest.raises(StoreError, match="out of range"):
+        store.commit_step("a", 2**32, 0.0, "null", "{}", None)
+    with pytest.raises(StoreError, match="unknown run id .nobody."):
+        store.commit_step("nobody", 1, 0.0, "null", "{}", None)
+    with pytest.raises(StoreError, match="refused to overwrite"):
+        store.commit_step("b", 1, 0.0, "null", "{}", None)
+    store.close()
