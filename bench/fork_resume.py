@@ -76,11 +76,13 @@ class Reference:
         self.n = 0
 
     def read(self, run_id: str, step: int) -> tuple[str, str, list[Any]]:
-        checkpoint, = self.src.execute("SELECT checkpoint FROM steps WHERE run_id = ? AND step = ?",
-                                       (run_id, step)).fetchone()
+        # Schema 5 keys a step row by run_no << 32 | step (older files by (run_id, step)): use the key.
+        run_no, = self.src.execute("SELECT run_no FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        key = run_no << 32
+        checkpoint, = self.src.execute("SELECT checkpoint FROM steps WHERE id = ?", (key | step,)).fetchone()
         base = json.loads(checkpoint)["context_base"]
-        rows = self.src.execute("SELECT context FROM steps WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step",
-                                (run_id, base, step)).fetchall()
+        rows = self.src.execute("SELECT context FROM steps WHERE id BETWEEN ? AND ? ORDER BY id",
+                                (key | base, key | step)).fetchall()
         return checkpoint, rows[0][0], [json.loads(c) for c, in rows]
 
     def fork(self, workspace: Path, dest: Path, run_id: str, step: int) -> None:

@@ -89,7 +89,8 @@ def _db(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("CREATE TABLE IF NOT EXISTS steps (run TEXT, step INTEGER, record TEXT, PRIMARY KEY (run, step))")
+    # Keyed by one integer, as the store keys its step rows (schema 5): one b-tree per INSERT.
+    conn.execute("CREATE TABLE IF NOT EXISTS steps (id INTEGER PRIMARY KEY, run TEXT, step INTEGER, record TEXT)")
     return conn
 
 
@@ -107,7 +108,7 @@ def bare(steps: int, tmp: Path | None) -> float:
         record = {"step": i, "action": action.kind, "decision": decision, "ok": result is not None}
         if conn is not None:
             conn.execute("BEGIN")
-            conn.execute("INSERT INTO steps VALUES (?, ?, ?)", ("bare", i, json.dumps(record)))
+            conn.execute("INSERT INTO steps VALUES (?, ?, ?, ?)", (i, "bare", i, json.dumps(record)))
             conn.execute("COMMIT")
     return (time.perf_counter() - start) / steps * 1e6
 
@@ -125,7 +126,7 @@ def ours(steps: int, tmp: Path | None, workdir: Path, *, real_store: bool = Fals
         record = run.step()
         if conn is not None:
             conn.execute("BEGIN")
-            conn.execute("INSERT INTO steps VALUES (?, ?, ?)", ("bench", record.step, dump_step_row(record)))
+            conn.execute("INSERT INTO steps VALUES (?, ?, ?, ?)", (record.step, "bench", record.step, dump_step_row(record)))
             conn.execute("COMMIT")
     elapsed = (time.perf_counter() - start) / steps * 1e6
     run.close()
