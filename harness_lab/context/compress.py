@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
@@ -56,17 +57,30 @@ def default_summarizer(items: list[ContextItem]) -> str:
     interaction), anomaly items whole and anomaly lines of other items verbatim."""
     out: list[str] = []
     for item in items:
+        text = item.text
         if item.anomaly:
-            out.append(f"- r{item.round} {item.source}: {item.text}")
+            out.append(f"- r{item.round} {item.source}: {text}")
             continue
-        lines = [line for line in item.text.splitlines() if line.strip()]
-        first = lines[0].strip() if lines else ""
-        if item.role == "interaction" and len(lines) > 1:  # "> action" alone says little
-            first = f"{first} -> {lines[1].strip()}"
+        first, found = (_gist_short if len(text) <= _MEMO_CHARS else _gist)(text, item.role == "interaction")
         out.append(f"- r{item.round} {item.source}: {first}")
-        if found := anomaly_lines(item.text):  # usually none
-            out.extend(line for line in found if line.strip() not in first)
+        if found:  # usually none
+            out.extend(found)
     return "\n".join(out)
+
+
+def _gist(text: str, interaction: bool) -> tuple[str, tuple[str, ...]]:
+    """An item's line in the default summary (its first line; action -> first result line for an
+    interaction) and its anomaly lines that line does not show already."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    first = lines[0].strip() if lines else ""
+    if interaction and len(lines) > 1:  # "> action" alone says little
+        first = f"{first} -> {lines[1].strip()}"
+    return first, tuple(line for line in anomaly_lines(text) if line.strip() not in first)
+
+
+# Short texts recur (the same action and result, step after step): their gist is kept, bounded.
+_MEMO_CHARS = 256
+_gist_short = lru_cache(maxsize=1024)(_gist)
 
 
 @dataclass
