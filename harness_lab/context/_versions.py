@@ -24,7 +24,7 @@ from .items import (
     item_header,
 )
 
-__all__ = ["INIT_FIELDS", "INIT_SET", "REQUIRED", "build", "count", "patch", "replace"]
+__all__ = ["INIT_FIELDS", "INIT_SET", "REQUIRED", "build", "count", "counted", "patch", "relayered", "replace"]
 
 INIT_FIELDS = tuple(f.name for f in fields(ContextItem) if f.init)
 INIT_SET = frozenset(INIT_FIELDS)
@@ -38,9 +38,45 @@ def build(id: str, layer: Layer, text: str, source: str, round: int, tokens: int
            freshness: Freshness = "fresh", status: Status = "current", ref_id: str | None = None,
            supersedes: str | None = None, superseded_by: str | None = None, covers: tuple[str, ...] = (),
            carries: tuple[str, ...] = (), segment: int = 0, kind: str = "context_item") -> ContextItem:
-    # What ContextItem(...) does (it has no __post_init__), unrolled on a slot twin (see items._ItemFill):
-    # its generated __init__ costs ~5x this, and every step makes one item and demotes another.
-    # Same parameters, order and defaults as the dataclass (a test holds them equal).
+    # What ContextItem(...) does (it has no __post_init__). Same parameters, order and defaults as the
+    # dataclass (a test holds them equal).
+    item = _fill(id, layer, text, source, round, tokens, seq, role, pinned, anomaly, key, freshness, status,
+                 ref_id, supersedes, superseded_by, covers, carries, segment, kind, "")
+    item.__class__ = ContextItem
+    made: ContextItem = item
+    return made
+
+
+def counted(counter: Callable[[str], int], id: str, layer: Layer, text: str, source: str, round: int,
+            seq: int, role: Role, anomaly: bool, key: str | None, ref_id: str | None, segment: int) -> ContextItem:
+    """``count(build(...))`` of an unpinned, fresh, current item: the header and count are set before
+    the item is one (a step adds an interaction)."""
+    item = _fill(id, layer, text, source, round, 0, seq, role, False, anomaly, key, "fresh", "current", ref_id,
+                 None, None, (), (), segment, "context_item", "")
+    item._header = header = item_header(item)
+    item.tokens = counter(f"{header}\n{text}\n")
+    item.__class__ = ContextItem
+    made: ContextItem = item
+    return made
+
+
+def relayered(item: ContextItem, layer: Layer, header: str) -> ContextItem:
+    """*item* in *layer*, with this header and its token count (ItemRecord.relayer decides both)."""
+    new = _fill(item.id, layer, item.text, item.source, item.round, item.tokens, item.seq, item.role, item.pinned,
+                item.anomaly, item.key, item.freshness, item.status, item.ref_id, item.supersedes,
+                item.superseded_by, item.covers, item.carries, item.segment, item.kind, header)
+    new.__class__ = ContextItem
+    made: ContextItem = new
+    return made
+
+
+def _fill(id: str, layer: Layer, text: str, source: str, round: int, tokens: int, seq: int, role: Role,
+          pinned: bool, anomaly: bool, key: str | None, freshness: Freshness, status: Status,
+          ref_id: str | None, supersedes: str | None, superseded_by: str | None, covers: tuple[str, ...],
+          carries: tuple[str, ...], segment: int, kind: str, header: str) -> Any:
+    # The fields stored on a slot twin (items._ItemFill), which the caller makes a ContextItem: the
+    # dataclass's generated __init__ (21 object.__setattr__ calls) costs ~5x this, and every step makes
+    # one item and demotes another.
     item: Any = _ItemFill()
     item.id = id
     item.layer = layer
@@ -62,10 +98,8 @@ def build(id: str, layer: Layer, text: str, source: str, round: int, tokens: int
     item.carries = carries
     item.segment = segment
     item.kind = kind
-    item._header = ""
-    item.__class__ = ContextItem
-    made: ContextItem = item
-    return made
+    item._header = header
+    return item
 
 
 def replace(item: ContextItem, changes: Mapping[str, Any]) -> ContextItem:
