@@ -17,6 +17,8 @@ from typing import Annotated, Any, Generic, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ._flat import FlatSpec, built, flat_dump, flat_json, flat_spec, flat_values, json_template
+
 __all__ = [
     "FORBIDDEN_KINDS",
     "TOOL_KINDS",
@@ -156,6 +158,9 @@ _MODELS: dict[str, type[_Action]] = {
     "run_command": RunCommand, "read_ref": ReadRef, "think": Think,
 }
 _FIELDS = {kind: frozenset(model.model_fields) for kind, model in _MODELS.items()}
+# Kinds whose arguments are all plain strings: parsed, dumped and spelled without pydantic (see _flat)
+_FLAT: dict[str, FlatSpec] = {k: spec for k, m in _MODELS.items() if (spec := flat_spec(m, k)) is not None}
+_FLAT_JSON = {_MODELS[k]: json_template(spec, k) for k, spec in _FLAT.items()}
 TOOL_KINDS = frozenset(_MODELS) | EXTERNAL_KINDS
 
 
@@ -210,11 +215,20 @@ class Proposal(BaseModel):
     @_Once
     def action_json(self) -> dict[str, Any] | None:
         """The action as JSON-native data (``model_dump(mode="json")``), made once per proposal."""
-        return self.action.model_dump(mode="json") if self.action is not None else None
+        action = self.action
+        if action is None:
+            return None
+        template = _FLAT_JSON.get(type(action))
+        flat = flat_dump(action.__dict__, len(template[1]) + 1) if template is not None else None
+        return action.model_dump(mode="json") if flat is None else flat
 
     @_Once
     def canonical(self) -> str:
         """The action (or the raw proposal) as sorted-key JSON: what is hashed and compared."""
+        action = self.action
+        template = _FLAT_JSON.get(type(action)) if action is not None else None
+        if template is not None and action is not None and (text := flat_json(action.__dict__, template)) is not None:
+            return text
         payload = self.action_json
         return _CANONICAL.encode(self.raw if payload is None else payload)
 
@@ -229,11 +243,29 @@ class Proposal(BaseModel):
 
     @_Once
     def _described(self) -> str:
-        if self.action is None:
+        action = self.action
+        if action is None:
             return f"invalid proposal ({self.error.code if self.error else '?'})"
-        args = self.action_json or {}
-        shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items() if k != "kind")
-        return f"{self.action.kind}({shown})"
+        template = _FLAT_JSON.get(type(action))
+        shown = _flat_shown(action.__dict__, len(template[1]) + 1) if template is not None else None
+        if shown is None:
+            args = self.action_json or {}
+            shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items() if k != "kind")
+        return f"{action.kind}({shown})"
+
+
+def _flat_shown(values: dict[str, Any], size: int) -> str | None:
+    """The arguments part of ``describe()`` read off a flat action's fields (its JSON form is those
+    very values, so no dump is made for it); None if they are not all plain str."""
+    if len(values) != size:
+        return None
+    shown = []
+    for key, value in values.items():
+        if type(value) is not str:
+            return None
+        if key != "kind":
+            shown.append(f"{key}={_short(value)}")
+    return ", ".join(shown)
 
 
 # json.dumps builds an encoder per call when given options; one shared encoder gives the same text.
@@ -242,7 +274,7 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)
 
 def parse_proposal(raw: object) -> Proposal:
     """Parse whatever a proposer returned; never raises."""
-    if isinstance(raw, Proposal):
+    if type(raw) is not dict and isinstance(raw, Proposal):  # a dict is not: skip pydantic's instance check
         return raw
     # type(raw) is dict first: isinstance against the Mapping ABC costs ~0.5 µs, and most are dicts
     if not (type(raw) is dict or isinstance(raw, Mapping)) or not isinstance(raw.get("kind"), str):
@@ -251,6 +283,8 @@ def parse_proposal(raw: object) -> Proposal:
             hint='propose e.g. {"kind": "read_evidence", "id": "..."}'))
     raw_map = raw if type(raw) is dict else dict(raw)  # read only here: no copy needed
     kind = raw_map["kind"]
+    if (spec := _FLAT.get(kind)) is not None and (flat := _parse_flat(raw_map, kind, spec)) is not None:
+        return flat
     if kind in FORBIDDEN_KINDS:
         args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
         return Proposal(raw=_jsonable(raw_map), action=ForbiddenAction(requested_kind=kind, args=args))
@@ -275,6 +309,34 @@ def parse_proposal(raw: object) -> Proposal:
             code="bad_arguments", message=f"{kind}: argument {where}: {first['msg']}",
             hint=f"{kind} takes: " + ", ".join(sorted(fields - {'kind'})) if fields - {"kind"} else f"{kind} takes no arguments"))
     return Proposal(raw=_jsonable(raw_map), action=action, claims=claims)
+
+
+def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal | None:
+    """What the validating path below returns for a flat kind, built without pydantic; None when
+    pydantic must judge (or word the error)."""
+    checked = flat_values(spec, kind, raw_map)
+    if checked is None:
+        return None
+    values, given = checked
+    claims: dict[str, Any] = {}
+    if len(given) < len(raw_map):  # keys beyond the arguments: claims (other keys than str: pydantic refuses)
+        fields = _FIELDS[kind]
+        for key, value in raw_map.items():
+            if key not in fields:
+                if type(key) is not str:
+                    return None
+                claims[key] = _jsonable(value)
+        copied = _jsonable(raw_map)
+    else:
+        for key in raw_map:
+            if type(key) is not str:
+                copied = _jsonable(raw_map)
+                break
+        else:  # str keys, and every value was checked a plain str: the JSON copy is a plain copy
+            copied = dict(raw_map)
+    action = built(_MODELS[kind], values, given)
+    return built(Proposal, {"kind": "proposal", "raw": copied, "action": action, "error": None, "claims": claims},
+                 {"raw", "action", "claims"})
 
 
 def _jsonable(value: object) -> Any:

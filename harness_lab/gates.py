@@ -92,15 +92,24 @@ class LoopGates:
         ``decision`` is the proposal's decision number; a gap since the last judged one means other
         decisions came in between, which breaks the streak."""
         if decision is not None:
-            if self._last_decision is not None and decision != self._last_decision + 1:
+            last = self._last_decision
+            if last is not None and decision != last + 1:
                 self._recent, self._hinted = (), False
             self._last_decision = decision
-        key = _fingerprint(proposal)
-        keep = max(self.repeat_limit - 1, 0)  # only the last repeat_limit - 1 calls are ever compared
-        same = [k for k in self._recent[-keep:] if _similar(k, key, self.similarity)] if keep else []
-        self._recent = (*self._recent, key)[-keep:] if keep else ()
-        if len(same) < self.repeat_limit - 1:
-            self._hinted = self._hinted and bool(same)
+        key = proposal.canonical  # sorted-key JSON of the action, computed once per proposal
+        limit = self.repeat_limit
+        keep = limit - 1 if limit > 1 else 0  # only the last repeat_limit - 1 calls are ever compared
+        same = 0
+        if keep:
+            recent, threshold = self._recent, self.similarity
+            for earlier in recent[-keep:]:
+                if earlier == key or _similar(earlier, key, threshold):
+                    same += 1
+            self._recent = (*recent, key)[-keep:]
+        else:
+            self._recent = ()
+        if same < limit - 1:
+            self._hinted = self._hinted and same > 0
             return "ok"
         if self._hinted:
             return "stop"
@@ -126,10 +135,6 @@ class LoopGates:
         self._last_decision = last if isinstance(last, int) else None
 
 
-def _fingerprint(proposal: Proposal) -> str:
-    return proposal.canonical  # sorted-key JSON of the action, computed once per proposal
-
-
 @lru_cache(maxsize=256)
 def _kind(fingerprint: str) -> object:
     # Fingerprints repeat (the last few are compared every step): parse each once.
@@ -140,6 +145,23 @@ def _kind(fingerprint: str) -> object:
 def _similar(a: str, b: str, threshold: float) -> bool:
     if a == b:
         return True
+    if len(a) + len(b) <= _CACHED_CHARS:
+        return _similar_cached(a, b, threshold)
+    return _judge(a, b, threshold)
+
+
+# A loop compares the same few fingerprint pairs step after step (the gate compares each call with the
+# last repeat_limit - 1): their verdicts, pure functions of the two strings and the threshold, are kept.
+# Only short pairs, so the cache holds at most ~256 x 4 KB.
+_CACHED_CHARS = 4096
+
+
+@lru_cache(maxsize=256)
+def _similar_cached(a: str, b: str, threshold: float) -> bool:
+    return _judge(a, b, threshold)
+
+
+def _judge(a: str, b: str, threshold: float) -> bool:
     la, lb = len(a), len(b)
     if 2 * min(la, lb) < threshold * (la + lb):  # difflib's real_quick_ratio: lengths alone
         return False

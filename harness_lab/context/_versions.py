@@ -12,15 +12,25 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import Any
 
-from .items import _DEFAULTS, _LAYER_NAMES, ContextItem, Freshness, Layer, Role, Status, item_header
+from .items import (
+    _DEFAULTS,
+    _LAYER_NAMES,
+    ContextItem,
+    Freshness,
+    Layer,
+    Role,
+    Status,
+    _ItemFill,
+    item_header,
+)
 
-__all__ = ["INIT_FIELDS", "INIT_SET", "REQUIRED", "build", "count", "patch", "replace"]
+__all__ = ["INIT_FIELDS", "INIT_SET", "REQUIRED", "build", "count", "counted", "patch", "relayered", "replace"]
 
 INIT_FIELDS = tuple(f.name for f in fields(ContextItem) if f.init)
 INIT_SET = frozenset(INIT_FIELDS)
 REQUIRED = INIT_SET - _DEFAULTS.keys()
-_new_item = object.__new__
-_set = object.__setattr__
+_init_values = attrgetter(*INIT_FIELDS)
+_INDEX = {name: i for i, name in enumerate(INIT_FIELDS)}
 
 
 def build(id: str, layer: Layer, text: str, source: str, round: int, tokens: int, seq: int,
@@ -28,44 +38,79 @@ def build(id: str, layer: Layer, text: str, source: str, round: int, tokens: int
            freshness: Freshness = "fresh", status: Status = "current", ref_id: str | None = None,
            supersedes: str | None = None, superseded_by: str | None = None, covers: tuple[str, ...] = (),
            carries: tuple[str, ...] = (), segment: int = 0, kind: str = "context_item") -> ContextItem:
-    # What ContextItem(...) does (it has no __post_init__), unrolled: its generated __init__ costs ~2x
-    # this, a loop over the field names ~1.5x, and every step makes one item and demotes another.
-    # Same parameters, order and defaults as the dataclass (a test holds them equal).
-    item = _new_item(ContextItem)
-    _set(item, "id", id)
-    _set(item, "layer", layer)
-    _set(item, "text", text)
-    _set(item, "source", source)
-    _set(item, "round", round)
-    _set(item, "tokens", tokens)
-    _set(item, "seq", seq)
-    _set(item, "role", role)
-    _set(item, "pinned", pinned)
-    _set(item, "anomaly", anomaly)
-    _set(item, "key", key)
-    _set(item, "freshness", freshness)
-    _set(item, "status", status)
-    _set(item, "ref_id", ref_id)
-    _set(item, "supersedes", supersedes)
-    _set(item, "superseded_by", superseded_by)
-    _set(item, "covers", covers)
-    _set(item, "carries", carries)
-    _set(item, "segment", segment)
-    _set(item, "kind", kind)
-    _set(item, "_header", "")
+    # What ContextItem(...) does (it has no __post_init__). Same parameters, order and defaults as the
+    # dataclass (a test holds them equal).
+    item = _fill(id, layer, text, source, round, tokens, seq, role, pinned, anomaly, key, freshness, status,
+                 ref_id, supersedes, superseded_by, covers, carries, segment, kind, "")
+    item.__class__ = ContextItem
+    made: ContextItem = item
+    return made
+
+
+def counted(counter: Callable[[str], int], id: str, layer: Layer, text: str, source: str, round: int,
+            seq: int, role: Role, anomaly: bool, key: str | None, ref_id: str | None, segment: int) -> ContextItem:
+    """``count(build(...))`` of an unpinned, fresh, current item: the header and count are set before
+    the item is one (a step adds an interaction)."""
+    item = _fill(id, layer, text, source, round, 0, seq, role, False, anomaly, key, "fresh", "current", ref_id,
+                 None, None, (), (), segment, "context_item", "")
+    item._header = header = item_header(item)
+    item.tokens = counter(f"{header}\n{text}\n")
+    item.__class__ = ContextItem
+    made: ContextItem = item
+    return made
+
+
+def relayered(item: ContextItem, layer: Layer, header: str) -> ContextItem:
+    """*item* in *layer*, with this header and its token count (ItemRecord.relayer decides both)."""
+    new = _fill(item.id, layer, item.text, item.source, item.round, item.tokens, item.seq, item.role, item.pinned,
+                item.anomaly, item.key, item.freshness, item.status, item.ref_id, item.supersedes,
+                item.superseded_by, item.covers, item.carries, item.segment, item.kind, header)
+    new.__class__ = ContextItem
+    made: ContextItem = new
+    return made
+
+
+def _fill(id: str, layer: Layer, text: str, source: str, round: int, tokens: int, seq: int, role: Role,
+          pinned: bool, anomaly: bool, key: str | None, freshness: Freshness, status: Status,
+          ref_id: str | None, supersedes: str | None, superseded_by: str | None, covers: tuple[str, ...],
+          carries: tuple[str, ...], segment: int, kind: str, header: str) -> Any:
+    # The fields stored on a slot twin (items._ItemFill), which the caller makes a ContextItem: the
+    # dataclass's generated __init__ (21 object.__setattr__ calls) costs ~5x this, and every step makes
+    # one item and demotes another.
+    item: Any = _ItemFill()
+    item.id = id
+    item.layer = layer
+    item.text = text
+    item.source = source
+    item.round = round
+    item.tokens = tokens
+    item.seq = seq
+    item.role = role
+    item.pinned = pinned
+    item.anomaly = anomaly
+    item.key = key
+    item.freshness = freshness
+    item.status = status
+    item.ref_id = ref_id
+    item.supersedes = supersedes
+    item.superseded_by = superseded_by
+    item.covers = covers
+    item.carries = carries
+    item.segment = segment
+    item.kind = kind
+    item._header = header
     return item
 
 
 def replace(item: ContextItem, changes: Mapping[str, Any]) -> ContextItem:
-    # dataclasses.replace without its per-call introspection (~7 -> ~4 µs; a step restamps at least once).
-    # ContextItem has no __post_init__, so setting every init field is what __init__ would do.
+    # dataclasses.replace without its per-call introspection (~7 -> ~1.5 µs; a step restamps at least once).
+    # ContextItem has no __post_init__, so building it from every init field is what __init__ would do.
     if not changes.keys() <= INIT_SET:
         raise TypeError(f"not fields of ContextItem: {sorted(set(changes) - INIT_SET)}")
-    new = _new_item(ContextItem)
-    for name in INIT_FIELDS:
-        _set(new, name, changes[name] if name in changes else getattr(item, name))
-    _set(new, "_header", "")
-    return new
+    values = list(_init_values(item))
+    for name, value in changes.items():
+        values[_INDEX[name]] = value
+    return build(*values)
 
 
 # The fields a patch compares (text is compared first: a new text makes a whole item, not a patch).

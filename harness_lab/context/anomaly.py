@@ -17,6 +17,7 @@ Signals, case-insensitive, matched on word boundaries::
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = ["ANOMALY_PATTERN", "anomaly_lines", "is_anomalous"]
 
@@ -53,9 +54,22 @@ def _maybe(text: str) -> bool:
     return False
 
 
+# Short texts recur (a tool's "ok", "noted", an interaction the summarizer checks again when it folds
+# it): their answers are kept, bounded, so a repeat costs a lookup (~0.1 µs) instead of the ~25
+# substring tests (~1 µs). Long texts are rarely repeated and would hold memory: never kept.
+_MEMO_CHARS = 256
+
+
+def _check(text: str) -> bool:
+    return _maybe(text) and ANOMALY_PATTERN.search(text) is not None
+
+
+_check_short = lru_cache(maxsize=1024)(_check)
+
+
 def is_anomalous(text: str) -> bool:
     """True when any anomaly signal occurs in *text*."""
-    return _maybe(text) and ANOMALY_PATTERN.search(text) is not None
+    return _check_short(text) if len(text) <= _MEMO_CHARS else _check(text)
 
 
 def anomaly_lines(text: str) -> list[str]:

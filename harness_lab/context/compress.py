@@ -28,11 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
 from .anomaly import anomaly_lines
-from .items import COMPRESSION_SOURCE_PREFIX, ContextItem, ContextView, Layer
+from .items import COMPRESSION_SOURCE_PREFIX, ContextItem, Layer, view_order
 from .record import ItemRecord
 from .selfcheck import CompressionReport, find_losses
 
@@ -56,17 +57,30 @@ def default_summarizer(items: list[ContextItem]) -> str:
     interaction), anomaly items whole and anomaly lines of other items verbatim."""
     out: list[str] = []
     for item in items:
+        text = item.text
         if item.anomaly:
-            out.append(f"- r{item.round} {item.source}: {item.text}")
+            out.append(f"- r{item.round} {item.source}: {text}")
             continue
-        lines = [line for line in item.text.splitlines() if line.strip()]
-        first = lines[0].strip() if lines else ""
-        if item.role == "interaction" and len(lines) > 1:  # "> action" alone says little
-            first = f"{first} -> {lines[1].strip()}"
+        first, found = (_gist_short if len(text) <= _MEMO_CHARS else _gist)(text, item.role == "interaction")
         out.append(f"- r{item.round} {item.source}: {first}")
-        if found := anomaly_lines(item.text):  # usually none
-            out.extend(line for line in found if line.strip() not in first)
+        if found:  # usually none
+            out.extend(found)
     return "\n".join(out)
+
+
+def _gist(text: str, interaction: bool) -> tuple[str, tuple[str, ...]]:
+    """An item's line in the default summary (its first line; action -> first result line for an
+    interaction) and its anomaly lines that line does not show already."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    first = lines[0].strip() if lines else ""
+    if interaction and len(lines) > 1:  # "> action" alone says little
+        first = f"{first} -> {lines[1].strip()}"
+    return first, tuple(line for line in anomaly_lines(text) if line.strip() not in first)
+
+
+# Short texts recur (the same action and result, step after step): their gist is kept, bounded.
+_MEMO_CHARS = 256
+_gist_short = lru_cache(maxsize=1024)(_gist)
 
 
 @dataclass
@@ -96,15 +110,19 @@ def _layer_items(live: Mapping[str, ContextItem], layer: Layer) -> list[ContextI
     return sorted([i for i in live.values() if i.layer == layer], key=_SEQ)
 
 
-def _prune(live: dict[str, ContextItem], layer: Layer, target: int, result: PassResult) -> None:
-    total = _total(live)
+# Each step of a pass takes the pass's running total of *live* and gives back the new one (instead of
+# summing the view again: ~8 sums of it per pass).
+
+
+def _prune(live: dict[str, ContextItem], layer: Layer, target: int, result: PassResult, total: int) -> int:
     for item in _layer_items(live, layer):
         if total <= target:
-            return
+            return total
         if not item.protected and (item.freshness == "stale" or item.status == "superseded"):
             del live[item.id]
             total -= item.tokens
             result.dropped.append(item.id)
+    return total
 
 
 def _summarize(
@@ -114,17 +132,18 @@ def _summarize(
     make_summary: MakeSummary,
     restamp: Restamp,
     result: PassResult,
-) -> None:
+) -> int:
+    """The members' change of the total (0: nothing summarized)."""
     # Earlier compression summaries stay as they are (each stamped with its own rounds); only what
     # arrived since is summarized, so a pass costs O(new items) and older exploration fades oldest
     # first in the drop step instead of being re-summarized again and again.
     group = [
         i
         for i in _layer_items(live, layer)
-        if not i.pinned and i.role not in _NEVER_SUMMARIZED and not i.is_compression_summary
-    ]
+        if not i.pinned and i.role not in _NEVER_SUMMARIZED and not i.source.startswith(COMPRESSION_SOURCE_PREFIX)
+    ]  # (the last test is is_compression_summary, inline: it is asked of every member)
     if not group:
-        return
+        return 0
     summary = make_summary(layer, group, summarizer(group))
     # Self-check of this summary against what it replaces; every loss is reported and re-pinned.
     protected = [i for i in group if i.protected]  # usually none: then nothing can be lost
@@ -138,7 +157,7 @@ def _summarize(
     old_tokens = sum(i.tokens for i in group)
     new_tokens = summary.tokens + sum(i.tokens for i in repinned)
     if new_tokens >= old_tokens:
-        return  # no gain: keep the members as they are (nothing is lost that way either)
+        return 0  # no gain: keep the members as they are (nothing is lost that way either)
     for item in group:
         del live[item.id]
     live[summary.id] = summary
@@ -147,6 +166,7 @@ def _summarize(
     result.summarized.extend(i.id for i in group)
     result.created.append(summary.id)
     result.repinned.extend(i.id for i in repinned)
+    return new_tokens - old_tokens  # the repinned were members: deleted, then put back
 
 
 def _drop(
@@ -156,11 +176,12 @@ def _drop(
     archive: Mapping[str, ContextItem],
     restamp: Restamp,
     result: PassResult,
-) -> None:
-    total = _total(live)
+    total: int,
+) -> int:
+    unpacked = False
     for item in _layer_items(live, layer):
         if total <= target:
-            return
+            break
         if not item.protected:
             del live[item.id]
             total -= item.tokens
@@ -176,6 +197,10 @@ def _drop(
             total += sum(c.tokens for c in carried) - item.tokens
             result.dropped.append(item.id)
             result.repinned.extend(c.id for c in carried)
+            unpacked = True
+    # An unpacked item that was in the view already is counted twice above (as the loop always
+    # did); the next step starts from the true total.
+    return _total(live) if unpacked else total
 
 
 def compress_live(
@@ -194,16 +219,17 @@ def compress_live(
     at a milestone, as the seed advises, rather than waiting for the window to fill).
     """
     result = PassResult()
+    total = _total(live)
     for layer in COMPRESSION_ORDER:
-        fits = _total(live) <= target
+        fits = total <= target
         if fits and not (proactive and layer == Layer.L4):
             continue
         if not fits:
-            _prune(live, layer, target, result)
-        if layer != Layer.L5 and (proactive and layer == Layer.L4 or _total(live) > target):
-            _summarize(live, layer, summarizer, make_summary, restamp, result)
-        if _total(live) > target:
-            _drop(live, layer, target, archive, restamp, result)
+            total = _prune(live, layer, target, result, total)
+        if layer != Layer.L5 and (proactive and layer == Layer.L4 or total > target):
+            total += _summarize(live, layer, summarizer, make_summary, restamp, result)
+        if total > target:
+            total = _drop(live, layer, target, archive, restamp, result, total)
     return result
 
 
@@ -227,7 +253,7 @@ def run_pass(
     rec: ItemRecord, *, target: int, budget: int, summarizer: Summarizer, proactive: bool
 ) -> CompressionReport:
     """One compression pass over *rec*, self-checked end to end; the record adopts the result."""
-    before = ContextView(rec.ordered(), rec.total, budget)
+    before, tokens_before = tuple(rec.live.values()), rec.total
     live = dict(rec.live)
     result = compress_live(
         live,
@@ -239,10 +265,14 @@ def run_pass(
         proactive=proactive,
     )
     rec.replace_live(live)
-    after = ContextView(rec.ordered(), rec.total, budget)
+    after = rec.ordered()
+    # The order of *before* only orders the losses found (usually none): put in view order then.
+    residual = find_losses(before, after, rec.archive.get)
+    if residual:
+        residual = find_losses(view_order(before), after, rec.archive.get)
     return CompressionReport(
-        tokens_before=before.total_tokens,
-        tokens_after=after.total_tokens,
+        tokens_before=tokens_before,
+        tokens_after=rec.total,
         budget_tokens=budget,
         target_tokens=target,
         summarized=tuple(result.summarized),
@@ -252,6 +282,6 @@ def run_pass(
         lost_anomalies=tuple(result.lost_anomalies),
         lost_pinned=tuple(result.lost_pinned),
         lost_failures=tuple(result.lost_failures),
-        residual=tuple(find_losses(before.items, after.items, rec.archive.get).all()),
-        over_budget=after.total_tokens > budget,
+        residual=tuple(residual.all()),
+        over_budget=rec.total > budget,
     )

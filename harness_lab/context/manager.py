@@ -82,7 +82,7 @@ class ContextManager:
         self._window: list[str] = []  # ids of the most recent interactions, oldest first
         self._subtask: str | None = None
         self._view: ContextView | None = None
-        self._view_key = (-1, -1)  # (record version, budget) the cached view was built for
+        self._view_version = self._view_budget = -1  # what the cached view was built for
         self._logged_live: list[str] = []  # the view's membership as the change log last gave it
         self._logged_scalars: dict[str, Any] | None = None  # as the change log last gave them (None: not yet)
 
@@ -127,19 +127,21 @@ class ContextManager:
         *key* names the external state the result came from (e.g. a file path) for
         :meth:`mark_stale`; ``anomaly=None`` detects anomalies in *result*.
         """
-        self._rec.maybe_retire()
+        rec = self._rec
+        rec.maybe_retire()
         flagged = is_anomalous(result) if anomaly is None else anomaly
-        if self._too_large(result):
+        if len(result) * 4 > self.output_cap_bytes and self._too_large(result):  # (its first test, inline)
             info: RefInfo = self._refs.put(result, source=source, round=round)
-            item = self._rec.add(Layer.L5, describe_large_output(action, result, info), source, round,
-                                 "interaction", flagged, key, info.ref_id)
+            item = rec.add(Layer.L5, describe_large_output(action, result, info), source, round,
+                           "interaction", flagged, key, info.ref_id)
         else:
-            item = self._rec.add(_L2, f"> {action}\n{result}", source, round, "interaction", flagged, key)
-        self._window.append(item.id)
-        while len(self._window) > INTERACTION_WINDOW:
-            old = self._rec.live.get(self._window.pop(0))
+            item = rec.add(_L2, f"> {action}\n{result}", source, round, "interaction", flagged, key)
+        window = self._window
+        window.append(item.id)
+        while len(window) > INTERACTION_WINDOW:
+            old = rec.live.get(window.pop(0))
             if old is not None and old.layer == _L2:
-                self._rec.put(self._rec.relayer(old, _L4))
+                rec.put(rec.relayer(old, _L4))
         return item
 
     def add_feedback(self, round: int, text: str, *, source: str, key: str | None = None) -> ContextItem:
@@ -281,12 +283,13 @@ class ContextManager:
 
     def view(self) -> ContextView:
         """The frozen view; compresses first when the context is over budget."""
-        if self._view is None or self._view_key != (self._rec.version, self._budget):
-            if self._rec.total > self._budget:
+        rec, view = self._rec, self._view
+        if view is None or self._view_version != rec.version or self._view_budget != self._budget:
+            if rec.total > self._budget:
                 self._compress(self._low_water_target(), proactive=False)
-            self._view = self._build_view()
-            self._view_key = (self._rec.version, self._budget)
-        return self._view
+            self._view = view = ContextView.unordered(rec.live.values(), rec.total, self._budget)
+            self._view_version, self._view_budget = rec.version, self._budget
+        return view
 
     def compress(self, target_tokens: int | None = None) -> CompressionReport:
         """An explicit pass: L4 is summarized even if the context fits, then layers are compressed
@@ -422,6 +425,3 @@ class ContextManager:
         )
         self.last_report = report
         return report
-
-    def _build_view(self) -> ContextView:
-        return ContextView.unordered(self._rec.live.values(), self._rec.total, self.budget_tokens)

@@ -79,3 +79,8 @@ def test_a_demoted_interaction_reads_as_before() -> None:
     first = ctx.item(items[0].id)
     assert first.layer == Layer.L4 and first.render().startswith("[L4 | round 0 | from s0 | fresh | current |")
     assert first.tokens == approx_token_count(first.render())
+
+
+def test_approx_count_is_utf8_bytes_over_four_for_any_text() -> None:
+    for text in ["", "a", "abcd", "abcde", "é", "错误" * 3, "x" * 4097, "mixed é text\x00\n"]:
+        assert approx_token_count(text) == -(-len(text.encode("utf-8")) // 4), text

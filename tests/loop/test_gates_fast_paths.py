@@ -1,0 +1,140 @@
+"""The flat-action shortcuts (harness_lab/_flat.py) give exactly what pydantic and ``json`` give: the
+parsed proposal (stored state, fields set, errors), its canonical JSON (the gates' fingerprint, stored
+in checkpoints as ``recent``), its JSON form and its description; and the convergence gate's cached
+similarity verdicts are the computed ones."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness_lab import actions
+from harness_lab.actions import Proposal, parse_proposal
+from harness_lab.gates import _similar
+
+
+class _Str(str):
+    """A str subclass: pydantic turns it into a plain str, so the shortcut must leave it to pydantic."""
+
+
+@contextmanager
+def _slow_paths() -> Any:
+    with mock.patch.dict(actions._FLAT, clear=True), mock.patch.dict(actions._FLAT_JSON, clear=True):
+        yield
+
+
+_FLAT_KINDS = ["read_evidence", "write_report", "finish", "list_dir", "read_file", "write_file", "delete_file", "think"]
+_NAMES = ["kind", "id", "text", "path", "content", "thought", "argv", "verified", "reason"]
+_text = st.one_of(
+    st.text(max_size=6),
+    st.text(alphabet=st.characters(codec="ascii"), max_size=6),
+    st.text(alphabet=st.characters(categories=["Cs", "Ll", "Cc"]), max_size=3),  # lone surrogates, controls
+)
+_value = st.one_of(
+    _text, _text.map(_Str), st.none(), st.integers(), st.booleans(), st.floats(), st.binary(max_size=3),
+    st.lists(_text, max_size=2), st.dictionaries(_text, _text, max_size=2),
+)
+_key = st.one_of(st.sampled_from(_NAMES), st.sampled_from(_NAMES).map(_Str), _text, st.integers(0, 2))
+_kind = st.one_of(st.sampled_from(_FLAT_KINDS), st.sampled_from(_FLAT_KINDS).map(_Str),
+                  st.sampled_from(["run_command", "read_ref", "push", "set_state", "nope"]))
+_raw = st.builds(lambda kind, rest: {"kind": kind, **{k: v for k, v in rest.items() if k != "kind"}},
+                 _kind, st.dictionaries(_key, _value, max_size=4))
+# mostly well-formed flat proposals, so the shortcut is taken as often as it is refused
+_good = st.builds(
+    lambda kind, values, extra: {"kind": kind, **{n: values.get(n, "x") for n in actions._FIELDS[kind] - {"kind"}},
+                                 **extra},
+    st.sampled_from(_FLAT_KINDS), st.dictionaries(st.sampled_from(_NAMES[1:6]), _text, max_size=3),
+    st.dictionaries(st.sampled_from(["verified", "reason"]), _value, max_size=1),
+)
+
+
+def _outcome(raw: object) -> Any:
+    try:
+        return parse_proposal(raw)
+    except Exception as exc:  # noqa: BLE001 - the shortcut must raise (or not) exactly as pydantic does
+        return type(exc)
+
+
+def _state(model: Any) -> Any:
+    """Everything a pydantic model holds, with the types of its values (nested models spelled too)."""
+    if not hasattr(model, "__pydantic_fields_set__"):
+        return (type(model), json.dumps(model, default=repr) if not isinstance(model, type) else model)
+    fields = [(k, _state(v)) for k, v in model.__dict__.items()]
+    return (type(model), fields, sorted(model.__pydantic_fields_set__), model.__pydantic_extra__,
+            model.__pydantic_private__)
+
+
+def _forms(proposal: Proposal) -> Any:
+    try:
+        as_json = proposal.action_json
+        return (proposal.canonical, proposal.describe(), json.dumps(as_json),
+                [type(v) for v in as_json.values()] if as_json else None)
+    except Exception as exc:  # noqa: BLE001 - pydantic cannot dump a lone surrogate in a gated action's args
+        return type(exc)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.one_of(_raw, _good))
+def test_a_flat_proposal_parses_to_what_pydantic_makes(raw: dict[Any, Any]) -> None:
+    fast = _outcome(raw)
+    with _slow_paths():
+        slow = _outcome(raw)
+    if isinstance(slow, type):
+        assert fast is slow
+        return
+    assert isinstance(fast, Proposal)
+    assert _state(fast) == _state(slow)
+    assert fast == slow
+    assert fast.raw is not raw and slow.raw is not raw  # a copy: the proposer may reuse its dict
+    fast_forms = _forms(fast)
+    with _slow_paths():
+        slow_forms = _forms(slow)
+    assert fast_forms == slow_forms
+    if fast.action is not None and not isinstance(fast_forms, type):  # the fingerprint is the sorted-key JSON of the dumped action
+        assert fast.canonical == json.dumps(fast.action.model_dump(mode="json"), sort_keys=True, default=str)
+
+
+def test_the_shortcut_covers_the_string_only_kinds() -> None:
+    # so the equality above is about the shortcut: these kinds take it when well formed
+    assert sorted(actions._FLAT) == sorted(_FLAT_KINDS)
+    assert {m.__name__ for m in actions._FLAT_JSON} == {actions._MODELS[k].__name__ for k in _FLAT_KINDS}
+
+
+def test_forms_of_a_think_proposal_are_the_json_ones() -> None:
+    proposal = parse_proposal({"kind": "think", "thought": 'say "hi"\n', "verified": True})
+    assert proposal.canonical == '{"kind": "think", "thought": "say \\"hi\\"\\n"}'
+    assert proposal.describe() == "think(thought='say \"hi\"\\n')"
+    assert proposal.action_json == {"kind": "think", "thought": 'say "hi"\n'}
+    assert proposal.claims == {"verified": True}
+    assert proposal.model_fields_set == {"raw", "action", "claims"}
+    write = parse_proposal({"kind": "write_file", "path": "a.md", "content": "x"})
+    assert write.canonical == '{"content": "x", "kind": "write_file", "path": "a.md"}'
+    listing = parse_proposal({"kind": "list_dir"})
+    assert listing.action is not None and listing.action.model_fields_set == {"kind"}
+    assert listing.canonical == '{"kind": "list_dir", "path": "."}'
+
+
+def test_an_action_changed_behind_validation_is_spelled_by_pydantic() -> None:
+    # model_construct skips validation: a non-str value must not be spelled by the shortcut
+    odd = actions.Think.model_construct(thought=("a", "b"))
+    proposal = Proposal.model_construct(raw={}, action=odd)
+    with pytest.warns(UserWarning, match="Expected `str`"):  # pydantic's dump, warning as it does
+        assert proposal.canonical == '{"kind": "think", "thought": ["a", "b"]}'
+
+
+def test_cached_similarity_verdicts_depend_on_the_threshold() -> None:
+    a = json.dumps({"kind": "read_file", "path": "notes/alpha.md"}, sort_keys=True)
+    b = json.dumps({"kind": "read_file", "path": "notes/alpha2.md"}, sort_keys=True)
+    ratio = difflib.SequenceMatcher(None, a, b).ratio()
+    assert 0.9 < ratio < 0.99
+    for _ in range(2):  # the second round reads the cache
+        assert _similar(a, b, 0.9) is True
+        assert _similar(a, b, 0.99) is False
+        assert _similar(b, a, 0.99) is False
