@@ -25,8 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from step_overhead import noop_run  # noqa: E402
 
+from harness_lab._step_records import proposed, step_record, tool_called  # noqa: E402
+from harness_lab._step_records import usage as make_usage  # noqa: E402
 from harness_lab.actions import parse_proposal  # noqa: E402
-from harness_lab.events import Proposed, StepRecord, ToolCalled  # noqa: E402
 from harness_lab.gates import LoopGates  # noqa: E402
 from harness_lab.run import Run  # noqa: E402
 from harness_lab.store import SQLiteStore  # noqa: E402
@@ -79,13 +80,13 @@ def measure(steps: int, tmp: Path) -> dict[str, float]:
     assert record.proposal is not None and record.tool_result is not None
     proposal, result, dec, usage = record.proposal, record.tool_result, record.decision, record.usage
 
-    def records() -> None:
-        a = Proposed(seq=1, step=1, proposal=proposal, decision=dec)
-        b = ToolCalled(seq=2, step=1, tool=result.tool, result=result)
-        StepRecord(step=1, state_before=record.state_before, state_after=record.state_after, proposal=proposal,
-                   decision=dec, tool_result=result, usage=usage, events=(a, b))
+    def records() -> None:  # as the run makes them (harness_lab._step_records: no re-validation)
+        a = proposed(1, 1, proposal, dec)
+        b = tool_called(2, 1, result.tool, result)
+        step_record(1, record.state_before, record.state_after, proposal, dec, result, None,
+                    make_usage(usage.decisions, usage.tool_calls, usage.tokens, usage.elapsed_s), (a, b))
 
-    out["trace records (2 events + StepRecord)"] = _per_call(records, steps)
+    out["trace records (2 events, usage, StepRecord)"] = _per_call(records, steps)
     run.close()
     return out
 
@@ -154,7 +155,7 @@ def main() -> None:
             continue
         counted += value
         print(f"  {name:<42} {value:6.1f} µs  {value / whole:5.0%}")
-    print(f"  {'the rest (glue, fault hooks, gates, usage)':<42} {whole - counted:6.1f} µs  {(whole - counted) / whole:5.0%}")
+    print(f"  {'the rest (glue, fault hooks, gates, tool)':<42} {whole - counted:6.1f} µs  {(whole - counted) / whole:5.0%}")
     with tempfile.TemporaryDirectory(prefix="harness-lab-breakdown-") as d:
         parts = measure_store(args.steps, Path(d))
     whole = parts.pop("whole")
