@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["FULL_BYTES", "FULL_EVERY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "effect_class", "redact",
            "run_spec"]
 
-FULL_EVERY = 16  # steps between whole context states: a restore replays at most this many change logs
+FULL_EVERY = 32  # steps between whole context states: a restore replays at most this many change logs
 FULL_BYTES = 256 * 1024  # ... or fewer, once the change logs since the last whole state are this large
 
 # Tools whose effect lands in the workspace and can be re-done byte for byte (same path, same bytes).
