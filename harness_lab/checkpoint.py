@@ -30,6 +30,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from math import isfinite
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -38,7 +39,7 @@ from pydantic_core import to_json
 from .actions import DeleteFile, GatedAction, RunCommand, WriteFile, WriteReport, _Action
 from .context import ContextItem
 from .errors import StoreError
-from .events import StepRecord, Usage, dump_step_row
+from .events import _PIECES, StepRecord, Usage, dump_step_row
 from .proposers.scripted import ScriptedProposer
 from .redaction import SECRET_CATEGORIES, Redactor, redact
 from .states import RunState
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["FULL_BYTES", "FULL_EVERY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "effect_class", "redact",
            "run_spec"]
 
-FULL_EVERY = 16  # steps between whole context states: a restore replays at most this many change logs
+FULL_EVERY = 32  # steps between whole context states: a restore replays at most this many change logs
 FULL_BYTES = 256 * 1024  # ... or fewer, once the change logs since the last whole state are this large
 
 # Tools whose effect lands in the workspace and can be re-done byte for byte (same path, same bytes).
@@ -109,6 +110,11 @@ class Checkpoint(BaseModel):
 _RUN_STATE_EMPTY: dict[str, Any] = {"stop_reason": None, "observed": {}, "proposer": None, "receipt": None,
                                     "waiting": None, "pending": None}
 _RUN_STATE_KEYS = frozenset({"state", *_RUN_STATE_EMPTY})
+_EMPTY_NONE = frozenset(k for k, v in _RUN_STATE_EMPTY.items() if v is None)
+_EMPTY_DICT = frozenset(k for k, v in _RUN_STATE_EMPTY.items() if v == {})
+_STATE_VALUE = {state: state.value for state in RunState}  # Enum.value is a slow descriptor
+_STATE_JSON = {state: to_json(state.value).decode() for state in RunState}
+_SEP = ',"'
 
 
 def effect_class(action: _Action) -> Literal["read", "redoable", "workspace", "external"]:
@@ -161,6 +167,13 @@ class Checkpointer:
         self._redact = like._redact if like is not None and same else Redactor(run.contract.memory.exclude)
         self._drop = tuple(k for k in run.contract.memory.exclude if k not in SECRET_CATEGORIES)
         self._version = version
+        # The checkpoint JSON's constant pieces (see _write).
+        self._head = f'{{"kind":"checkpoint","run_id":{_dumps(run.run_id)}'
+        self._version_json = f',"contract_version":{_dumps(version)},"state":'
+        self._excluded_json = f',"excluded":{_dumps(self._drop)}'
+        self._ws_text: tuple[str | None, str] = (None, "")
+        self._pending_text: tuple[list[str] | None, str] = (None, "")
+        self._report = run.contract.verification.report.path
         self._seq = run.events[-1].seq if run.events else 0
         self._artifacts: dict[str, str] = {}
         self._verification: dict[str, Any] | None = None
@@ -230,43 +243,26 @@ class Checkpointer:
         for key in self._drop:
             state.pop(key, None)
         # Left out at their empty value (Checkpoint fills them in): a third of the row.
-        for key, empty in _RUN_STATE_EMPTY.items():
-            if key in state and state[key] == empty and type(state[key]) is type(empty):
-                del state[key]
-        if state.get("state") == run.state.value:
+        for key in [k for k, v in state.items()
+                    if (k in _EMPTY_NONE and v is None) or (k in _EMPTY_DICT and type(v) is dict and not v)]:
+            del state[key]
+        run_state = run.state
+        if state.get("state") == _STATE_VALUE[run_state]:
             del state["state"]
         try:
             context, blobs, base = self._context(step)
         except BaseException:
             self._ctx = None  # the change log may be half taken: the next row holds the whole state
             raise
-        checkpoint: dict[str, Any] = {
-            "kind": "checkpoint", "run_id": run.run_id, "step": step, "seq": self._seq,
-            "contract_version": self._version, "state": run.state.value, "next_step": _next_step(run),
-            "usage": {"decisions": usage.decisions, "tool_calls": usage.tool_calls, "tokens": usage.tokens,
-                      "elapsed_s": usage.elapsed_s},
-            "run_state": state, "context_base": base,
-        }
-        # The rest only when not at the default a reader fills in (see Checkpoint).
-        if run.executor.observed:
-            checkpoint["completed_scope"] = sorted(run.executor.observed)
-        if self._artifacts:
-            checkpoint["artifact_sha256"] = self._artifacts
-        if workspace_hash is not None:
-            checkpoint["workspace_hash"] = workspace_hash
-        if self._verification is not None:
-            checkpoint["verification"] = self._verification
-        if self._failure is not None:
-            checkpoint["failure_root_cause"] = self._failure
-        if pending := _pending(run):
-            checkpoint["pending"] = pending
-        if self._drop:
-            checkpoint["excluded"] = self._drop
-        if self._from is not None:
-            checkpoint["context_from"] = self._from
-        text = _dumps(checkpoint)
-        # Checked text by text against the memo (usually clean); whole-text redaction otherwise.
-        clean = all([self._redact.clean(t) for t in (record, text, *(context.raw if context is not None else ()))])
+        # The JSON of the checkpoint dict (Checkpoint's fields in order), assembled from pieces: the
+        # run's constants are dumped once, the rest only when there is something to write.
+        text = "".join([
+            self._head, f',"step":{step},"seq":{self._seq}', self._version_json, _STATE_JSON[run_state],
+            ',"next_step":', _next_step_json(run), ',"usage":', _usage_text(usage), ',"run_state":', _dumps(state),
+            ',"context_base":', "null" if base is None else str(base), *self._optional(workspace_hash), "}"])
+        # One check against the memo for all the row's texts (a match never spans the ',"' between
+        # them, as between the pieces Redactor.clean splits at); whole-text redaction otherwise.
+        clean = self._redact.clean(_SEP.join((record, text, *(context.raw if context is not None else ()))))
         if not clean:
             record, text = self._redact(record), self._redact(text)
         try:
@@ -286,6 +282,31 @@ class Checkpointer:
             # Unchanged by redaction: the store's copy can stand in for the one in memory.
             run.context.release_ref_texts(self._verbatim)
         self.last_commit_at, self.last_step = now, step
+
+    def _optional(self, workspace_hash: str | None) -> list[str]:
+        """The checkpoint's fields that a row leaves out at their default, in Checkpoint's order."""
+        run, out = self.run, []
+        if run.executor.observed:
+            out.append(f',"completed_scope":{_dumps(sorted(run.executor.observed))}')
+        if self._artifacts:
+            out.append(f',"artifact_sha256":{_dumps(self._artifacts)}')
+        if workspace_hash is not None:
+            if workspace_hash != self._ws_text[0]:  # a hash repeats while the workspace is unchanged
+                self._ws_text = (workspace_hash, f',"workspace_hash":{_dumps(workspace_hash)}')
+            out.append(self._ws_text[1])
+        if self._verification is not None:
+            out.append(f',"verification":{_dumps(self._verification)}')
+        if self._failure is not None:
+            out.append(f',"failure_root_cause":{_dumps(self._failure)}')
+        if pending := _pending(run):
+            if pending != self._pending_text[0]:
+                self._pending_text = (pending, f',"pending":{_dumps(pending)}')
+            out.append(self._pending_text[1])
+        if self._drop:
+            out.append(self._excluded_json)
+        if self._from is not None:
+            out.append(f',"context_from":{_dumps(self._from)}')
+        return out
 
     def _context(self, step: int) -> tuple[_ContextRow | None, list[tuple[str, str]], int | None]:
         """The context of this row (whole state or change log) to redact, its new blobs, its base step."""
@@ -345,7 +366,7 @@ class Checkpointer:
 
     def _observe(self, record: StepRecord) -> None:
         result, verdict = record.tool_result, record.verdict
-        report = self.run.contract.verification.report.path
+        report = self._report
         if (result is not None and result.tool in _WRITES) or verdict is not None:
             data = _read(self.run.workspace / report)
             self._artifacts = {report: hashlib.sha256(data).hexdigest()} if data is not None else {}
@@ -405,6 +426,21 @@ def _pending(run: Run) -> list[str]:
     if run.receipt is None:
         items.append(f"an accepted {run.contract.verification.report.path}")
     return items
+
+
+def _next_step_json(run: Run) -> str:
+    """``_dumps(_next_step(run))``; the usual text needs no escaping."""
+    if run.state.terminal or run.waiting is not None:
+        return _dumps(_next_step(run))
+    return f'"step {run.step_no + 1}: ask the proposer"'
+
+
+def _usage_text(usage: Usage) -> str:
+    """The checkpoint's ``usage``: the step record's text of it (a non-finite time as _dumps spells it)."""
+    if isfinite(usage.elapsed_s):
+        return _PIECES.usage(usage)
+    return _dumps({"decisions": usage.decisions, "tool_calls": usage.tool_calls, "tokens": usage.tokens,
+                   "elapsed_s": usage.elapsed_s})
 
 
 def _next_step(run: Run) -> str:

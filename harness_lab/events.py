@@ -175,7 +175,7 @@ def dump_step_row(record: StepRecord) -> str:
         out.append(f',"tool_result":{pieces.text(record.tool_result)}')
     if record.verdict is not None:
         out.append(f',"verdict":{pieces.text(record.verdict, full=True)}')
-    out.append(f',"usage":{_usage_json(record.usage)},"events":[')
+    out.append(f',"usage":{pieces.usage(record.usage)},"events":[')
     first = True
     for event in record.events:
         at = "" if event.step == step else f',"step":{event.step}'
@@ -259,6 +259,14 @@ class _Pieces:
 
     def __init__(self) -> None:
         self._texts: dict[int, tuple[BaseModel, str]] = {}
+        self._usage: tuple[Usage | None, str] = (None, "")
+
+    def usage(self, usage: Usage) -> str:
+        """``_usage_json(usage)``; a run's usage record is new only when a step spent something, and
+        its step record and checkpoint both write it."""
+        if self._usage[0] is not usage:
+            self._usage = (usage, _usage_json(usage))
+        return self._usage[1]
 
     def text(self, record: BaseModel, *, full: bool = False) -> str:
         hit = self._texts.get(id(record))

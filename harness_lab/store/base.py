@@ -41,8 +41,9 @@ __all__ = [
 #    events.dump_step_row, checkpoint.Checkpoint) that an older harness-lab cannot read; rows of 1-3
 #    still read as they are. New files keep step rows in a rowid table (see sqlite._TABLES). Their
 #    context change logs are of version 2 (context.changes: patches, unchanged parts left out).
-# 5: new files key step rows by one integer (run_no << 32 | step; runs gain ``run_no``): an older
-#    harness-lab would write rows such a file cannot find. Files of 2-4 keep their layout and read the same.
+# 5: new files key step rows by one integer (run_no * 2**32 + step; runs gain run_no), so a step
+#    writes no separate (run_id, step) index page; rows are as in 4. Files of 2-4 keep their layout
+#    and are only marked 5 (an older harness-lab would write a new file's rows without their key).
 SCHEMA_VERSION = 5
 
 EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]

@@ -16,7 +16,8 @@ Settings, on purpose:
 Each step is one transaction (the step row, the blobs it made, its ledger updates; a lone statement
 runs in autocommit mode, which is one transaction without the BEGIN/COMMIT round trips); statements are
 fixed SQL texts, so the ``sqlite3`` statement cache prepares each once per connection. Schema 2 added
-the ``blobs`` table; a schema-1 file gains it on open (nothing existing is rewritten).
+the ``blobs`` table; a schema-1 file gains it on open (nothing existing is rewritten). Schema 5 files
+key step rows by one integer (see ``_TABLES``); older files keep their ``(run_id, step)`` key.
 """
 
 from __future__ import annotations
@@ -47,14 +48,13 @@ _APP = "harness-lab"
 _BLOBS = "CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID"
 _TABLES = (
     "CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL)",
-    # ``run_no``: the run's number in step keys (AUTOINCREMENT: never reused, and VACUUM keeps it).
-    "CREATE TABLE runs (run_no INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE, spec TEXT NOT NULL,"
+    # run_no: a run's number in this file, for the step rows' key (see steps).
+    "CREATE TABLE runs (run_no INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE, spec TEXT NOT NULL,"
     " created_at REAL NOT NULL, status TEXT NOT NULL DEFAULT 'active', status_reason TEXT NOT NULL DEFAULT '')",
-    # Keyed by one integer, ``run_no << 32 | step`` (the rowid itself): a step's INSERT changes one
-    # b-tree, where a (run_id, step) key is a second one (an index page more through the write-ahead
-    # log per step: ~41 -> ~33 µs per INSERT of a 2.8 KB row). A rowid table keeps a row of up to
-    # ~4 KB in its leaf page (a WITHOUT ROWID table spills rows over ~1 KB to overflow pages).
-    # Files made before keep their (run_id, step) table; every statement reads both the same.
+    # Keyed by id = run_no * 2**32 + step, the rowid: one b-tree, so a step writes one leaf page (and
+    # its parent when the leaf fills) through the write-ahead log, not also a (run_id, step) index's
+    # page (~10 us of a no-op step). A rowid table keeps a row of up to ~4 KB in its leaf page.
+    # Files made before keep their (run_id, step) key, WITHOUT ROWID or not (see _StepSql).
     "CREATE TABLE steps (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL, at REAL NOT NULL,"
     " record TEXT NOT NULL, checkpoint TEXT NOT NULL, context TEXT)",
     "CREATE TABLE effects (key TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL,"
@@ -69,8 +69,7 @@ _INSERT_BLOB = "INSERT OR IGNORE INTO blobs (sha256, text) VALUES (?, ?)"
 _INSERT_INTENT = "INSERT OR IGNORE INTO effects (key, run_id, step, tool, status, detail) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_STEP = "INSERT INTO steps (run_id, step, at, record, checkpoint, context) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_KEYED = "INSERT INTO steps (id, run_id, step, at, record, checkpoint, context) VALUES (?, ?, ?, ?, ?, ?, ?)"
-_STEP_BITS = 32  # a step key is run_no << 32 | step
-_LAST = 2**62  # "to the last step" (a range end)
+_SPAN = 2**32  # steps per run in a keyed file
 _COMMIT_EFFECTS = "UPDATE effects SET status = 'committed' WHERE run_id = ? AND step = ? AND status IN ('intent', 'resolved')"
 _STEP_COLS = "run_id, step, at, record, checkpoint, context"
 
@@ -101,10 +100,12 @@ class SQLiteStore:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open: {exc}") from exc
-        self._run_nos: dict[str, int] = {}  # run_id -> run_no, for step keys (a run's number never changes)
         try:
             self._check_or_create()
-            self._keyed = "id" in {r[1] for r in self._db.execute("PRAGMA table_info(steps)")}
+            # A file of schema 5 or later keeps step rows under one integer key (see _TABLES); older
+            # files keep theirs, and every statement below reads both the same.
+            self._keyed = any(r[1] == "id" for r in self._db.execute("PRAGMA table_info(steps)"))
+            self._run_nos: dict[str, int] = {}
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
         except sqlite3.DatabaseError as exc:
@@ -141,7 +142,7 @@ class SQLiteStore:
                              "upgrade harness-lab to read it")
         if int(row[1]) == 1:  # schema 1 -> 2: only a new table; existing rows stay as they are
             self._tx([(_BLOBS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
-        elif int(row[1]) in (2, 3, 4):  # -> 5: only newer rows' forms change; existing rows stay as they are
+        elif int(row[1]) in (2, 3, 4):  # -> 4: only newer rows' forms change; -> 5: only new files' layout
             self._tx([("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
         elif int(row[1]) < SCHEMA_VERSION:
             raise StoreError(f"{self.path}: schema {row[1]} is older than {SCHEMA_VERSION} and has no migration")
@@ -203,62 +204,60 @@ class SQLiteStore:
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
                     settle_effects: bool = True) -> None:
-        insert: tuple[str, tuple[Any, ...]]
         if self._keyed:
-            if not 0 <= step < 1 << _STEP_BITS:
-                raise StoreError(f"{self.path}: step {step} is out of range (0 to {(1 << _STEP_BITS) - 1})")
-            base = self._base(run_id)
-            if base is None:
+            if not 0 <= step < _SPAN:
+                raise StoreError(f"{self.path}: step {step} is out of range")
+            run_no = self._run_no(run_id)
+            if run_no is None:
                 raise StoreError(f"{self.path}: " + _unknown_run(run_id, self.run_ids()))
-            insert = (_INSERT_KEYED, (base | step, run_id, step, at, record, checkpoint, context))
+            row: tuple[str, tuple[Any, ...]] = (_INSERT_KEYED, (run_no * _SPAN + step, run_id, step, at, record,
+                                                                 checkpoint, context))
         else:
-            insert = (_INSERT_STEP, (run_id, step, at, record, checkpoint, context))
-        self._tx([*((_INSERT_BLOB, blob) for blob in blobs), insert,
+            row = (_INSERT_STEP, (run_id, step, at, record, checkpoint, context))
+        self._tx([*((_INSERT_BLOB, blob) for blob in blobs), row,
                   *([(_COMMIT_EFFECTS, (run_id, step))] if settle_effects else [])])
 
-    def _base(self, run_id: str) -> int | None:
-        """``run_no << 32``: the first step key of the run (None: no such run)."""
-        base = self._run_nos.get(run_id)
-        if base is None:
+    def _run_no(self, run_id: str) -> int | None:
+        run_no = self._run_nos.get(run_id)
+        if run_no is None:
             rows = self._q("SELECT run_no FROM runs WHERE run_id = ?", (run_id,))
             if not rows:
                 return None
-            base = self._run_nos[run_id] = int(rows[0][0]) << _STEP_BITS
-        return base
+            run_no = self._run_nos[run_id] = int(rows[0][0])
+        return run_no
 
-    def _rows(self, columns: str, run_id: str, start: int, end: int, *, last: bool = False) -> list[Any]:
-        """The run's step rows from ``start`` to ``end`` (both included), by step (``last``: the last one)."""
-        order = "DESC LIMIT 1" if last else ""
+    def _range(self, cols: str, run_id: str, start: int, end: int, *, last: bool = False) -> list[Any]:
+        """``cols`` of the run's rows ``start..end`` by step (only the last of them with ``last``)."""
+        order = " DESC LIMIT 1" if last else ""
         if not self._keyed:
-            return self._q(f"SELECT {columns} FROM steps WHERE run_id = ? AND step >= ? AND step <= ? "
-                           f"ORDER BY step {order}", (run_id, start, end))
-        base = self._base(run_id)
-        if base is None:
+            return self._q(f"SELECT {cols} FROM steps WHERE run_id = ? AND step >= ? AND step <= ? ORDER BY step{order}",
+                           (run_id, start, end))
+        run_no, start, end = self._run_no(run_id), max(start, 0), min(end, _SPAN - 1)
+        if run_no is None or start > end:
             return []
-        low, high = max(start, 0), min(end, (1 << _STEP_BITS) - 1)
-        return self._q(f"SELECT {columns} FROM steps WHERE id >= ? AND id <= ? ORDER BY id {order}",
-                       (base | low, base | high)) if low <= high else []
+        return self._q(f"SELECT {cols} FROM steps WHERE id >= ? AND id <= ? ORDER BY id{order}",
+                       (run_no * _SPAN + start, run_no * _SPAN + end))
 
     def blob(self, sha256: str) -> str | None:
         rows = self._q("SELECT text FROM blobs WHERE sha256 = ?", (sha256,))
         return str(rows[0][0]) if rows else None
 
     def contexts(self, run_id: str, start: int, end: int) -> list[tuple[int, str | None]]:
-        rows = self._rows("step, context", run_id, start, end)
+        rows = self._range("step, context", run_id, start, end)
         if not rows:
             self.run_info(run_id)
         return [(int(n), c) for n, c in rows]
 
     def history(self, run_id: str) -> list[HistoryEntry]:
         self.run_info(run_id)
-        return [HistoryEntry(run_id, n, at) for n, at in self._rows("step, at", run_id, 0, _LAST)]
+        return [HistoryEntry(run_id, n, at) for n, at in self._range("step, at", run_id, -(2**62), 2**62)]
 
     def last_step(self, run_id: str) -> StoredStep | None:
-        rows = self._rows(_STEP_COLS, run_id, 0, _LAST, last=True)
+        rows = self._range(_STEP_COLS, run_id, -(2**62), 2**62, last=True)
         return StoredStep(*rows[0]) if rows else None
 
     def step(self, run_id: str, step: int) -> StoredStep:
-        rows = self._rows(_STEP_COLS, run_id, step, step)
+        rows = self._range(_STEP_COLS, run_id, step, step)
         if not rows:
             self.run_info(run_id)
             raise StoreError(f"{self.path}: run {run_id!r} has no step {step}")
@@ -266,7 +265,7 @@ class SQLiteStore:
 
     def steps(self, run_id: str, start: int = 1, end: int | None = None) -> list[StoredStep]:
         self.run_info(run_id)
-        return [StoredStep(*r) for r in self._rows(_STEP_COLS, run_id, start, end if end is not None else _LAST)]
+        return [StoredStep(*r) for r in self._range(_STEP_COLS, run_id, start, end if end is not None else 2**62)]
 
     # -- the side-effect ledger -------------------------------------------------------------------
     def record_intent(self, entry: EffectEntry) -> EffectEntry | None:
