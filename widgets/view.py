@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import ipywidgets as w
 
@@ -34,6 +34,7 @@ __all__ = ["LabView"]
 
 # A step whose decision is anything but a plain tool call is where the harness intervened.
 _PLAIN = frozenset({"execute"})
+_T = TypeVar("_T")
 
 
 class LabView:
@@ -78,54 +79,32 @@ class LabView:
     # -- the buttons, as Python calls -------------------------------------------------------------
     def step(self) -> StepRecord:
         """One decision (``run.step()``)."""
-        try:
-            record = self.run.step()
-        finally:
-            self.refresh()
-        self.session.record(self.run, "step", {})
-        return record
+        return self._act("step", {}, self.run.step)
 
     def run_to_gate(self, max_steps: int = 1000) -> list[StepRecord]:
         """Step until the harness intervenes: a human gate, a validation, a refusal, or a stop."""
-        taken: list[StepRecord] = []
-        try:
+        def until_gate() -> list[StepRecord]:
+            taken: list[StepRecord] = []
             while len(taken) < max_steps and not self.run.state.terminal and self.run.waiting is None:
                 taken.append(self.run.step())
                 if taken[-1].decision.verdict not in _PLAIN:
                     break
-        finally:
-            self.refresh()
-        self.session.record(self.run, "run_to_gate", {"max_steps": max_steps})
-        return taken
+            return taken
+        return self._act("run_to_gate", {"max_steps": max_steps}, until_gate)
 
     def run_to_end(self, max_steps: int | None = None) -> RunState:
         """``run.run()``: to a terminal state; a human gate still stops it (no one approves for you)."""
-        try:
-            state = RunState(self.run.run(max_steps=max_steps))
-        finally:
-            self.refresh()
-        self.session.record(self.run, "run_to_end", {"max_steps": max_steps})
-        return state
+        return self._act("run_to_end", {"max_steps": max_steps}, lambda: RunState(self.run.run(max_steps=max_steps)))
 
     def approve(self, *, by: str = "human") -> StepRecord:
         """``run.approve()``: execute exactly the parked action."""
-        try:
-            record = self.run.approve(by=by)
-        finally:
-            self.refresh()
-        self.session.record(self.run, "approve", {"by": by})
-        return record
+        return self._act("approve", {"by": by}, lambda: self.run.approve(by=by))
 
     def reject(self, reason: str, *, by: str = "human") -> StepRecord:
         """``run.reject(reason)``: the run stops safely with the reason kept."""
         if not reason.strip():
             raise ValueError("a rejection needs a reason")
-        try:
-            record = self.run.reject(reason, by=by)
-        finally:
-            self.refresh()
-        self.session.record(self.run, "reject", {"reason": reason, "by": by})
-        return record
+        return self._act("reject", {"reason": reason, "by": by}, lambda: self.run.reject(reason, by=by))
 
     def edit_pending(self, raw: object | None = None, *, by: str = "human") -> Any:
         """``run.edit_pending(raw)``: replace the proposal before it executes (default: the editor's JSON)."""
@@ -134,23 +113,14 @@ class LabView:
                 raw = json.loads(self.pending.editor.value)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"the edited proposal is not JSON: {exc.msg} at column {exc.colno}") from None
-        try:
-            proposal = self.run.edit_pending(raw, by=by)
-        finally:
-            self.refresh()
-        self.session.record(self.run, "edit_pending", {"raw": raw, "by": by})
-        return proposal
+        return self._act("edit_pending", {"raw": raw, "by": by}, lambda: self.run.edit_pending(raw, by=by))
 
     def rollback(self, snapshot_id: str | None = None) -> None:
         """``run.rollback(id)``: files, run state and context go back together (default: the picked one)."""
         target = snapshot_id or self.snapshots.picker.value
         if not target:
             raise ValueError("no snapshot to roll back to")
-        try:
-            self.run.rollback(target)
-        finally:
-            self.refresh()
-        self.session.record(self.run, "rollback", {"snapshot_id": target})
+        self._act("rollback", {"snapshot_id": target}, lambda: self.run.rollback(target))
 
     def fork(self, snapshot_id: str | None = None) -> LabView:
         """``run.fork(id)``: a new run from a snapshot, shown in its own LabView; this run is untouched."""
@@ -166,12 +136,20 @@ class LabView:
     def inject(self, name: str | None = None) -> Any:
         """``run.inject(name)``: the fault (default: the picked one) changes the next step."""
         fault = name or self.faults.picker.value
-        try:
+        def inject() -> Any:
             result = self.run.inject(fault)
             self.faults.injected.append(str(fault))
+            return result
+        return self._act("inject", {"name": fault}, inject)
+
+    def _act(self, name: str, args: dict[str, Any], call: Callable[[], _T]) -> _T:
+        """Every button's shape: make the run's call, redraw (even when it raised), and record it in
+        the session once it succeeded (a failed call is not replayed)."""
+        try:
+            result = call()
         finally:
             self.refresh()
-        self.session.record(self.run, "inject", {"name": fault})
+        self.session.record(self.run, name, args)
         return result
 
     # -- rendering --------------------------------------------------------------------------------
