@@ -161,6 +161,7 @@ _FIELDS = {kind: frozenset(model.model_fields) for kind, model in _MODELS.items(
 # Kinds whose arguments are all plain strings: parsed, dumped and spelled without pydantic (see _flat)
 _FLAT: dict[str, FlatSpec] = {k: spec for k, m in _MODELS.items() if (spec := flat_spec(m, k)) is not None}
 _FLAT_JSON = {_MODELS[k]: json_template(spec, k) for k, spec in _FLAT.items()}
+_FLAT_SIZE = {_MODELS[k]: len(spec) + 1 for k, spec in _FLAT.items()}  # fields, kind included
 TOOL_KINDS = frozenset(_MODELS) | EXTERNAL_KINDS
 
 
@@ -218,8 +219,8 @@ class Proposal(BaseModel):
         action = self.action
         if action is None:
             return None
-        template = _FLAT_JSON.get(type(action))
-        flat = flat_dump(action.__dict__, len(template[1]) + 1) if template is not None else None
+        size = _FLAT_SIZE.get(type(action))
+        flat = flat_dump(action.__dict__, size) if size is not None else None
         return action.model_dump(mode="json") if flat is None else flat
 
     @_Once
@@ -246,8 +247,7 @@ class Proposal(BaseModel):
         action = self.action
         if action is None:
             return f"invalid proposal ({self.error.code if self.error else '?'})"
-        template = _FLAT_JSON.get(type(action))
-        shown = _flat_shown(action.__dict__, len(template[1]) + 1) if template is not None else None
+        shown = _flat_shown(action.__dict__, size) if (size := _FLAT_SIZE.get(type(action))) is not None else None
         if shown is None:
             args = self.action_json or {}
             shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items() if k != "kind")
@@ -264,7 +264,8 @@ def _flat_shown(values: dict[str, Any], size: int) -> str | None:
         if type(value) is not str:
             return None
         if key != "kind":
-            shown.append(f"{key}={_short(value)}")
+            text = repr(value)  # _short(value), inlined: describe() runs every step
+            shown.append(f"{key}={text}" if len(text) <= 60 else f"{key}={text[:57]}...")
     return ", ".join(shown)
 
 
