@@ -17,7 +17,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._flat import FlatSpec, built, flat_dump, flat_json, flat_spec, flat_values, json_template
+from ._flat import MISSING, REQUIRED, FlatSpec, built, flat_dump, flat_json, flat_spec, json_template
 
 __all__ = [
     "FORBIDDEN_KINDS",
@@ -275,7 +275,12 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)
 
 def parse_proposal(raw: object) -> Proposal:
     """Parse whatever a proposer returned; never raises."""
-    if type(raw) is not dict and isinstance(raw, Proposal):  # a dict is not: skip pydantic's instance check
+    if type(raw) is dict:  # the usual proposal first: a dict of a flat kind (see _parse_flat)
+        kind = raw.get("kind")
+        if type(kind) is str and (spec := _FLAT.get(kind)) is not None:
+            if (flat := _parse_flat(raw, kind, spec)) is not None:
+                return flat
+    elif isinstance(raw, Proposal):
         return raw
     # type(raw) is dict first: isinstance against the Mapping ABC costs ~0.5 µs, and most are dicts
     if not (type(raw) is dict or isinstance(raw, Mapping)) or not isinstance(raw.get("kind"), str):
@@ -284,8 +289,6 @@ def parse_proposal(raw: object) -> Proposal:
             hint='propose e.g. {"kind": "read_evidence", "id": "..."}'))
     raw_map = raw if type(raw) is dict else dict(raw)  # read only here: no copy needed
     kind = raw_map["kind"]
-    if (spec := _FLAT.get(kind)) is not None and (flat := _parse_flat(raw_map, kind, spec)) is not None:
-        return flat
     if kind in FORBIDDEN_KINDS:
         args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
         return Proposal(raw=_jsonable(raw_map), action=ForbiddenAction(requested_kind=kind, args=args))
@@ -314,11 +317,20 @@ def parse_proposal(raw: object) -> Proposal:
 
 def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal | None:
     """What the validating path below returns for a flat kind, built without pydantic; None when
-    pydantic must judge (or word the error)."""
-    checked = flat_values(spec, kind, raw_map)
-    if checked is None:
-        return None
-    values, given = checked
+    pydantic must judge (or word the error). One function, no helpers: it runs every step."""
+    values: dict[str, Any] = {"kind": kind}  # what model_validate stores, in field order
+    given = {"kind"}  # and its fields set
+    for name, min_length, default in spec:
+        value = raw_map.get(name, MISSING)
+        if value is MISSING:
+            if default is REQUIRED:
+                return None
+            values[name] = default
+        elif type(value) is str and len(value) >= min_length and value.isascii():  # lone surrogates: pydantic
+            values[name] = value
+            given.add(name)
+        else:
+            return None
     claims: dict[str, Any] = {}
     if len(given) < len(raw_map):  # keys beyond the arguments: claims (other keys than str: pydantic refuses)
         fields = _FIELDS[kind]

@@ -80,7 +80,7 @@ def _forms(proposal: Proposal) -> Any:
         return type(exc)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(st.one_of(_raw, _good))
 def test_a_flat_proposal_parses_to_what_pydantic_makes(raw: dict[Any, Any]) -> None:
     fast = _outcome(raw)
