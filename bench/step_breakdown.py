@@ -29,6 +29,7 @@ from harness_lab._step_records import proposed, step_record, tool_called  # noqa
 from harness_lab._step_records import usage as make_usage  # noqa: E402
 from harness_lab.actions import parse_proposal  # noqa: E402
 from harness_lab.gates import LoopGates  # noqa: E402
+from harness_lab.redaction import Redactor  # noqa: E402
 from harness_lab.run import Run  # noqa: E402
 from harness_lab.store import SQLiteStore  # noqa: E402
 
@@ -117,6 +118,7 @@ def measure_store(steps: int, tmp: Path) -> dict[str, float]:
         "context_text": (cp.Checkpointer, "_context_text", "context JSON assembled"),
         "record": (cp, "dump_step_row", "step record JSON"),
         "capture": (type(run), "capture", "run state captured"),
+        "clean": (Redactor, "clean", "redaction memo check"),
     }
     saved = []
     for key, (owner, attr, _) in parts.items():

@@ -17,13 +17,14 @@ from typing import Any, TypeVar, get_args
 from annotated_types import MinLen
 from pydantic import BaseModel
 
-__all__: list[str] = []
+__all__ = ["MISSING", "REQUIRED", "FlatSpec", "JsonTemplate", "built", "flat_dump", "flat_json", "flat_spec",
+           "json_template"]
 
 _M = TypeVar("_M", bound=BaseModel)
-_REQUIRED = object()
-_MISSING = object()
+REQUIRED = object()
+MISSING = object()
 
-# (name, minimum length, default or _REQUIRED) per argument, in field order
+# (name, minimum length, default or REQUIRED) per argument, in field order
 FlatSpec = tuple[tuple[str, int, object], ...]
 
 
@@ -48,32 +49,11 @@ def flat_spec(model: type[BaseModel], kind: str) -> FlatSpec | None:
         lengths = [m.min_length for m in info.metadata if isinstance(m, MinLen)]
         if info.annotation is not str or len(lengths) != len(info.metadata):
             return None
-        default = _REQUIRED if info.is_required() else info.default
-        if default is not _REQUIRED and type(default) is not str:
+        default = REQUIRED if info.is_required() else info.default
+        if default is not REQUIRED and type(default) is not str:
             return None
         spec.append((name, lengths[0] if lengths else 0, default))
     return tuple(spec)
-
-
-def flat_values(spec: FlatSpec, kind: str, raw: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]] | None:
-    """The validated field values (in field order) and the fields set, as ``model_validate`` of the
-    raw proposal's fields would make them; None when pydantic must judge."""
-    if type(kind) is not str:
-        return None
-    values: dict[str, Any] = {"kind": kind}
-    given = {"kind"}
-    for name, min_length, default in spec:
-        value = raw.get(name, _MISSING)
-        if value is _MISSING:
-            if default is _REQUIRED:
-                return None
-            values[name] = default
-        elif type(value) is str and len(value) >= min_length and value.isascii():
-            values[name] = value
-            given.add(name)
-        else:
-            return None
-    return values, given
 
 
 def built(model: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._flat import FlatSpec, built, flat_dump, flat_json, flat_spec, flat_values, json_template
+from ._flat import MISSING, REQUIRED, FlatSpec, built, flat_dump, flat_json, flat_spec, json_template
 
 __all__ = [
     "FORBIDDEN_KINDS",
@@ -161,6 +161,7 @@ _FIELDS = {kind: frozenset(model.model_fields) for kind, model in _MODELS.items(
 # Kinds whose arguments are all plain strings: parsed, dumped and spelled without pydantic (see _flat)
 _FLAT: dict[str, FlatSpec] = {k: spec for k, m in _MODELS.items() if (spec := flat_spec(m, k)) is not None}
 _FLAT_JSON = {_MODELS[k]: json_template(spec, k) for k, spec in _FLAT.items()}
+_FLAT_SIZE = {_MODELS[k]: len(spec) + 1 for k, spec in _FLAT.items()}  # fields, kind included
 TOOL_KINDS = frozenset(_MODELS) | EXTERNAL_KINDS
 
 
@@ -218,8 +219,8 @@ class Proposal(BaseModel):
         action = self.action
         if action is None:
             return None
-        template = _FLAT_JSON.get(type(action))
-        flat = flat_dump(action.__dict__, len(template[1]) + 1) if template is not None else None
+        size = _FLAT_SIZE.get(type(action))
+        flat = flat_dump(action.__dict__, size) if size is not None else None
         return action.model_dump(mode="json") if flat is None else flat
 
     @_Once
@@ -246,8 +247,7 @@ class Proposal(BaseModel):
         action = self.action
         if action is None:
             return f"invalid proposal ({self.error.code if self.error else '?'})"
-        template = _FLAT_JSON.get(type(action))
-        shown = _flat_shown(action.__dict__, len(template[1]) + 1) if template is not None else None
+        shown = _flat_shown(action.__dict__, size) if (size := _FLAT_SIZE.get(type(action))) is not None else None
         if shown is None:
             args = self.action_json or {}
             shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items() if k != "kind")
@@ -264,7 +264,8 @@ def _flat_shown(values: dict[str, Any], size: int) -> str | None:
         if type(value) is not str:
             return None
         if key != "kind":
-            shown.append(f"{key}={_short(value)}")
+            text = repr(value)  # _short(value), inlined: describe() runs every step
+            shown.append(f"{key}={text}" if len(text) <= 60 else f"{key}={text[:57]}...")
     return ", ".join(shown)
 
 
@@ -274,7 +275,12 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)
 
 def parse_proposal(raw: object) -> Proposal:
     """Parse whatever a proposer returned; never raises."""
-    if type(raw) is not dict and isinstance(raw, Proposal):  # a dict is not: skip pydantic's instance check
+    if type(raw) is dict:  # the usual proposal first: a dict of a flat kind (see _parse_flat)
+        kind = raw.get("kind")
+        if type(kind) is str and (spec := _FLAT.get(kind)) is not None:
+            if (flat := _parse_flat(raw, kind, spec)) is not None:
+                return flat
+    elif isinstance(raw, Proposal):
         return raw
     # type(raw) is dict first: isinstance against the Mapping ABC costs ~0.5 µs, and most are dicts
     if not (type(raw) is dict or isinstance(raw, Mapping)) or not isinstance(raw.get("kind"), str):
@@ -283,8 +289,6 @@ def parse_proposal(raw: object) -> Proposal:
             hint='propose e.g. {"kind": "read_evidence", "id": "..."}'))
     raw_map = raw if type(raw) is dict else dict(raw)  # read only here: no copy needed
     kind = raw_map["kind"]
-    if (spec := _FLAT.get(kind)) is not None and (flat := _parse_flat(raw_map, kind, spec)) is not None:
-        return flat
     if kind in FORBIDDEN_KINDS:
         args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
         return Proposal(raw=_jsonable(raw_map), action=ForbiddenAction(requested_kind=kind, args=args))
@@ -313,11 +317,20 @@ def parse_proposal(raw: object) -> Proposal:
 
 def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal | None:
     """What the validating path below returns for a flat kind, built without pydantic; None when
-    pydantic must judge (or word the error)."""
-    checked = flat_values(spec, kind, raw_map)
-    if checked is None:
-        return None
-    values, given = checked
+    pydantic must judge (or word the error). One function, no helpers: it runs every step."""
+    values: dict[str, Any] = {"kind": kind}  # what model_validate stores, in field order
+    given = {"kind"}  # and its fields set
+    for name, min_length, default in spec:
+        value = raw_map.get(name, MISSING)
+        if value is MISSING:
+            if default is REQUIRED:
+                return None
+            values[name] = default
+        elif type(value) is str and len(value) >= min_length and value.isascii():  # lone surrogates: pydantic
+            values[name] = value
+            given.add(name)
+        else:
+            return None
     claims: dict[str, Any] = {}
     if len(given) < len(raw_map):  # keys beyond the arguments: claims (other keys than str: pydantic refuses)
         fields = _FIELDS[kind]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import fields
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Any
 
 from .items import (
@@ -115,17 +116,26 @@ def replace(item: ContextItem, changes: Mapping[str, Any]) -> ContextItem:
 
 # The fields a patch compares (text is compared first: a new text makes a whole item, not a patch).
 _PATCHED = tuple(name for name in INIT_FIELDS if name not in ("id", "text", "kind"))
+assert _PATCHED[0] == "layer"  # patch() looks at it first
 _patched_values = attrgetter(*_PATCHED)
+_PATCHED_INDEXES = range(len(_PATCHED))
 
 
 def patch(before: ContextItem, after: ContextItem) -> dict[str, Any] | None:
     """The fields of *after* that differ from *before* (same id and text), spelled as in to_dict."""
+    old, new = _patched_values(before), _patched_values(after)
+    if old[1:] == new[1:]:  # all but the layer equal (a demotion, every step): one comparison in C
+        return None if old[0] == new[0] else {"id": after.id, "layer": _LAYER_NAMES[new[0]]}
     out: dict[str, Any] | None = None
-    for name, old, new in zip(_PATCHED, _patched_values(before), _patched_values(after), strict=True):
-        if old is not new and old != new:
+    # A new version shares the objects of the fields it kept: the identity test picks, in C, the few
+    # fields that may differ (a demotion: the layer), and only those are compared.
+    for i in compress(_PATCHED_INDEXES, map(is_not, old, new)):
+        value = new[i]
+        if old[i] != value:
             if out is None:
                 out = {"id": after.id}
-            out[name] = _LAYER_NAMES[new] if name == "layer" else list(new) if isinstance(new, tuple) else new
+            name = _PATCHED[i]
+            out[name] = _LAYER_NAMES[value] if name == "layer" else list(value) if isinstance(value, tuple) else value
     return out
 
 

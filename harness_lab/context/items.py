@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from enum import IntEnum
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Any, ClassVar, Literal
 
 __all__ = [
@@ -119,10 +120,13 @@ class ContextItem:
                 "kind": self.kind, "id": self.id, "layer": _LAYER_NAMES[self.layer], "text": self.text,
                 "source": self.source, "round": self.round, "tokens": self.tokens, "seq": self.seq,
             }
-            # One C-level fetch of the optional fields; most are at their default (an `is` test).
-            for name, default, value in zip(_DEFAULT_NAMES, _DEFAULT_VALUES, _optional(self), strict=True):
-                if value is not default and value != default:
-                    out[name] = list(value) if isinstance(value, tuple) else value
+            # One C-level fetch of the optional fields; most are at their default, and an identity test
+            # in C (compress over is_not) leaves only the others (and equal copies) to look at.
+            values = _optional(self)
+            for i in compress(_DEFAULT_INDEXES, map(is_not, values, _DEFAULT_VALUES)):
+                value = values[i]
+                if value != _DEFAULT_VALUES[i]:
+                    out[_DEFAULT_NAMES[i]] = list(value) if isinstance(value, tuple) else value
             return out
         return {
             "kind": self.kind,
@@ -196,6 +200,7 @@ _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ContextItem) if f
 _DEFAULT_NAMES = tuple(_DEFAULTS)
 _DEFAULT_VALUES = tuple(_DEFAULTS.values())
 _optional = attrgetter(*_DEFAULT_NAMES)
+_DEFAULT_INDEXES = range(len(_DEFAULT_NAMES))
 _LAYER_BY_NAME = {layer.name: layer for layer in Layer}  # Layer[name] is a Python-level lookup: ~0.3 µs
 
 # Stable sort by (layer, seq); ties keep insertion order, which the state preserves.

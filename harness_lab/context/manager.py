@@ -36,10 +36,12 @@ Behaviour worth knowing:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from itertools import compress
+from operator import ne
 from typing import Any
 
 from .anomaly import is_anomalous
-from .changes import CHANGES_VERSION
+from .changes import CHANGES_VERSION, SCALARS
 from .compress import Summarizer, default_summarizer, run_pass
 from .items import ContextItem, ContextView, Layer
 from .record import ItemRecord
@@ -84,7 +86,7 @@ class ContextManager:
         self._view: ContextView | None = None
         self._view_version = self._view_budget = -1  # what the cached view was built for
         self._logged_live: list[str] = []  # the view's membership as the change log last gave it
-        self._logged_scalars: dict[str, Any] | None = None  # as the change log last gave them (None: not yet)
+        self._logged_scalars: tuple[Any, ...] | None = None  # as the change log last gave them (None: not yet)
 
     @property
     def counter(self) -> Callable[[str], int]:
@@ -341,14 +343,12 @@ class ContextManager:
             out["stubs"] = stubs
         if self._refs.has_new():
             out["refs"] = [_entry(info, None) for info, _ in self._refs.take_new()]
-        scalars, logged = self.state_scalars(), self._logged_scalars
+        values, logged = self._scalar_values(), self._logged_scalars
         if logged is None:
-            out.update(scalars)
-        else:
-            for key, value in scalars.items():
-                if value != logged[key]:
-                    out[key] = value
-        self._logged_scalars = scalars
+            out.update(zip(SCALARS, values, strict=True))
+        else:  # the changed ones (usually window and next), picked in C
+            out.update(compress(zip(SCALARS, values, strict=True), map(ne, values, logged)))
+        self._logged_scalars = values
         return out
 
     def retire(self) -> list[str]:
@@ -365,10 +365,12 @@ class ContextManager:
         self._logged_scalars = None
 
     def state_scalars(self) -> dict[str, Any]:
-        rec = self._rec  # in the order of SCALARS (a test holds them equal)
-        return {"budget_tokens": self._budget, "output_cap_bytes": self.output_cap_bytes,
-                "low_water": self.low_water, "subtask": self._subtask, "window": list(self._window),
-                "next": rec.next, "segment": rec.segment, "retained": rec.retained}
+        return dict(zip(SCALARS, self._scalar_values(), strict=True))
+
+    def _scalar_values(self) -> tuple[Any, ...]:
+        rec = self._rec  # in the order of SCALARS
+        return (self._budget, self.output_cap_bytes, self.low_water, self._subtask, list(self._window),
+                rec.next, rec.segment, rec.retained)
 
     def attach_ref_loader(self, loader: Callable[[str], str | None]) -> None:
         """Where stored outputs not in memory are read from (sha256 -> text; a store's blobs)."""

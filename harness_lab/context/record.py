@@ -55,6 +55,12 @@ class ItemRecord:
         self._changed: dict[str, ContextItem | None] = {}
         self._retired: list[str] = []
         self._live_dirty = False
+        # Whether a retirement pass could retire anything. Right after one the archive holds only what
+        # it kept, and that stays kept until an item leaves the view, a version out of the view is
+        # written (a status or key change, a restore), or a rewrite changes what an item covers or
+        # carries: only those set this. New items in the view are kept. A checkpoint asks every few
+        # steps, mostly with nothing to retire.
+        self._retire_due = True
 
     def make(self, **fields: Any) -> ContextItem:
         """A new item (id, seq and segment filled in, tokens counted) that is not yet in the view."""
@@ -119,6 +125,8 @@ class ItemRecord:
             self._live_dirty = True
         else:
             self.total += item.tokens - old.tokens
+            if item.covers is not old.covers or item.carries is not old.carries:  # (a version shares them)
+                self._retire_due = True
         self.live[item_id] = item
         if item_id not in self._changed:  # _record(item), inline: a step puts twice
             self._changed[item_id] = self.archive.get(item_id)
@@ -131,10 +139,11 @@ class ItemRecord:
             self.put(item)
         else:
             self._record(item)
+            self._retire_due = True
 
     def remove(self, item_id: str) -> None:
         self.total -= self.live.pop(item_id).tokens
-        self._live_dirty = True
+        self._live_dirty = self._retire_due = True
         self.version += 1
 
     def replace_live(self, live: dict[str, ContextItem]) -> None:
@@ -145,7 +154,7 @@ class ItemRecord:
             if archive.get(item.id) is not item:
                 self._record(item)
         self.total = sum(i.tokens for i in live.values())
-        self._live_dirty = True
+        self._live_dirty = self._retire_due = True
         self.version += 1
 
     def _record(self, item: ContextItem) -> None:
@@ -163,6 +172,9 @@ class ItemRecord:
 
     def retire(self) -> list[str]:
         """Drop every archived item that nothing retained refers to (see the module docstring)."""
+        if not self._retire_due:  # nothing could go (see __init__): the pass's outcome, without it
+            self.retained = len(self.archive)
+            return []
         archive = self.archive
         keep = set(self.live)
         todo = [i for i in archive.values()
@@ -198,6 +210,7 @@ class ItemRecord:
         self.stubs = stubs
         self._retired.extend(gone)
         self.retained = len(archive)
+        self._retire_due = False
         return gone
 
     def take_changes(self) -> tuple[list[ContextItem], list[dict[str, Any]], list[str], list[str] | None,
@@ -329,4 +342,5 @@ class ItemRecord:
             self.archive[item.id] = item
         for item_id in data["live"]:
             self.put(self.archive[str(item_id)])
+        self._retire_due = True
         self.forget_changes()  # a loaded state is the baseline, not a change

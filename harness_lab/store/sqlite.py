@@ -214,8 +214,10 @@ class SQLiteStore:
                                                                  checkpoint, context))
         else:
             row = (_INSERT_STEP, (run_id, step, at, record, checkpoint, context))
-        self._tx([*((_INSERT_BLOB, blob) for blob in blobs), row,
-                  *([(_COMMIT_EFFECTS, (run_id, step))] if settle_effects else [])])
+        statements = [*((_INSERT_BLOB, blob) for blob in blobs), row] if blobs else [row]
+        if settle_effects:
+            statements.append((_COMMIT_EFFECTS, (run_id, step)))
+        self._tx(statements)
 
     def _run_no(self, run_id: str) -> int | None:
         run_no = self._run_nos.get(run_id)
