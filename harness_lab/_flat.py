@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from json.encoder import encode_basestring_ascii
-from typing import Any, TypeVar, get_args
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from annotated_types import MinLen
 from pydantic import BaseModel
@@ -29,8 +29,9 @@ FlatSpec = tuple[tuple[str, int, object], ...]
 
 
 def flat_spec(model: type[BaseModel], kind: str) -> FlatSpec | None:
-    """The model's arguments when it is flat: a ``kind`` literal, plain ``str`` fields, no validators,
-    serializers, aliases or factories; None for any other model (it keeps the pydantic path)."""
+    """The model's arguments when it is flat: a ``kind`` literal, plain ``str`` fields (at most a minimum
+    length), no validators, serializers, aliases, exclusions, factories or config beyond frozen and
+    extra="forbid"; None for any other model (it keeps the pydantic path)."""
     decorators = model.__pydantic_decorators__
     if (decorators.validators or decorators.field_validators or decorators.root_validators
             or decorators.model_validators or decorators.field_serializers or decorators.model_serializers
@@ -40,10 +41,11 @@ def flat_spec(model: type[BaseModel], kind: str) -> FlatSpec | None:
         return None
     spec: list[tuple[str, int, object]] = []
     for name, info in model.model_fields.items():
-        if info.alias is not None or info.validation_alias is not None or info.default_factory is not None:
+        if (info.alias is not None or info.validation_alias is not None or info.serialization_alias is not None
+                or info.default_factory is not None or info.exclude):
             return None
         if name == "kind":
-            if get_args(info.annotation) != (kind,) or info.metadata:
+            if get_origin(info.annotation) is not Literal or get_args(info.annotation) != (kind,) or info.metadata:
                 return None
             continue
         lengths = [m.min_length for m in info.metadata if isinstance(m, MinLen)]

@@ -8,14 +8,15 @@ from __future__ import annotations
 import difflib
 import json
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from harness_lab import actions
+from harness_lab import _flat, actions
 from harness_lab.actions import Proposal, parse_proposal
 from harness_lab.gates import _similar
 
@@ -105,6 +106,56 @@ def test_the_shortcut_covers_the_string_only_kinds() -> None:
     # so the equality above is about the shortcut: these kinds take it when well formed
     assert sorted(actions._FLAT) == sorted(_FLAT_KINDS)
     assert {m.__name__ for m in actions._FLAT_JSON} == {actions._MODELS[k].__name__ for k in _FLAT_KINDS}
+
+
+class _Base(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["k"] = "k"
+
+
+class _Pattern(_Base):
+    text: str = Field(pattern="^a")
+
+
+class _Excluded(_Base):
+    text: str = Field(exclude=True)
+
+
+class _Validated(_Base):
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def _upper(cls, value: str) -> str:
+        return value.upper()
+
+
+class _Stripped(_Base):
+    model_config = ConfigDict(str_strip_whitespace=True)
+    text: str
+
+
+class _Number(_Base):
+    text: int
+
+
+class _Aliased(_Base):
+    text: str = Field(alias="t")
+
+
+class _Plain(_Base):
+    text: str = Field(min_length=2)
+    path: str = "."
+
+
+@pytest.mark.parametrize("model", [_Pattern, _Excluded, _Validated, _Stripped, _Number, _Aliased])
+def test_models_the_shortcut_cannot_judge_keep_pydantic(model: type[BaseModel]) -> None:
+    assert _flat.flat_spec(model, "k") is None
+
+
+def test_a_plain_model_is_flat() -> None:
+    assert _flat.flat_spec(_Plain, "k") == (("text", 2, _flat.REQUIRED), ("path", 0, "."))
+    assert _flat.flat_spec(_Plain, "other") is None  # the kind literal must be the kind
 
 
 def test_forms_of_a_think_proposal_are_the_json_ones() -> None:
