@@ -289,6 +289,10 @@ def parse_proposal(raw: object) -> Proposal:
             hint='propose e.g. {"kind": "read_evidence", "id": "..."}'))
     raw_map = raw if type(raw) is dict else dict(raw)  # read only here: no copy needed
     kind = raw_map["kind"]
+    if bad := [k for k in raw_map if not isinstance(k, str)]:  # JSON names are strings; so are argument names
+        return Proposal(raw=_jsonable(raw_map), error=ProposalError(
+            code="malformed", message=f"{kind}: argument names must be strings, got {_short(bad[0])}",
+            hint="name every argument with a string, as JSON does"))
     if kind in FORBIDDEN_KINDS:
         args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
         return Proposal(raw=_jsonable(raw_map), action=ForbiddenAction(requested_kind=kind, args=args))

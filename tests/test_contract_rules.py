@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from harness_lab.actions import parse_proposal
 from harness_lab.errors import WorkspaceError
 from harness_lab.paths import data_dir
 from harness_lab.proposers import FunctionProposer, ScriptedProposer
@@ -72,6 +73,18 @@ def test_bad_arguments_are_fed_back_not_raised(contract, evidence, tmp_path) -> 
     assert first.proposal.error.code == "bad_arguments"
     assert run.usage.tool_calls == 0
     assert "argument id: Field required" in run.context.view().render(), "the error must reach the next view"
+
+
+@pytest.mark.parametrize("raw", [{"kind": "read_evidence", "id": "x", 0: None}, {"kind": "push", 0: None},
+                                 {"kind": "think", "thought": "x", 1: 2}, {"kind": "set_state", (1,): "x"}])
+def test_a_non_string_argument_name_is_a_malformed_proposal_not_an_exception(contract, evidence, tmp_path,
+                                                                              raw: dict[object, object]) -> None:
+    proposal = parse_proposal(raw)
+    assert proposal.action is None and proposal.error is not None and proposal.error.code == "malformed"
+    assert "argument names must be strings" in proposal.error.message
+    run = make_run(contract, evidence, tmp_path, [raw])
+    record = run.step()  # refused and fed back, like any malformed proposal; nothing ran
+    assert record.decision.verdict == "refuse" and run.state is RunState.RUNNING and run.usage.tool_calls == 0
 
 
 def test_illegal_action_kind_is_refused_with_structured_error(contract, evidence, tmp_path) -> None:
