@@ -17,7 +17,9 @@ Each step is one transaction (the step row, the blobs it made, its ledger update
 runs in autocommit mode, which is one transaction without the BEGIN/COMMIT round trips); statements are
 fixed SQL texts, so the ``sqlite3`` statement cache prepares each once per connection. Schema 2 added
 the ``blobs`` table; a schema-1 file gains it on open (nothing existing is rewritten). Schema 5 files
-key step rows by one integer (see ``_TABLES``); older files keep their ``(run_id, step)`` key.
+key step rows by one integer (see ``_TABLES``); older files keep their ``(run_id, step)`` key. Plain SQL
+over a schema-5 file finds a step by ``id = (SELECT run_no FROM runs WHERE run_id = ?) * 4294967296 + step``
+(~6 µs at 10,000 steps); a ``WHERE run_id = ? AND step = ?`` filter has no index and scans (~11 ms).
 """
 
 from __future__ import annotations
