@@ -17,7 +17,7 @@ from ._run_setup import initial_context
 from ._step_records import step_record, usage
 from .actions import Proposal, _Action, parse_proposal
 from .approval import ApprovalRequest, Approver, AskHuman
-from .checkpoint import Checkpointer, effect_class
+from .checkpoint import RUN_STATE_EMPTY, Checkpointer, effect_class
 from .clock import Clock, SystemClock
 from .context import ContextManager
 from .contract import ControlContract
@@ -256,20 +256,34 @@ class RunBase:
     def capture(self, *, context: bool = True) -> dict[str, Any]:
         """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets.
         ``context=False`` leaves the context out (a checkpoint writes it as a change log)."""
-        captured = {
-            "state": self.state.value,
-            "stop_reason": self.stop_reason.model_dump(mode="json") if self.stop_reason else None,
-            "observed": dict(self.executor.observed),
-            # mid-step, the gates have already counted the in-flight proposal: record them as before it
-            "gates": self.gates.state(self._gates_at_start if self._in_flight is not None else None),
-            "proposer": self.proposer.state() if _stateful(self.proposer) else None,
-            "receipt": self.receipt.model_dump(mode="json") if self.receipt else None,
-            "waiting": self.waiting.model_dump(mode="json") if self.waiting else None,
-            "pending": _raw(self._pending or self._in_flight),
-        }
+        held = self.capture_compact()
+        captured: dict[str, Any] = {"state": self.state.value}
+        for key in _CAPTURED:
+            captured[key] = held[key] if key in held else _empty(RUN_STATE_EMPTY[key])
         if context:
             captured["context"] = self.context.state()
         return captured
+
+    def capture_compact(self) -> dict[str, Any]:
+        """:meth:`capture` without the context, the state, and the entries at their empty value
+        (``checkpoint.RUN_STATE_EMPTY``): a checkpoint row's ``run_state``, which
+        :class:`~harness_lab.checkpoint.Checkpoint` fills back in. Built every step with a store."""
+        held: dict[str, Any] = {}
+        if self.stop_reason is not None:
+            held["stop_reason"] = self.stop_reason.model_dump(mode="json")
+        if self.executor.observed:
+            held["observed"] = dict(self.executor.observed)
+        # mid-step, the gates have already counted the in-flight proposal: record them as before it
+        held["gates"] = self.gates.state(self._gates_at_start if self._in_flight is not None else None)
+        if _stateful(self.proposer) and (proposer := self.proposer.state()) is not None:
+            held["proposer"] = proposer
+        if self.receipt is not None:
+            held["receipt"] = self.receipt.model_dump(mode="json")
+        if self.waiting is not None:
+            held["waiting"] = self.waiting.model_dump(mode="json")
+        if (pending := self._pending or self._in_flight) is not None:
+            held["pending"] = pending.raw
+        return held
 
     def restore(self, captured: dict[str, Any], *, source: str,
                 ref_loader: Callable[[str], str | None] | None = None) -> None:
@@ -316,5 +330,9 @@ def _sha(data: bytes | None) -> str:
     return sha256_hex(data or b"")
 
 
-def _raw(proposal: Proposal | None) -> object:
-    return proposal.raw if proposal is not None else None
+# capture()'s entries after ``state``, in the order a snapshot or checkpoint holds them.
+_CAPTURED = ("stop_reason", "observed", "gates", "proposer", "receipt", "waiting", "pending")
+
+
+def _empty(value: Any) -> Any:
+    return {} if value == {} else value  # a fresh dict each time: the caller may change it

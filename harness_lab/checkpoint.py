@@ -49,7 +49,7 @@ from .tools import ToolResult
 if TYPE_CHECKING:
     from ._run_base import RunBase as Run
 
-__all__ = ["FULL_BYTES", "FULL_EVERY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "effect_class", "redact",
+__all__ = ["FULL_BYTES", "FULL_EVERY", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "effect_class", "redact",
            "run_spec"]
 
 FULL_EVERY = 32  # steps between whole context states: a restore replays at most this many change logs
@@ -100,19 +100,16 @@ class Checkpoint(BaseModel):
         if isinstance(state, dict) and not _RUN_STATE_KEYS <= state.keys():
             excluded = data.get("excluded") or ()
             filled = {"state": data.get("state")} if "state" not in state and "state" not in excluded else {}
-            filled.update((k, {} if v == {} else v) for k, v in _RUN_STATE_EMPTY.items()
+            filled.update((k, {} if v == {} else v) for k, v in RUN_STATE_EMPTY.items()
                           if k not in state and k not in excluded)
             data = {**data, "run_state": {**filled, **state}}
         return data
 
 
 # run_state entries (RunBase.capture) left out of a row at these values.
-_RUN_STATE_EMPTY: dict[str, Any] = {"stop_reason": None, "observed": {}, "proposer": None, "receipt": None,
+RUN_STATE_EMPTY: dict[str, Any] = {"stop_reason": None, "observed": {}, "proposer": None, "receipt": None,
                                     "waiting": None, "pending": None}
-_RUN_STATE_KEYS = frozenset({"state", *_RUN_STATE_EMPTY})
-_EMPTY_NONE = frozenset(k for k, v in _RUN_STATE_EMPTY.items() if v is None)
-_EMPTY_DICT = frozenset(k for k, v in _RUN_STATE_EMPTY.items() if v == {})
-_STATE_VALUE = {state: state.value for state in RunState}  # Enum.value is a slow descriptor
+_RUN_STATE_KEYS = frozenset({"state", *RUN_STATE_EMPTY})
 _STATE_JSON = {state: to_json(state.value).decode() for state in RunState}
 _SEP = ',"'
 
@@ -239,16 +236,11 @@ class Checkpointer:
 
     def _write(self, step: int, record: str, workspace_hash: str | None, usage: Usage) -> None:
         run, now = self.run, time.time()
-        state = run.capture(context=False)
+        # Entries at their empty value and the state are left out (Checkpoint fills them in): a third of the row.
+        state = run.capture_compact()
         for key in self._drop:
             state.pop(key, None)
-        # Left out at their empty value (Checkpoint fills them in): a third of the row.
-        for key in [k for k, v in state.items()
-                    if (k in _EMPTY_NONE and v is None) or (k in _EMPTY_DICT and type(v) is dict and not v)]:
-            del state[key]
         run_state = run.state
-        if state.get("state") == _STATE_VALUE[run_state]:
-            del state["state"]
         try:
             context, blobs, base = self._context(step)
         except BaseException:
