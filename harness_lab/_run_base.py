@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from ._run_setup import initial_context
 from ._step_records import step_record, usage
-from .actions import Proposal, _Action, parse_proposal
+from .actions import Proposal, parse_proposal
 from .approval import ApprovalRequest, Approver, AskHuman
 from .checkpoint import RUN_STATE_EMPTY, Checkpointer, effect_class
 from .clock import Clock, SystemClock
@@ -114,7 +114,6 @@ class RunBase:
         self._gates_at_start: GatesMark | None = None
         self._step_events: list[Event] = []
         self._seq = 0
-        self._effects: dict[type[_Action], str] = {}
         self._faults = FaultSchedule(lambda topic, message, data: self._emit(Note, topic=topic, message=message, data=data))
         self.crashed: CrashPoint | None = None
         self._ws_hash: str | None = None  # the workspace as the last step left it
@@ -154,14 +153,6 @@ class RunBase:
             return None
         return StopReason(code="human_timeout", message=f"no human decision within {limit}s; stopped safely")
 
-    def _effect(self, action: _Action) -> str:
-        """:func:`~harness_lab.checkpoint.effect_class`, remembered per action type (it reads only the type)."""
-        kind = type(action)
-        effect = self._effects.get(kind)
-        if effect is None:
-            effect = self._effects[kind] = effect_class(action)
-        return effect
-
     def _crash_point(self, point: CrashPoint) -> None:
         if self._faults.armed and (crash := self._faults.crash(self, point)) is not None:
             self.crashed = point
@@ -193,7 +184,7 @@ class RunBase:
             self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
                        data={"snapshot": gate.id})
         self._faults.settle(self, decision, result)
-        if result is None or proposal is None or proposal.action is None or self._effect(proposal.action) != "read":
+        if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
             # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
             # in: the hash stays as the step found it, so an outside write during the step (while
             # the proposer thought, say) is reported by the next step instead of absorbed here.

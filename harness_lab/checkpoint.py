@@ -36,7 +36,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import to_json
 
-from .actions import DeleteFile, GatedAction, RunCommand, WriteFile, WriteReport, _Action
+from .actions import (
+    _MODELS,
+    EXTERNAL_KINDS,
+    DeleteFile,
+    GatedAction,
+    RunCommand,
+    WriteFile,
+    WriteReport,
+    _Action,
+)
 from .context import ContextItem
 from .errors import StoreError
 from .events import _PIECES, StepRecord, Usage, dump_step_row
@@ -49,15 +58,12 @@ from .tools import ToolResult
 if TYPE_CHECKING:
     from ._run_base import RunBase as Run
 
-__all__ = ["FULL_BYTES", "FULL_EVERY", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "effect_class", "redact",
+__all__ = ["FULL_BYTES", "FULL_EVERY", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "EffectClass", "effect_class", "effect_of_tool", "redact",
            "run_spec"]
 
 FULL_EVERY = 32  # steps between whole context states: a restore replays at most this many change logs
 FULL_BYTES = 256 * 1024  # ... or fewer, once the change logs since the last whole state are this large
 
-# Tools whose effect lands in the workspace and can be re-done byte for byte (same path, same bytes).
-_REDOABLE = frozenset({"write_file", "write_report"})
-_WRITES = frozenset({"write_file", "write_report", "delete_file", "run_command"})
 
 
 class Checkpoint(BaseModel):
@@ -114,15 +120,38 @@ _STATE_JSON = {state: to_json(state.value).decode() for state in RunState}
 _SEP = ',"'
 
 
-def effect_class(action: _Action) -> Literal["read", "redoable", "workspace", "external"]:
-    """How a resume treats this action if it was in flight at a crash."""
-    if isinstance(action, GatedAction):
+EffectClass = Literal["read", "redoable", "workspace", "external"]
+
+
+def effect_class(action: _Action) -> EffectClass:
+    """How a resume treats this action if it was in flight at a crash (it reads only the type)."""
+    kind = type(action)
+    found = _EFFECT_BY_TYPE.get(kind)
+    return found if found is not None else _class_of(kind)
+
+
+def effect_of_tool(name: str) -> EffectClass:
+    """The same, by the name a ledger entry or a tool result carries: an action kind (``write_report``'s
+    result is named ``write_file``, of the same class). A name it does not know is ``external``:
+    nothing the harness can check."""
+    return _EFFECT_BY_NAME.get(name, "external")
+
+
+def _class_of(kind: type[_Action]) -> EffectClass:
+    if issubclass(kind, GatedAction):
         return "external"  # the outside world: its outcome cannot be checked from here
-    if isinstance(action, (WriteFile, WriteReport)):
+    if issubclass(kind, (WriteFile, WriteReport)):
         return "redoable"
-    if isinstance(action, (DeleteFile, RunCommand)):
+    if issubclass(kind, (DeleteFile, RunCommand)):
         return "workspace"
     return "read"
+
+
+# The one classification, looked up (pydantic's isinstance runs Python code: ~0.2 µs a check).
+_ACTION_TYPES: list[type[_Action]] = [*_MODELS.values(), GatedAction]
+_EFFECT_BY_TYPE: dict[type[_Action], EffectClass] = {m: _class_of(m) for m in _ACTION_TYPES}
+_EFFECT_BY_NAME: dict[str, EffectClass] = {**dict.fromkeys(EXTERNAL_KINDS, "external"),
+                                           **{kind: _class_of(m) for kind, m in _MODELS.items()}}
 
 
 def run_spec(run: Run) -> dict[str, Any]:
@@ -359,7 +388,7 @@ class Checkpointer:
     def _observe(self, record: StepRecord) -> None:
         result, verdict = record.tool_result, record.verdict
         report = self._report
-        if (result is not None and result.tool in _WRITES) or verdict is not None:
+        if (result is not None and effect_of_tool(result.tool) in ("redoable", "workspace")) or verdict is not None:
             data = _read(self.run.workspace / report)
             self._artifacts = {report: hashlib.sha256(data).hexdigest()} if data is not None else {}
         if verdict is not None:

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._stored_context import stored_context
 from .approval import Approver
-from .checkpoint import Checkpoint, Checkpointer
+from .checkpoint import Checkpoint, Checkpointer, effect_of_tool
 from .clock import Clock
 from .contract import ControlContract, load_contract
 from .errors import RunStateError, StoreError
@@ -264,7 +264,7 @@ def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, 
 
 
 def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged: bool) -> None:
-    kind = _effect_class(flight)
+    kind = effect_of_tool(flight.tool)
     if kind == "redoable" or (kind == "workspace" and workspace_unchanged):
         if not workspace_unchanged:  # the check above proved these were not there at the checkpoint
             for path in _debris(flight, run.sandbox.manifest()):
@@ -280,13 +280,7 @@ def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged:
 def _debris(flight: EffectEntry, paths: Iterable[str]) -> list[str]:
     """The temporary files of an in-flight write that died before its rename (a kill mid-write)."""
     target = flight.detail.get("path")
-    return write_debris(paths, target) if _effect_class(flight) == "redoable" and isinstance(target, str) else []
-
-
-def _effect_class(entry: EffectEntry) -> str:
-    """From the ledger's tool name: a write redoes, delete/run_command touch only the workspace."""
-    return {"write_file": "redoable", "write_report": "redoable", "delete_file": "workspace",
-            "run_command": "workspace"}.get(entry.tool, "external")
+    return write_debris(paths, target) if effect_of_tool(flight.tool) == "redoable" and isinstance(target, str) else []
 
 
 def _note(checkpoint: Checkpoint) -> str:

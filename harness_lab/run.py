@@ -12,7 +12,7 @@ from ._run_base import RunBase, _sha
 from ._step_records import proposed, tool_called
 from .actions import _MODELS, Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
 from .approval import ApprovalRequest, Approver
-from .checkpoint import Checkpointer
+from .checkpoint import Checkpointer, effect_class
 from .clock import Clock
 from .contract import load_contract
 from .errors import RunStateError
@@ -281,7 +281,7 @@ class Run(RunBase):
         self._spend(tool_calls=1)
         if self.repair is not None:
             self.repair.before_execute(self, proposal)
-        if self._effect(proposal.action) != "read":
+        if effect_class(proposal.action) != "read":
             # An outside write since the step's first check (while the proposer thought) is reported
             # now: once this tool has run, the end of the step folds the workspace into the run's own.
             self._check_external_change()

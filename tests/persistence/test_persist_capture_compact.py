@@ -62,3 +62,4 @@ def test_a_stored_row_reads_back_to_the_full_capture(tmp_path: Path) -> None:
         row_state = json.loads(store.step("R1", step).checkpoint)["run_state"]
         assert "state" not in row_state and all(row_state[k] != RUN_STATE_EMPTY[k] for k in row_state if k != "gates")
     store.close()
+
