@@ -156,8 +156,8 @@ def _summarize(
         result.lost_pinned.extend(losses.pinned)
         result.lost_failures.extend(losses.failures)
         repinned = [restamp(i, {"layer": layer, "pinned": True}) for i in protected if i.text not in summary.text]
-    old_tokens = sum(map(_TOKENS, group))
-    new_tokens = summary.tokens + sum(map(_TOKENS, repinned))
+    old_tokens: int = sum(map(_TOKENS, group))
+    new_tokens: int = summary.tokens + sum(map(_TOKENS, repinned))
     if new_tokens >= old_tokens:
         return 0  # no gain: keep the members as they are (nothing is lost that way either)
     for item in group:
