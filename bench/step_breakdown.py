@@ -76,6 +76,14 @@ def measure(steps: int, tmp: Path) -> dict[str, float]:
         ctx.view()
 
     out["context: add + view (incl. compression)"] = _per_call(observe_and_view, steps)
+
+    def observe_view_and_log() -> None:
+        observe_and_view()
+        ctx.take_changes(raw_items=True)
+
+    # A store's checkpoint takes the change log every step: shown (as the difference), not added.
+    with_log = _per_call(observe_view_and_log, steps)
+    out["context: take_changes"] = max(0.0, with_log - _per_call(observe_and_view, steps))
     out["workspace_hash (quiet journal)"] = _per_call(run.sandbox.workspace_hash, steps)
     record = run.step()
     assert record.proposal is not None and record.tool_result is not None
@@ -154,6 +162,9 @@ def main() -> None:
     for name, value in parts.items():
         if name == "canonical fingerprint":  # made inside the convergence gate: shown, not added
             print(f"  {name:<42} {value:6.1f} µs  (part of the convergence gate)")
+            continue
+        if name == "context: take_changes":  # a store's per-step change log: shown, not added
+            print(f"  {name:<42} {value:6.1f} µs  (a store's checkpoint, every step; alone, not added)")
             continue
         counted += value
         print(f"  {name:<42} {value:6.1f} µs  {value / whole:5.0%}")

@@ -29,11 +29,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import compress as _where  # (not to be read as this module's compression)
 from operator import attrgetter
 from typing import Any
 
 from .anomaly import anomaly_lines
-from .items import COMPRESSION_SOURCE_PREFIX, ContextItem, Layer, view_order
+from .items import _LAYER_NAMES, COMPRESSION_SOURCE_PREFIX, ContextItem, Layer, view_order
 from .record import ItemRecord
 from .selfcheck import CompressionReport, find_losses
 
@@ -49,7 +50,8 @@ __all__ = [
 Summarizer = Callable[[list[ContextItem]], str]
 COMPRESSION_ORDER: tuple[Layer, ...] = (Layer.L4, Layer.L5, Layer.L3, Layer.L2)
 _NEVER_SUMMARIZED = frozenset({"resume", "feedback"})
-_SEQ = attrgetter("seq")
+_SEQ, _ROUND, _SOURCE, _ID = attrgetter("seq"), attrgetter("round"), attrgetter("source"), attrgetter("id")
+_TOKENS, _ANOMALY, _SEGMENT = attrgetter("tokens"), attrgetter("anomaly"), attrgetter("segment")
 
 
 def default_summarizer(items: list[ContextItem]) -> str:
@@ -118,7 +120,7 @@ def _prune(live: dict[str, ContextItem], layer: Layer, target: int, result: Pass
     for item in _layer_items(live, layer):
         if total <= target:
             return total
-        if not item.protected and (item.freshness == "stale" or item.status == "superseded"):
+        if (item.freshness == "stale" or item.status == "superseded") and not item.protected:  # (cheap tests first)
             del live[item.id]
             total -= item.tokens
             result.dropped.append(item.id)
@@ -146,7 +148,7 @@ def _summarize(
         return 0
     summary = make_summary(layer, group, summarizer(group))
     # Self-check of this summary against what it replaces; every loss is reported and re-pinned.
-    protected = [i for i in group if i.protected]  # usually none: then nothing can be lost
+    protected = [i for i in group if i.layer <= 1 or i.pinned or i.anomaly]  # i.protected, inline; usually none
     repinned: list[ContextItem] = []
     if protected:
         losses = find_losses(protected, [summary])
@@ -154,8 +156,8 @@ def _summarize(
         result.lost_pinned.extend(losses.pinned)
         result.lost_failures.extend(losses.failures)
         repinned = [restamp(i, {"layer": layer, "pinned": True}) for i in protected if i.text not in summary.text]
-    old_tokens = sum(i.tokens for i in group)
-    new_tokens = summary.tokens + sum(i.tokens for i in repinned)
+    old_tokens: int = sum(map(_TOKENS, group))
+    new_tokens: int = summary.tokens + sum(map(_TOKENS, repinned))
     if new_tokens >= old_tokens:
         return 0  # no gain: keep the members as they are (nothing is lost that way either)
     for item in group:
@@ -163,7 +165,7 @@ def _summarize(
     live[summary.id] = summary
     for item in repinned:
         live[item.id] = item
-    result.summarized.extend(i.id for i in group)
+    result.summarized.extend(map(_ID, group))
     result.created.append(summary.id)
     result.repinned.extend(i.id for i in repinned)
     return new_tokens - old_tokens  # the repinned were members: deleted, then put back
@@ -236,16 +238,18 @@ def compress_live(
 def make_summary(rec: ItemRecord, layer: Layer, group: list[ContextItem], body: str) -> ContextItem:
     """The summary item for *group*: stamped with its rounds and sources, placed where its oldest
     member was, carrying (and so protecting) the anomalies it quotes verbatim."""
-    rounds = sorted({i.round for i in group})
-    sources = list(dict.fromkeys(i.source for i in group))
+    # (map over attrgetters: the walks over a group of ~50 items run in C)
+    rounds = list(map(_ROUND, group))
+    first, last = min(rounds), max(rounds)
+    sources = list(dict.fromkeys(map(_SOURCE, group)))
     shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
-    span = f"round {rounds[0]}" if len(rounds) == 1 else f"rounds {rounds[0]}-{rounds[-1]}"
+    span = f"round {first}" if first == last else f"rounds {first}-{last}"
     text = f"[{span} summary, from {shown}]\n{body}"
-    carries = tuple(i.id for i in group if i.anomaly and i.text in text)
+    carries = tuple(i.id for i in _where(group, map(_ANOMALY, group)) if i.text in text)
     return rec.make(
-        layer=layer, text=text, source=f"{COMPRESSION_SOURCE_PREFIX}{layer.name}", round=rounds[-1],
-        seq=min(i.seq for i in group), role="summary", anomaly=bool(carries),
-        covers=tuple(i.id for i in group), carries=carries, segment=max(i.segment for i in group),
+        layer=layer, text=text, source=f"{COMPRESSION_SOURCE_PREFIX}{_LAYER_NAMES[layer]}", round=last,
+        seq=min(map(_SEQ, group)), role="summary", anomaly=bool(carries),
+        covers=tuple(map(_ID, group)), carries=carries, segment=max(map(_SEGMENT, group)),
     )  # fmt: skip
 
 

@@ -36,8 +36,6 @@ Behaviour worth knowing:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from itertools import compress
-from operator import ne
 from typing import Any
 
 from .anomaly import is_anomalous
@@ -328,7 +326,8 @@ class ContextManager:
         ``patches`` (the changed fields of other rewritten items), ``retired``, ``live`` or ``live_delta``,
         ``stubs``, ``refs`` and each scalar of :data:`~harness_lab.context.changes.SCALARS` only when
         they say something (all scalars in the first log after a state was written or loaded)."""
-        items, patches, retired, live, stubs = self._rec.take_changes()
+        rec = self._rec
+        items, patches, retired, live, stubs = rec.take_changes()
         out: dict[str, Any] = {"kind": "context_changes", "version": CHANGES_VERSION,
                                "items": items if raw_items else [i.to_dict() for i in items]}
         if patches:
@@ -336,8 +335,13 @@ class ContextManager:
         if retired:
             out["retired"] = retired
         if live is not None:
-            delta = self._rec.live_delta(self._logged_live, live)
-            out["live_delta" if delta is not None else "live"] = delta if delta is not None else live
+            logged_live = self._logged_live
+            if live[: len(logged_live)] == logged_live:  # live_delta's usual case, inline: only added
+                out["live_delta"] = {"add": live[len(logged_live) :]}
+            elif (delta := rec.live_delta(logged_live, live)) is not None:
+                out["live_delta"] = delta
+            else:
+                out["live"] = live
             self._logged_live = live
         if stubs is not None:
             out["stubs"] = stubs
@@ -346,8 +350,15 @@ class ContextManager:
         values, logged = self._scalar_values(), self._logged_scalars
         if logged is None:
             out.update(zip(SCALARS, values, strict=True))
-        else:  # the changed ones (usually window and next), picked in C
-            out.update(compress(zip(SCALARS, values, strict=True), map(ne, values, logged)))
+        elif values[:4] == logged[:4] and values[6:] == logged[6:]:  # the usual step: at most these two
+            if values[4] != logged[4]:
+                out["window"] = values[4]
+            if values[5] != logged[5]:
+                out["next"] = values[5]
+        else:
+            for key, value, was in zip(SCALARS, values, logged, strict=False):  # (all of length 8)
+                if value != was:
+                    out[key] = value
         self._logged_scalars = values
         return out
 
@@ -368,7 +379,7 @@ class ContextManager:
         return dict(zip(SCALARS, self._scalar_values(), strict=True))
 
     def _scalar_values(self) -> tuple[Any, ...]:
-        rec = self._rec  # in the order of SCALARS
+        rec = self._rec  # in the order of SCALARS (take_changes knows window and next by position)
         return (self._budget, self.output_cap_bytes, self.low_water, self._subtask, list(self._window),
                 rec.next, rec.segment, rec.retained)
 

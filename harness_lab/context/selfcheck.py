@@ -55,13 +55,15 @@ def find_losses(
     failures: list[str] = []
     units: list[ContextItem] = []
     for item in before:
-        found = [carried(c) for c in item.carries] if carried is not None and item.is_compression_summary else []
-        if found and all(c is not None for c in found):
-            units.extend(c for c in found if c is not None)
-        else:
-            units.append(item)
+        if item.carries and carried is not None and item.is_compression_summary:
+            found = [carried(c) for c in item.carries]
+            if all(c is not None for c in found):
+                units.extend(c for c in found if c is not None)
+                continue
+        units.append(item)
     for item in units:
-        if not item.protected or by_id.get(item.id) == item.text:
+        # item.protected, inline (a pass checks every item of the view before it)
+        if not (item.layer <= 1 or item.pinned or item.anomaly) or by_id.get(item.id) == item.text:
             continue
         if haystack is None:  # built only when something moved
             haystack = "\x00".join(by_id.values())
