@@ -308,7 +308,9 @@ class _Counters:
 def _stateful(proposer: Proposer) -> TypeGuard[StatefulProposer]:
     # isinstance(proposer, StatefulProposer), which costs ~10 µs (capture() runs every step): the
     # same test Python 3.11 makes for a runtime-checkable protocol's methods.
-    return all(getattr(proposer, name, None) is not None for name in ("propose", "state", "restore"))
+    # Unrolled: all() over a generator costs three times as much.
+    return (getattr(proposer, "propose", None) is not None and getattr(proposer, "state", None) is not None
+            and getattr(proposer, "restore", None) is not None)
 
 
 def _keep_window(trace: list[Any], size: int) -> None:
