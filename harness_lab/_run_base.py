@@ -17,10 +17,12 @@ from ._run_setup import initial_context
 from ._step_records import step_record, usage
 from .actions import Proposal, parse_proposal
 from .approval import ApprovalRequest, Approver, AskHuman
-from .checkpoint import RUN_STATE_EMPTY, Checkpointer, effect_class
+from .checkpoint import Checkpointer
+from .checkpoint_record import RUN_STATE_EMPTY
 from .clock import Clock, SystemClock
 from .context import ContextManager
 from .contract import ControlContract
+from .effect_classes import effect_class
 from .errors import RunStateError, WorkspaceError
 from .events import (
     Decision,

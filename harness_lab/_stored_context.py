@@ -59,7 +59,7 @@ def stored_context(store: Store, run_id: str, step: int, base: int | None, text:
 def _source_context(store: Store, source: str | None, texts: bool,
                     depth: int) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """The context of the checkpoint a fork's base row stands for (a fork of a fork: once more)."""
-    from .checkpoint import Checkpoint  # the checkpoint module is the writer; this is its reader
+    from .checkpoint_record import Checkpoint
 
     run_id, _, step = (source or "").rpartition("@")
     if not run_id or not step.isdigit() or depth > 64:

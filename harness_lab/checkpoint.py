@@ -1,4 +1,5 @@
-"""The checkpoint record and the per-step checkpointer a run with a store carries.
+"""The per-step checkpointer a run with a store carries (the record it writes, and its reader,
+live in :mod:`harness_lab.checkpoint_record`; both are re-exported here).
 
 A :class:`Checkpoint` (seed 000) holds what a later process needs to continue: the contract
 version, the completed scope, artifact and workspace hashes, the last verification result, the
@@ -31,22 +32,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from math import isfinite
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import to_json
 
-from .actions import (
-    _MODELS,
-    EXTERNAL_KINDS,
-    DeleteFile,
-    GatedAction,
-    RunCommand,
-    WriteFile,
-    WriteReport,
-    _Action,
-)
+from .actions import WriteReport, _Action
+from .checkpoint_record import RUN_STATE_EMPTY, Checkpoint
 from .context import ContextItem
+from .effect_classes import EffectClass, effect_class, effect_of_tool
 from .errors import StoreError
 from .events import _PIECES, StepRecord, Usage, dump_step_row
 from .proposers.scripted import ScriptedProposer
@@ -66,92 +59,8 @@ FULL_BYTES = 256 * 1024  # ... or fewer, once the change logs since the last who
 
 
 
-class Checkpoint(BaseModel):
-    """What is persisted after each step (read side; see :meth:`Checkpointer.commit`). A row leaves
-    out the fields at their default, and the entries of ``run_state`` at their empty value (its
-    ``state`` when it is the checkpoint's): reading fills them in (schema 4; older rows hold all)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["checkpoint"] = "checkpoint"
-    run_id: str
-    step: int
-    seq: int
-    contract_version: str
-    state: RunState
-    completed_scope: tuple[str, ...] = ()
-    artifact_sha256: dict[str, str] = Field(default_factory=dict)
-    workspace_hash: str | None = None
-    verification: dict[str, Any] | None = None
-    failure_root_cause: str | None = None
-    pending: tuple[str, ...] = ()
-    next_step: str
-    usage: dict[str, Any]
-    run_state: dict[str, Any]
-    excluded: tuple[str, ...] = ()
-    context_base: int | None = None  # the step whose row holds the whole context state to replay from
-    # A fork's rows before its first whole state: the checkpoint ("run@step") whose stored context the
-    # base row stands for (that row holds no context of its own).
-    context_from: str | None = None
-
-    @property
-    def id(self) -> str:
-        return f"{self.run_id}@{self.step}"
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fill_run_state(cls, data: Any) -> Any:
-        """The entries a row left out of ``run_state`` (never one that ``excluded`` dropped)."""
-        state = data.get("run_state") if isinstance(data, dict) else None
-        if isinstance(state, dict) and not _RUN_STATE_KEYS <= state.keys():
-            excluded = data.get("excluded") or ()
-            filled = {"state": data.get("state")} if "state" not in state and "state" not in excluded else {}
-            filled.update((k, {} if v == {} else v) for k, v in RUN_STATE_EMPTY.items()
-                          if k not in state and k not in excluded)
-            data = {**data, "run_state": {**filled, **state}}
-        return data
-
-
-# run_state entries (RunBase.capture) left out of a row at these values.
-RUN_STATE_EMPTY: dict[str, Any] = {"stop_reason": None, "observed": {}, "proposer": None, "receipt": None,
-                                    "waiting": None, "pending": None}
-_RUN_STATE_KEYS = frozenset({"state", *RUN_STATE_EMPTY})
 _STATE_JSON = {state: to_json(state.value).decode() for state in RunState}
 _SEP = ',"'
-
-
-EffectClass = Literal["read", "redoable", "workspace", "external"]
-
-
-def effect_class(action: _Action) -> EffectClass:
-    """How a resume treats this action if it was in flight at a crash (it reads only the type)."""
-    kind = type(action)
-    found = _EFFECT_BY_TYPE.get(kind)
-    return found if found is not None else _class_of(kind)
-
-
-def effect_of_tool(name: str) -> EffectClass:
-    """The same, by the name a ledger entry or a tool result carries: an action kind (``write_report``'s
-    result is named ``write_file``, of the same class). A name it does not know is ``external``:
-    nothing the harness can check."""
-    return _EFFECT_BY_NAME.get(name, "external")
-
-
-def _class_of(kind: type[_Action]) -> EffectClass:
-    if issubclass(kind, GatedAction):
-        return "external"  # the outside world: its outcome cannot be checked from here
-    if issubclass(kind, (WriteFile, WriteReport)):
-        return "redoable"
-    if issubclass(kind, (DeleteFile, RunCommand)):
-        return "workspace"
-    return "read"
-
-
-# The one classification, looked up (pydantic's isinstance runs Python code: ~0.2 µs a check).
-_ACTION_TYPES: list[type[_Action]] = [*_MODELS.values(), GatedAction]
-_EFFECT_BY_TYPE: dict[type[_Action], EffectClass] = {m: _class_of(m) for m in _ACTION_TYPES}
-_EFFECT_BY_NAME: dict[str, EffectClass] = {**dict.fromkeys(EXTERNAL_KINDS, "external"),
-                                           **{kind: _class_of(m) for kind, m in _MODELS.items()}}
 
 
 def run_spec(run: Run) -> dict[str, Any]:

@@ -30,9 +30,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._stored_context import stored_context
 from .approval import Approver
-from .checkpoint import Checkpoint, Checkpointer, effect_of_tool
+from .checkpoint import Checkpointer
+from .checkpoint_record import Checkpoint
 from .clock import Clock
 from .contract import ControlContract, load_contract
+from .effect_classes import effect_of_tool
 from .errors import RunStateError, StoreError
 from .events import Usage
 from .evidence import EvidenceCatalogue

@@ -12,9 +12,10 @@ from ._run_base import RunBase, _sha
 from ._step_records import proposed, tool_called
 from .actions import _MODELS, Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
 from .approval import ApprovalRequest, Approver
-from .checkpoint import Checkpointer, effect_class
+from .checkpoint import Checkpointer
 from .clock import Clock
 from .contract import load_contract
+from .effect_classes import effect_class
 from .errors import RunStateError
 from .events import (
     Decision,

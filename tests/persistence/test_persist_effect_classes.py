@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness_lab.actions import EXTERNAL_KINDS, TOOL_KINDS, parse_proposal
-from harness_lab.checkpoint import effect_class, effect_of_tool
+from harness_lab.effect_classes import effect_class, effect_of_tool
 
 _EXPECTED = {"write_file": "redoable", "write_report": "redoable", "delete_file": "workspace",
              "run_command": "workspace", "read_file": "read", "read_evidence": "read", "think": "read",

@@ -1,0 +1,67 @@
+"""The checkpoint record (seed 000), the read side of :class:`~harness_lab.checkpoint.Checkpointer`.
+
+A row leaves out the fields at their default and the run state's entries at their empty value
+(:data:`RUN_STATE_EMPTY`); reading fills them back in, so any single row reads whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .states import RunState
+
+__all__ = ["RUN_STATE_EMPTY", "Checkpoint"]
+
+
+class Checkpoint(BaseModel):
+    """What is persisted after each step (read side; see :meth:`~harness_lab.checkpoint.Checkpointer.commit`). A row leaves
+    out the fields at their default, and the entries of ``run_state`` at their empty value (its
+    ``state`` when it is the checkpoint's): reading fills them in (schema 4; older rows hold all)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["checkpoint"] = "checkpoint"
+    run_id: str
+    step: int
+    seq: int
+    contract_version: str
+    state: RunState
+    completed_scope: tuple[str, ...] = ()
+    artifact_sha256: dict[str, str] = Field(default_factory=dict)
+    workspace_hash: str | None = None
+    verification: dict[str, Any] | None = None
+    failure_root_cause: str | None = None
+    pending: tuple[str, ...] = ()
+    next_step: str
+    usage: dict[str, Any]
+    run_state: dict[str, Any]
+    excluded: tuple[str, ...] = ()
+    context_base: int | None = None  # the step whose row holds the whole context state to replay from
+    # A fork's rows before its first whole state: the checkpoint ("run@step") whose stored context the
+    # base row stands for (that row holds no context of its own).
+    context_from: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.run_id}@{self.step}"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_run_state(cls, data: Any) -> Any:
+        """The entries a row left out of ``run_state`` (never one that ``excluded`` dropped)."""
+        state = data.get("run_state") if isinstance(data, dict) else None
+        if isinstance(state, dict) and not _RUN_STATE_KEYS <= state.keys():
+            excluded = data.get("excluded") or ()
+            filled = {"state": data.get("state")} if "state" not in state and "state" not in excluded else {}
+            filled.update((k, {} if v == {} else v) for k, v in RUN_STATE_EMPTY.items()
+                          if k not in state and k not in excluded)
+            data = {**data, "run_state": {**filled, **state}}
+        return data
+
+
+# run_state entries (RunBase.capture) left out of a row at these values.
+RUN_STATE_EMPTY: dict[str, Any] = {"stop_reason": None, "observed": {}, "proposer": None, "receipt": None,
+                                    "waiting": None, "pending": None}
+_RUN_STATE_KEYS = frozenset({"state", *RUN_STATE_EMPTY})
