@@ -123,6 +123,10 @@ class ContextItem:
             # One C-level fetch of the optional fields; most are at their default, and an identity test
             # in C (compress over is_not) leaves only the others (and equal copies) to look at.
             values = _optional(self)
+            if values[1:] == _DEFAULT_TAIL:  # all but the role at their default (most items): one test in C
+                if values[0] != "note":
+                    out["role"] = values[0]
+                return out
             for i in compress(_DEFAULT_INDEXES, map(is_not, values, _DEFAULT_VALUES)):
                 value = values[i]
                 if value != _DEFAULT_VALUES[i]:
@@ -201,6 +205,8 @@ _DEFAULT_NAMES = tuple(_DEFAULTS)
 _DEFAULT_VALUES = tuple(_DEFAULTS.values())
 _optional = attrgetter(*_DEFAULT_NAMES)
 _DEFAULT_INDEXES = range(len(_DEFAULT_NAMES))
+_DEFAULT_TAIL = _DEFAULT_VALUES[1:]
+assert _DEFAULT_NAMES[0] == "role" and _DEFAULT_VALUES[0] == "note"  # to_dict(compact=True) looks at it first
 _LAYER_BY_NAME = {layer.name: layer for layer in Layer}  # Layer[name] is a Python-level lookup: ~0.3 µs
 
 # Stable sort by (layer, seq); ties keep insertion order, which the state preserves.

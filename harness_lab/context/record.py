@@ -177,9 +177,12 @@ class ItemRecord:
             return []
         archive = self.archive
         keep = set(self.live)
-        todo = [i for i in archive.values()
-                if i.id in keep or (i.key is not None and i.status == "current" and i.role in _SUPERSEDABLE)]
-        keep.update(i.id for i in todo)
+        # the view (kept as a whole) and the current keyed items outside it (key first: mostly None)
+        keyed = [i for i in archive.values()
+                 if i.key is not None and i.status == "current" and i.role in _SUPERSEDABLE and i.id not in keep]
+        keep.update(i.id for i in keyed)
+        # The walk follows covers and carries: items with neither (most) add nothing to it.
+        todo = [i for items in (self.live.values(), keyed) for i in items if i.covers or i.carries]
         covered: set[str] = set()
         while todo:  # the closure; the order of the walk does not change it
             item = todo.pop()
@@ -199,9 +202,10 @@ class ItemRecord:
         if dirty:
             stubs = {i: s for i, s in stubs.items() if i in covered}
         gone = [i for i in archive if i not in keep]
+        take, forget = archive.pop, self._changed.pop
         for item_id in gone:
-            item = archive.pop(item_id)
-            self._changed.pop(item_id, None)
+            item = take(item_id)
+            forget(item_id, None)
             if item_id in covered:  # a retired item is never a stub already: a new one
                 stubs[item_id] = (item.key, item.source)
                 dirty = True

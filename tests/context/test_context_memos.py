@@ -46,3 +46,18 @@ def test_summary_gist_depends_on_the_role_and_the_text_only() -> None:
         "- r3 s3: > ls -> a b", "error: disk",
         "- r2 s2: > ls -> a b", "error: disk",
     ]
+
+
+def test_the_compact_form_leaves_out_exactly_the_fields_at_their_default() -> None:
+    base = build("c1", Layer.L2, "t", "s", 1, 3, 1)
+    variants = [base, replace(base, {"role": "interaction"}), replace(base, {"role": "interaction", "key": "k"}),
+                replace(base, {"pinned": True}), replace(base, {"covers": ("c0",), "segment": 2}),
+                ContextItem.from_dict(replace(base, {"role": "summary", "freshness": "stale"}).to_dict())]
+    for item in variants:
+        full = item.to_dict()
+        defaults = {f.name: f.default for f in dataclasses.fields(ContextItem) if f.init and f.default is not dataclasses.MISSING}
+        expected = {k: v for k, v in full.items() if k in ("kind", "id") or k not in defaults
+                    or v != (list(defaults[k]) if isinstance(defaults[k], tuple) else defaults[k])}
+        assert item.to_dict(compact=True) == expected
+        assert list(item.to_dict(compact=True)) == [k for k in full if k in expected]
+        assert ContextItem.from_dict(item.to_dict(compact=True)) == item
