@@ -27,8 +27,8 @@ from step_overhead import noop_run  # noqa: E402
 
 from harness_lab._step_records import proposed, step_record, tool_called  # noqa: E402
 from harness_lab._step_records import usage as make_usage  # noqa: E402
-from harness_lab.actions import parse_proposal  # noqa: E402
 from harness_lab.gates import LoopGates  # noqa: E402
+from harness_lab.proposal import parse_proposal  # noqa: E402
 from harness_lab.redaction import Redactor  # noqa: E402
 from harness_lab.run import Run  # noqa: E402
 from harness_lab.store import SQLiteStore  # noqa: E402

@@ -4,7 +4,6 @@ real artifacts, sandboxes tools, manages context, and persists runs.
 The model only proposes; the runtime decides. Start at :class:`Run`.
 """
 
-from .actions import Proposal, parse_proposal
 from .approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman, AutoApprove, AutoReject
 from .clock import Clock, FakeClock, SystemClock
 from .contract import ControlContract, load_contract
@@ -20,6 +19,7 @@ from .errors import (
 from .events import StepRecord, StopReason
 from .evidence import EvidenceCatalogue
 from .faults import CrashPoint, Fault, fault_catalogue
+from .proposal import Proposal, parse_proposal
 from .proposers import FunctionProposer, ScriptedProposer
 from .repair import RepairPolicy
 from .run import Run

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from ._run_setup import initial_context
 from ._step_records import step_record, usage
-from .actions import Proposal, parse_proposal
 from .approval import ApprovalRequest, Approver, AskHuman
 from .checkpoint import Checkpointer
 from .checkpoint_record import RUN_STATE_EMPTY
@@ -38,6 +37,7 @@ from .evidence import EvidenceCatalogue
 from .executor import ExternalEffects, Outbox, ToolExecutor
 from .faults import CrashPoint, FaultSchedule
 from .gates import GatesMark, LoopGates
+from .proposal import Proposal, parse_proposal
 from .proposers.base import Proposer, StatefulProposer
 from .repair import RepairPolicy
 from .sandbox import Sandbox

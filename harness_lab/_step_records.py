@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ._flat import built
-from .actions import Proposal
 from .events import Decision, Event, Proposed, StepRecord, ToolCalled, Usage
+from .proposal import Proposal
 from .states import RunState
 from .tools import ToolResult
 from .validation import ReportVerdict

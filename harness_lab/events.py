@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import from_json, to_json
 
-from .actions import Proposal
+from .proposal import Proposal
 from .states import RunState
 from .tools import ToolResult
 from .validation.receipt import Receipt

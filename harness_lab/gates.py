@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, Protocol
 
-from .actions import Proposal
 from .clock import Clock
 from .contract import Budget
 from .events import StopReason
+from .proposal import Proposal
 
 __all__ = ["ConvergenceVerdict", "GatesMark", "LoopGates", "Spent"]
 

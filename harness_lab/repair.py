@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .actions import Proposal, WriteFile, WriteReport
+from .actions import WriteFile, WriteReport
+from .proposal import Proposal
 from .validation import ReportVerdict
 
 if TYPE_CHECKING:

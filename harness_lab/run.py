@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ._run_base import RunBase, _sha
 from ._step_records import proposed, tool_called
-from .actions import _MODELS, Finish, ForbiddenAction, Proposal, ReadEvidence, WriteReport, parse_proposal
+from .actions import _MODELS, Finish, ForbiddenAction, ReadEvidence, WriteReport
 from .approval import ApprovalRequest, Approver
 from .checkpoint import Checkpointer
 from .clock import Clock
@@ -28,6 +28,7 @@ from .evidence import EvidenceCatalogue
 from .executor import ExternalEffects
 from .faults import CrashPoint, Fault, FaultRecord, resolve_fault
 from .paths import data_dir
+from .proposal import Proposal, parse_proposal
 from .proposers.base import Proposer, ProposerOutput
 from .proposers.scripted import ScriptedProposer
 from .scenarios import load_scenario

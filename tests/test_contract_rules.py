@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness_lab.actions import parse_proposal
 from harness_lab.errors import WorkspaceError
 from harness_lab.paths import data_dir
+from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import FunctionProposer, ScriptedProposer
 from harness_lab.run import Run
 from harness_lab.states import RunState

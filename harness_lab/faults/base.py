@@ -27,13 +27,14 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..actions import Proposal, _Action
+from ..actions import _Action
 from ..context import ContextManager
 from ..contract import ControlContract
 from ..errors import SimulatedCrash
 from ..events import Decision, Event, StepRecord, Usage
 from ..executor import ToolExecutor
 from ..gates import LoopGates
+from ..proposal import Proposal
 from ..states import RunState
 from ..tools import ToolResult
 

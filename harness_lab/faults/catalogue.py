@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
-from ..actions import Proposal, _Action
+from ..actions import _Action
 from ..context import ContextItem
 from ..context.anomaly import anomaly_lines
 from ..executor import READ_TOOLS
+from ..proposal import Proposal
 from ..tools import ToolResult
 from .base import CrashPoint, Fault, FaultHook, FaultTarget, ToolImpl
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness_lab import _flat, actions
-from harness_lab.actions import Proposal, parse_proposal
 from harness_lab.gates import _similar
+from harness_lab.proposal import Proposal, parse_proposal
 
 
 class _Str(str):

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness_lab.actions import _jsonable
 from harness_lab.gates import _similar
+from harness_lab.proposal import _jsonable
 from harness_lab.redaction import Redactor
 
 _leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8))
@@ -76,7 +76,7 @@ def test_similarity_shortcuts_agree_with_the_full_ratio(a: str, b: str, threshol
 
 
 def test_a_proposals_derived_forms_are_made_once_and_equal_the_slow_forms() -> None:
-    from harness_lab.actions import parse_proposal
+    from harness_lab.proposal import parse_proposal
 
     first = parse_proposal({"kind": "read_file", "path": "notes.md"})
     other = parse_proposal({"kind": "write_file", "path": "b.md", "content": "x"})

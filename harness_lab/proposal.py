@@ -1,0 +1,274 @@
+"""Parsing a raw proposal: what a proposer returned becomes a :class:`Proposal`.
+
+A proposal is a claim, never a fact. :func:`parse_proposal` turns whatever a proposer returned
+into a :class:`Proposal` whose ``action`` is a typed record (:mod:`harness_lab.actions`), or whose
+``error`` says why not. Fields an action does not define (``verified: true``, ``"I checked all
+sources"``) land in ``claims``: recorded, never trusted. Unknown kinds, bad arguments and malformed
+proposals are data fed back to the proposer, never a crash. A proposal whose arguments are all plain
+strings (most are) is checked and built without pydantic, with the same result (see :mod:`._flat`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, Literal, TypeVar, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._flat import MISSING, REQUIRED, FlatSpec, built, flat_dump, flat_json
+from .actions import (
+    _FIELDS,
+    _FLAT,
+    _FLAT_JSON,
+    _FLAT_SIZE,
+    _MODELS,
+    EXTERNAL_KINDS,
+    FORBIDDEN_KINDS,
+    TOOL_KINDS,
+    Action,
+    ForbiddenAction,
+    GatedAction,
+)
+
+__all__ = ["Proposal", "ProposalError", "parse_proposal"]
+
+
+class ProposalError(BaseModel):
+    """Why a raw proposal could not become an action; fed back to the proposer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["proposal_error"] = "proposal_error"
+    code: Literal["malformed", "unknown_kind", "bad_arguments"]
+    message: str
+    hint: str
+
+
+_T = TypeVar("_T")
+
+
+class _Once(Generic[_T]):
+    """``functools.cached_property`` without the lock Python 3.11 takes on every first read (~1 µs a
+    read; a step first reads a proposal's JSON, canonical form and description once each). The value
+    lands in the instance ``__dict__``, as cached_property's does."""
+
+    def __init__(self, make: Callable[[Any], _T]) -> None:
+        self._make, self._name = make, make.__name__
+        self.__doc__ = make.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Once[_T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> _T | _Once[_T]:
+        if obj is None:
+            return self
+        value = obj.__dict__[self._name] = self._make(obj)
+        return value
+
+
+class Proposal(BaseModel):
+    """One decision of the proposer, as parsed by the runtime."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(_Once,))
+
+    kind: Literal["proposal"] = "proposal"
+    raw: Any
+    action: Action | None = None
+    error: ProposalError | None = None
+    claims: dict[str, Any] = Field(default_factory=dict)
+
+    @_Once
+    def action_json(self) -> dict[str, Any] | None:
+        """The action as JSON-native data (``model_dump(mode="json")``), made once per proposal."""
+        action = self.action
+        if action is None:
+            return None
+        size = _FLAT_SIZE.get(type(action))
+        flat = flat_dump(action.__dict__, size) if size is not None else None
+        return action.model_dump(mode="json") if flat is None else flat
+
+    @_Once
+    def canonical(self) -> str:
+        """The action (or the raw proposal) as sorted-key JSON: what is hashed and compared."""
+        action = self.action
+        template = _FLAT_JSON.get(type(action)) if action is not None else None
+        if template is not None and action is not None and (text := flat_json(action.__dict__, template)) is not None:
+            return text
+        payload = self.action_json
+        return _CANONICAL.encode(self.raw if payload is None else payload)
+
+    @property
+    def args_sha256(self) -> str:
+        """Hash of the exact action to run: what a human approves is what executes."""
+        return hashlib.sha256(self.canonical.encode()).hexdigest()
+
+    def describe(self) -> str:
+        """The call as one line, e.g. ``read_file(path='notes.md')`` (made once: every observation shows it)."""
+        return self._described
+
+    @_Once
+    def _described(self) -> str:
+        action = self.action
+        if action is None:
+            return f"invalid proposal ({self.error.code if self.error else '?'})"
+        shown = _flat_shown(action.__dict__, size) if (size := _FLAT_SIZE.get(type(action))) is not None else None
+        if shown is None:
+            args = self.action_json or {}
+            shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items() if k != "kind")
+        return f"{action.kind}({shown})"
+
+
+def _flat_shown(values: dict[str, Any], size: int) -> str | None:
+    """The arguments part of ``describe()`` read off a flat action's fields (its JSON form is those
+    very values, so no dump is made for it); None if they are not all plain str."""
+    if len(values) != size:
+        return None
+    shown = []
+    for key, value in values.items():
+        if type(value) is not str:
+            return None
+        if key != "kind":
+            text = repr(value)  # _short(value), inlined: describe() runs every step
+            shown.append(f"{key}={text}" if len(text) <= 60 else f"{key}={text[:57]}...")
+    return ", ".join(shown)
+
+
+# json.dumps builds an encoder per call when given options; one shared encoder gives the same text.
+_CANONICAL = json.JSONEncoder(sort_keys=True, default=str)
+
+
+def parse_proposal(raw: object) -> Proposal:
+    """Parse whatever a proposer returned; never raises."""
+    if type(raw) is dict:  # the usual proposal first: a dict of a flat kind (see _parse_flat)
+        kind = raw.get("kind")
+        if type(kind) is str and (spec := _FLAT.get(kind)) is not None:
+            if (flat := _parse_flat(raw, kind, spec)) is not None:
+                return flat
+    elif isinstance(raw, Proposal):
+        return raw
+    # type(raw) is dict first: isinstance against the Mapping ABC costs ~0.5 µs, and most are dicts
+    if not (type(raw) is dict or isinstance(raw, Mapping)) or not isinstance(raw.get("kind"), str):
+        return Proposal(raw=_jsonable(raw), error=ProposalError(
+            code="malformed", message=f"a proposal must be a mapping with a string 'kind', got {_short(raw)}",
+            hint='propose e.g. {"kind": "read_evidence", "id": "..."}'))
+    raw_map = raw if type(raw) is dict else dict(raw)  # read only here: no copy needed
+    kind = raw_map["kind"]
+    if bad := [k for k in raw_map if not isinstance(k, str)]:  # JSON names are strings; so are argument names
+        return Proposal(raw=_jsonable(raw_map), error=ProposalError(
+            code="malformed", message=f"{kind}: argument names must be strings, got {_short(bad[0])}",
+            hint="name every argument with a string, as JSON does"))
+    if kind in FORBIDDEN_KINDS:
+        args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
+        return Proposal(raw=_jsonable(raw_map), action=ForbiddenAction(requested_kind=kind, args=args))
+    if kind in EXTERNAL_KINDS:
+        args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
+        return Proposal(raw=_jsonable(raw_map), action=GatedAction.model_validate({"kind": kind, "args": args}))
+    model = _MODELS.get(kind)
+    if model is None:
+        return Proposal(raw=_jsonable(raw_map), error=ProposalError(
+            code="unknown_kind", message=f"unknown action kind {kind!r}",
+            hint="allowed kinds: " + ", ".join(sorted(TOOL_KINDS))))
+    fields = _FIELDS[kind]
+    args = {k: v for k, v in raw_map.items() if k in fields}
+    claims = {k: _jsonable(v) for k, v in raw_map.items() if k not in fields} if len(args) < len(raw_map) else {}
+    try:
+        # The kind is known: validate against its model directly (the union's tag lookup costs ~2 µs).
+        action = model.model_validate(args)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or kind
+        return Proposal(raw=_jsonable(raw_map), claims=claims, error=ProposalError(
+            code="bad_arguments", message=f"{kind}: argument {where}: {first['msg']}",
+            hint=f"{kind} takes: " + ", ".join(sorted(fields - {'kind'})) if fields - {"kind"} else f"{kind} takes no arguments"))
+    return Proposal(raw=_jsonable(raw_map), action=action, claims=claims)
+
+
+def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal | None:
+    """What the validating path below returns for a flat kind, built without pydantic; None when
+    pydantic must judge (or word the error). One function, no helpers: it runs every step."""
+    values: dict[str, Any] = {"kind": kind}  # what model_validate stores, in field order
+    given = {"kind"}  # and its fields set
+    for name, min_length, default in spec:
+        value = raw_map.get(name, MISSING)
+        if value is MISSING:
+            if default is REQUIRED:
+                return None
+            values[name] = default
+        elif type(value) is str and len(value) >= min_length and value.isascii():  # lone surrogates: pydantic
+            values[name] = value
+            given.add(name)
+        else:
+            return None
+    claims: dict[str, Any] = {}
+    if len(given) < len(raw_map):  # keys beyond the arguments: claims (other keys than str: pydantic refuses)
+        fields = _FIELDS[kind]
+        for key, value in raw_map.items():
+            if key not in fields:
+                if type(key) is not str:
+                    return None
+                claims[key] = _jsonable(value)
+        copied = _jsonable(raw_map)
+    else:
+        for key in raw_map:
+            if type(key) is not str:
+                copied = _jsonable(raw_map)
+                break
+        else:  # str keys, and every value was checked a plain str: the JSON copy is a plain copy
+            copied = dict(raw_map)
+    action = built(_MODELS[kind], values, given)
+    return built(Proposal, {"kind": "proposal", "raw": copied, "action": action, "error": None, "claims": claims},
+                 {"raw", "action", "claims"})
+
+
+def _jsonable(value: object) -> Any:
+    plain = _plain_copy(value)
+    if plain is not _NOT_PLAIN:
+        return plain
+    try:
+        return json.loads(json.dumps(value, default=repr))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+_NOT_PLAIN = object()
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain_copy(value: object, depth: int = 0) -> Any:
+    """A copy of JSON-native data (exact str/int/float/bool/None, lists, str-keyed dicts), equal to
+    what the JSON round trip returns, built without it; ``_NOT_PLAIN`` for anything else (and for
+    deep nesting, which may be a cycle: the round trip reports those). Plain loops, no generators:
+    a proposal's arguments are copied every step."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if depth > 32:
+        return _NOT_PLAIN
+    if kind is dict:
+        copied: dict[str, Any] = {}
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                return _NOT_PLAIN
+            if type(item) not in _SCALARS and (item := _plain_copy(item, depth + 1)) is _NOT_PLAIN:
+                return _NOT_PLAIN
+            copied[key] = item
+        return copied
+    if kind is list:
+        out: list[Any] = []
+        for item in value:  # type: ignore[attr-defined]
+            if type(item) not in _SCALARS and (item := _plain_copy(item, depth + 1)) is _NOT_PLAIN:
+                return _NOT_PLAIN
+            out.append(item)
+        return out
+    return _NOT_PLAIN
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
