@@ -10,15 +10,15 @@ which also words the error. tests/loop/test_gates_fast_paths.py pins the equalit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from json.encoder import encode_basestring_ascii
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from annotated_types import MinLen
 from pydantic import BaseModel
 
-__all__ = ["MISSING", "REQUIRED", "FlatSpec", "JsonTemplate", "built", "flat_dump", "flat_json", "flat_spec",
-           "json_template"]
+__all__ = ["MISSING", "REQUIRED", "FlatSpec", "JsonTemplate", "SharedFieldsSet", "built", "flat_dump", "flat_json",
+           "flat_spec", "json_template", "shared_fields"]
 
 _M = TypeVar("_M", bound=BaseModel)
 REQUIRED = object()
@@ -56,6 +56,43 @@ def flat_spec(model: type[BaseModel], kind: str) -> FlatSpec | None:
             return None
         spec.append((name, lengths[0] if lengths else 0, default))
     return tuple(spec)
+
+
+class SharedFieldsSet(set[str]):
+    """One fields set for every record built alike (a step makes six records, each with a set the
+    collector must track): read-only, so no record can change another's; a copy is a plain set, which
+    is what pydantic's ``model_copy`` copies and updates."""
+
+    def _read_only(self, *args: object) -> Any:
+        raise TypeError("a shared fields set is read-only: copy it first")
+
+    add = discard = remove = pop = clear = _read_only
+    update = intersection_update = difference_update = symmetric_difference_update = _read_only
+    __ior__ = __iand__ = __isub__ = __ixor__ = _read_only
+
+    def copy(self) -> set[str]:
+        return set(self)
+
+    def __copy__(self) -> set[str]:
+        return set(self)
+
+    def __deepcopy__(self, memo: object) -> set[str]:
+        return set(self)
+
+    def __reduce__(self) -> tuple[type[set[str]], tuple[list[str]]]:
+        return set, (list(self),)
+
+
+def shared_fields(names: Iterable[str]) -> SharedFieldsSet:
+    """The shared fields set holding ``names`` (one per combination; a run sees a handful)."""
+    key = frozenset(names)
+    found = _SHARED.get(key)
+    if found is None:
+        found = _SHARED[key] = SharedFieldsSet(key)
+    return found
+
+
+_SHARED: dict[frozenset[str], SharedFieldsSet] = {}
 
 
 def built(model: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:

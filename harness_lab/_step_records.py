@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ._flat import built
+from ._flat import SharedFieldsSet, built, shared_fields
 from .events import Decision, Event, Proposed, StepRecord, ToolCalled, Usage
 from .proposal import Proposal
 from .states import RunState
@@ -25,17 +25,17 @@ __all__ = ["proposed", "step_record", "tool_called", "usage"]
 _R = TypeVar("_R", bound=BaseModel)
 
 
-def _finish(cls: type[_R], data: dict[str, Any], fields_set: frozenset[str]) -> _R:
-    # What pydantic's own constructor leaves on a model without extras or private attributes (a
-    # fields set of its own: pydantic's model_copy updates it in place).
-    return built(cls, data, set(fields_set))
+def _finish(cls: type[_R], data: dict[str, Any], fields_set: SharedFieldsSet) -> _R:
+    # What pydantic's own constructor leaves on a model without extras or private attributes, with
+    # one read-only fields set for all records of the class (see SharedFieldsSet).
+    return built(cls, data, fields_set)
 
 
 # The fields a keyword call names (every field but the defaulted ``kind``): what validation records as set.
-_STEP_SET = frozenset(StepRecord.model_fields) - {"kind"}
-_USAGE_SET = frozenset(Usage.model_fields) - {"kind"}
-_PROPOSED_SET = frozenset(Proposed.model_fields) - {"kind"}
-_TOOL_SET = frozenset(ToolCalled.model_fields) - {"kind"}
+_STEP_SET = shared_fields(set(StepRecord.model_fields) - {"kind"})
+_USAGE_SET = shared_fields(set(Usage.model_fields) - {"kind"})
+_PROPOSED_SET = shared_fields(set(Proposed.model_fields) - {"kind"})
+_TOOL_SET = shared_fields(set(ToolCalled.model_fields) - {"kind"})
 
 
 def step_record(step: int, before: RunState, after: RunState, proposal: Proposal | None, decision: Decision,

@@ -17,7 +17,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._flat import MISSING, REQUIRED, FlatSpec, built, flat_dump, flat_json
+from ._flat import MISSING, REQUIRED, FlatSpec, built, flat_dump, flat_json, shared_fields
 from .actions import (
     _FIELDS,
     _FLAT,
@@ -193,7 +193,7 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
     """What the validating path below returns for a flat kind, built without pydantic; None when
     pydantic must judge (or word the error). One function, no helpers: it runs every step."""
     values: dict[str, Any] = {"kind": kind}  # what model_validate stores, in field order
-    given = {"kind"}  # and its fields set
+    given = ["kind"]  # and its fields set
     for name, min_length, default in spec:
         value = raw_map.get(name, MISSING)
         if value is MISSING:
@@ -202,7 +202,7 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
             values[name] = default
         elif type(value) is str and len(value) >= min_length and value.isascii():  # lone surrogates: pydantic
             values[name] = value
-            given.add(name)
+            given.append(name)
         else:
             return None
     claims: dict[str, Any] = {}
@@ -221,9 +221,12 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
                 break
         else:  # str keys, and every value was checked a plain str: the JSON copy is a plain copy
             copied = dict(raw_map)
-    action = built(_MODELS[kind], values, given)
+    action = built(_MODELS[kind], values, shared_fields(given))
     return built(Proposal, {"kind": "proposal", "raw": copied, "action": action, "error": None, "claims": claims},
-                 {"raw", "action", "claims"})
+                 _PROPOSAL_SET)
+
+
+_PROPOSAL_SET = shared_fields(("raw", "action", "claims"))
 
 
 def _jsonable(value: object) -> Any:

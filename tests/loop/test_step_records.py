@@ -76,3 +76,32 @@ def test_each_builder_matches_its_constructor(tmp_path: Path) -> None:
     assert StepRecord.model_validate(built.model_dump()) == built  # and it round-trips
     with pytest.raises(ValidationError):
         built.step = 3  # type: ignore[misc]  # frozen like the validated one
+
+
+def test_records_built_alike_share_one_read_only_fields_set(tmp_path: Path) -> None:
+    import copy
+    import pickle
+
+    from harness_lab._flat import SharedFieldsSet
+
+    with Run.from_scenario("conforming_report", workspace=tmp_path / "ws") as run:
+        first, second = run.step(), run.step()
+    shared = first.model_fields_set
+    assert isinstance(shared, SharedFieldsSet) and shared is second.model_fields_set  # one set, not one each
+    assert first.proposal is not None and second.proposal is not None
+    assert first.proposal.model_fields_set is second.proposal.model_fields_set
+    for mutate in (lambda s: s.add("x"), lambda s: s.discard("step"), lambda s: s.update({"x"}), lambda s: s.clear()):
+        with pytest.raises(TypeError, match="read-only"):
+            mutate(shared)
+    with pytest.raises(TypeError, match="read-only"):
+        shared |= {"x"}
+    assert shared == set(StepRecord.model_fields) - {"kind"}  # untouched by the attempts
+    # pydantic's copies take a plain set of their own: an update changes the copy only
+    changed = first.model_copy(update={"step": 99})
+    assert changed.step == 99 and type(changed.model_fields_set) is set and "step" in changed.model_fields_set
+    assert first.model_fields_set is shared and second.model_fields_set is shared
+    deep = first.model_copy(deep=True)
+    assert deep == first and type(deep.model_fields_set) is set
+    for plain in (copy.copy(shared), copy.deepcopy(shared), shared.copy(), pickle.loads(pickle.dumps(shared))):
+        assert type(plain) is set and plain == shared
+    assert pickle.loads(pickle.dumps(first)) == first
