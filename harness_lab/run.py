@@ -356,13 +356,16 @@ class Run(RunBase):
 def _state_key(proposal: Proposal, report_path: str) -> str | None:
     """The external state an observation came from, so a change to it can mark the item stale."""
     action = proposal.action
+    kind = type(action)
+    if kind not in _KEYED:  # most steps (think, finish, run_command, gated actions): a set lookup
+        return None
     if isinstance(action, ReadEvidence):
         return f"evidence:{action.id}"
     if isinstance(action, WriteReport):
         return f"file:{report_path}"
-    path = getattr(action, "path", None) if type(action) in _WITH_PATH else None
+    path = getattr(action, "path", None)
     return f"file:{path}" if isinstance(path, str) else None
 
 
-# The action models with a ``path`` field (a set lookup per step, not a pydantic attribute miss).
-_WITH_PATH = frozenset(model for model in _MODELS.values() if "path" in model.model_fields)
+# The action models whose observation has a state key (pydantic's isinstance runs Python code).
+_KEYED = frozenset({ReadEvidence, WriteReport, *(model for model in _MODELS.values() if "path" in model.model_fields)})
