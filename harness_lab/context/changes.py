@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["CHANGES_VERSION", "apply_changes"]
+__all__ = ["CHANGES_VERSION", "apply_changes", "replay"]
 
 CHANGES_VERSION = 2
 _READABLE = frozenset({1, 2})
