@@ -1,6 +1,6 @@
 """Fork / resume cost from a checkpoint at 1,000 and 10,000 steps, and listing history.
 
-    .venv/bin/python bench/fork_resume.py [--steps 1000 10000] [--repeats 25] [--files 0]
+    .venv/bin/python bench/fork_resume.py [--steps 1000 10000] [--repeats 25] [--files 0] [--full-every N]
 
 A no-op run (see ``step_overhead.py``) checkpoints every step into ``SQLiteStore``. Then, for the last
 checkpoint and for checkpoints in the middle of a change-log span (the worst case: the most rows to
@@ -17,6 +17,8 @@ replay), it measures:
 
 ``--files N`` puts N small files (in 20 directories) into the workspace first: a fork copies them
 and its first checkpoint hashes every copy (the targets are for the no-op run's empty workspace).
+``--full-every N`` writes a whole context state every N steps instead of ``FULL_EVERY`` (the
+checkpointer reads the module's value at each commit): the price of a longer replay, without an edit.
 
 Side by side, a plain-stdlib reference for the same state: ``shutil.copytree`` of the workspace,
 the checkpoint's rows read with ``sqlite3`` and parsed with ``json.loads``, and (for a fork) one row
@@ -45,7 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from step_overhead import noop_run  # noqa: E402
 
-from harness_lab.checkpoint import FULL_EVERY  # noqa: E402
+import harness_lab.checkpoint  # noqa: E402
 from harness_lab.resume import _continue, load_checkpoint  # noqa: E402
 from harness_lab.run import Run  # noqa: E402
 from harness_lab.store import SQLiteStore  # noqa: E402
@@ -107,7 +109,8 @@ def measure(steps: int, tmp: Path, repeats: int, files: int = 0) -> dict[str, An
     run = noop_run(tmp / f"ws-{steps}", store=store)
     for _ in range(steps):
         run.step()
-    worst = (steps // FULL_EVERY - 1) * FULL_EVERY + FULL_EVERY - 1  # the longest replay below the end
+    every = harness_lab.checkpoint.FULL_EVERY
+    worst = (steps // every - 1) * every + every - 1  # the longest replay below the end
     target = noop_run(tmp / f"target-{steps}")
     out: dict[str, Any] = {}
     for label, step in (("last", steps), ("mid", worst)):
@@ -148,7 +151,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--repeats", type=int, default=25)
     parser.add_argument("--files", type=int, default=0, help="small files in the workspace (default: none)")
+    parser.add_argument("--full-every", type=int, default=harness_lab.checkpoint.FULL_EVERY,
+                        help="steps between whole context states (default: FULL_EVERY)")
     args = parser.parse_args()
+    harness_lab.checkpoint.FULL_EVERY = args.full_every
     with tempfile.TemporaryDirectory(prefix="harness-lab-bench-") as d:
         rows = {n: measure(n, Path(d), args.repeats, args.files) for n in args.steps}
 
@@ -159,7 +165,7 @@ def main() -> None:
         return "meets" if pair[1] <= TARGET_MS else "MISSES"
 
     print(f"fork / resume from a SQLite checkpoint, ms as median / best of {args.repeats}. Whole context state "
-          f"every {FULL_EVERY} steps;")
+          f"every {args.full_every} steps;")
     print("'mid' is the checkpoint with the most change logs to replay, 'last' the newest one. Target: "
           f"<= {TARGET_MS:g} ms end to end. Workspace: {args.files} files.")
     for n, r in rows.items():

@@ -55,7 +55,9 @@ __all__ = ["FULL_BYTES", "FULL_EVERY", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "
            "run_spec"]
 
 FULL_EVERY = 16  # steps between whole context states: a restore replays at most this many change logs
-# (32 saved ~6 µs a store step but put a fork from the worst-placed checkpoint at the 2 ms target: 2.0 ms median)
+# (32 saves ~4 µs a store step but, even with the folded replay, a fork from the worst-placed checkpoint takes
+# 1.93 / 1.74-1.87 ms median at 1,000 / 10,000 steps (1.62 / 1.50 at 16): each log costs ~5 µs to read
+# (parse 2.7, fold 1.4, fetch 0.7) and ~2 µs to restore the item it adds; bench/fork_resume.py --full-every 32)
 FULL_BYTES = 256 * 1024  # ... or fewer, once the change logs since the last whole state are this large
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["CHANGES_VERSION", "apply_changes"]
+__all__ = ["CHANGES_VERSION", "apply_changes", "replay"]
 
 CHANGES_VERSION = 2
 _READABLE = frozenset({1, 2})
@@ -31,37 +31,53 @@ def apply_changes(state: Mapping[str, Any], changes: Iterable[Mapping[str, Any]]
 
     Dict semantics give back the record's order exactly: a rewritten item keeps its place, a new
     one goes to the end, a retired one leaves."""
+    return replay(state, changes)[0]
+
+
+def replay(state: Mapping[str, Any],
+           changes: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """:func:`apply_changes`, and the ``state``'s items by id as they were before (an item whose
+    dict in the result is not the same object was rewritten, patched or retired since).
+
+    One pass folds every log into the result (no intermediate state is built); a log's usual
+    live_delta (nothing dropped) extends the view instead of rebuilding it, and its scalars are
+    found by one set intersection (a restore may replay FULL_EVERY logs)."""
     if state.get("kind") != "context_state":
         raise ValueError(f"not a context state: kind={state.get('kind')!r}")
-    items = {str(d["id"]): d for d in state["items"]}
+    before = {str(d["id"]): d for d in state["items"]}
+    items = dict(before)
     live = list(state["live"])
     refs = list(state["refs"]["refs"])
     out = dict(state)
     for change in changes:
-        if change.get("kind") != "context_changes" or change.get("version") not in _READABLE:
-            raise ValueError(f"not a context change log of version 1 or 2: kind={change.get('kind')!r}, "
-                             f"version={change.get('version')!r}")
+        get = change.get
+        if get("kind") != "context_changes" or get("version") not in _READABLE:
+            raise ValueError(f"not a context change log of version 1 or 2: kind={get('kind')!r}, "
+                             f"version={get('version')!r}")
         for entry in change["items"]:
             items[str(entry["id"])] = entry
-        for patch in change.get("patches", ()):
+        for patch in get("patches", ()):
             item_id = str(patch["id"])
             if item_id not in items:
                 raise ValueError(f"a change log patches item {item_id}, which its state does not hold")
             items[item_id] = {**items[item_id], **patch}
-        for item_id in change.get("retired", ()):
+        for item_id in get("retired", ()):
             items.pop(item_id, None)
-        if change.get("live") is not None:
-            live = list(change["live"])
-        elif (delta := change.get("live_delta")) is not None:
-            drop = set(delta.get("drop", ()))
-            live = [i for i in live if i not in drop] + list(delta["add"])
-        if change.get("stubs") is not None:
-            out["stubs"] = change["stubs"]
-        refs.extend(change.get("refs", ()))
-        for key in SCALARS:
-            if key in change:
-                out[key] = change[key]
+        if (whole := get("live")) is not None:
+            live = list(whole)
+        elif (delta := get("live_delta")) is not None:
+            if (drop := delta.get("drop")) is not None and (dropped := set(drop)):
+                live = [i for i in live if i not in dropped]
+            live.extend(delta["add"])
+        if (stubs := get("stubs")) is not None:
+            out["stubs"] = stubs
+        refs.extend(get("refs", ()))
+        for key in _SCALAR_KEYS.intersection(change):
+            out[key] = change[key]
     out["items"] = list(items.values())
     out["live"] = live
     out["refs"] = {"kind": "ref_store", "refs": refs}
-    return out
+    return out, before
+
+
+_SCALAR_KEYS = frozenset(SCALARS)

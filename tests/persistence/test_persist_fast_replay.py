@@ -1,0 +1,193 @@
+"""A restore folds a span's change logs in one pass; it must give what replaying them one at a time gives.
+
+The reference below is the replay as it was first written: each stored row parsed with ``json.loads``
+and applied to a state of its own (every intermediate state built), and the stored text of an item
+dropped once any log names it. Every checkpoint of generated runs is read both ways: a plain run, a
+run whose context is changed from outside between steps (interactions with large outputs, notes,
+summaries that supersede, subtasks, stale marks, compression, retirement at every chance, budget
+changes: drops from the view, patches, retirements, refs and every scalar), a fork of it and a fork
+of that fork (rows that stand for another run's checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_lab._stored_context import item_texts, stored_context
+from harness_lab.approval import AutoApprove
+from harness_lab.checkpoint import FULL_EVERY
+from harness_lab.checkpoint_record import Checkpoint
+from harness_lab.context import ContextManager, Layer, apply_changes
+from harness_lab.contract import load_contract
+from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.paths import data_dir
+from harness_lab.proposers.scripted import FunctionProposer
+from harness_lab.run import Run
+from harness_lab.store import InMemoryStore, SQLiteStore, Store
+
+
+def _one_log(state: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    """One log applied to a state of its own (the replay before logs were folded)."""
+    assert change["kind"] == "context_changes" and change["version"] in (1, 2)
+    items = {str(d["id"]): d for d in state["items"]}
+    for entry in change["items"]:
+        items[str(entry["id"])] = entry
+    for patch in change.get("patches", ()):
+        items[str(patch["id"])] = {**items[str(patch["id"])], **patch}
+    for item_id in change.get("retired", ()):
+        items.pop(item_id, None)
+    live = list(state["live"])
+    if change.get("live") is not None:
+        live = list(change["live"])
+    elif (delta := change.get("live_delta")) is not None:
+        drop = set(delta.get("drop", ()))
+        live = [i for i in live if i not in drop] + list(delta["add"])
+    out = {**state, "items": list(items.values()), "live": live,
+           "refs": {"kind": "ref_store", "refs": [*state["refs"]["refs"], *change.get("refs", ())]}}
+    if change.get("stubs") is not None:
+        out["stubs"] = change["stubs"]
+    for key in ("budget_tokens", "output_cap_bytes", "low_water", "subtask", "window", "next", "segment", "retained"):
+        if key in change:
+            out[key] = change[key]
+    return out
+
+
+def _reference(store: Store, run_id: str, step: int) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The state of checkpoint ``run_id@step`` and its items' stored texts, the slow way."""
+    row = store.step(run_id, step)
+    checkpoint = Checkpoint.model_validate_json(row.checkpoint)
+    base = checkpoint.context_base
+    assert base is not None
+    rows = dict(store.contexts(run_id, base, step))
+    if rows[base] is None:  # the base row stands for another checkpoint
+        source_run, _, source_step = (checkpoint.context_from or "").rpartition("@")
+        state, texts = _reference(store, source_run, int(source_step))
+        assert state is not None
+    else:
+        state = json.loads(rows[base])
+        texts = item_texts(rows[base], state)
+    for at in range(base + 1, step + 1):
+        change = json.loads(rows[at])
+        state = _one_log(state, change)
+        for entry in (*change["items"], *change.get("patches", ())):
+            texts.pop(str(entry["id"]), None)
+        for item_id in change.get("retired", ()):
+            texts.pop(str(item_id), None)
+    return state, texts
+
+
+def _run(workspace: Path, store: Store, run_id: str) -> Run:
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
+        max_decisions=10**6, max_tool_calls=10**6)
+    contract = contract.model_copy(update={"human_gate": contract.human_gate.model_copy(update={"required_for": ()})})
+    thoughts = ({"kind": "think", "thought": "plan the next step"}, {"kind": "think", "thought": "check the budget"})
+    counter = iter(range(10**9))
+    return Run(contract=contract, proposer=FunctionProposer(lambda view: thoughts[next(counter) % 2]),
+               evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
+               approver=AutoApprove(), run_id=run_id, store=store)
+
+
+PLAIN = ("listed 12 files", "port: 8080", "read 40 lines", "ok", "3 matches")
+
+
+def _outside(ctx: ContextManager, rng: random.Random, rnd: int) -> None:
+    """A change to the context from outside the step loop (what a lab user may do between steps)."""
+    roll = rng.random()
+    if roll < 0.3:
+        big = rng.random() < 0.1  # a stored output: a ref in the log
+        text = "\n".join(f"{rng.choice(PLAIN)} #{k}" for k in range(3000)) if big else rng.choice(PLAIN)
+        ctx.add_interaction(rnd, f"read f{rnd % 5}", text, source=f"read_file:f{rnd % 5}", key=f"file:f{rnd % 5}")
+    elif roll < 0.4:
+        ctx.add(Layer.L4, rng.choice(PLAIN), source=f"explore:{rnd}", round=rnd, pinned=rng.random() < 0.3)
+    elif roll < 0.5:
+        ctx.summarize(rng.choice(PLAIN), round=rnd, source="model", key=f"k{rng.randint(0, 2)}",
+                      supersedes=rng.choice((None, "k1")))
+    elif roll < 0.58:
+        ctx.begin_subtask(f"s{rnd % 3}", "goal", round=rnd)
+    elif roll < 0.66:
+        ctx.finish_subtask(f"s{rnd % 3}", "done", round=rnd)
+    elif roll < 0.76:
+        ctx.mark_stale(f"f{rng.randint(0, 4)}")
+        ctx.reselect()
+    elif roll < 0.86:
+        ctx.compress()
+    elif roll < 0.9:
+        ctx.retire()
+    elif roll < 0.95:
+        ctx.budget_tokens = rng.randint(400, 1500)
+
+
+def _steps(run: Run, rng: random.Random | None, n: int) -> None:
+    for _ in range(n):
+        if rng is not None:
+            run.context._rec.retire_min = 1  # retire at every chance (a restore builds a new manager)
+            _outside(run.context, rng, run.step_no)
+        run.step()
+
+
+def _check_every_row(store: Store, run_id: str) -> tuple[int, int]:
+    """Every checkpoint of the run read both ways; (rows read, change logs replayed past a base)."""
+    rows = logs = 0
+    for entry in store.steps(run_id, start=0):
+        checkpoint = Checkpoint.model_validate_json(entry.checkpoint)
+        expected, expected_texts = _reference(store, run_id, entry.step)
+        for texts in (True, False):
+            state, found = stored_context(store, run_id, entry.step, checkpoint.context_base, entry.context,
+                                          texts=texts, source=checkpoint.context_from)
+            assert state == expected, f"{run_id}@{entry.step}"
+            assert json.dumps(state) == json.dumps(expected), f"{run_id}@{entry.step}: the same order"
+            assert found == (expected_texts if texts else {}), f"{run_id}@{entry.step}"
+        rows += 1
+        logs += entry.step - (checkpoint.context_base or entry.step)
+    return rows, logs
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+@pytest.mark.parametrize("outside", [False, True])
+def test_every_checkpoint_restores_as_the_step_by_step_replay_does(tmp_path: Path, kind: str, outside: bool) -> None:
+    store: Store = SQLiteStore(tmp_path / "runs.sqlite") if kind == "sqlite" else InMemoryStore()
+    rng = random.Random(7) if outside else None
+    run = _run(tmp_path / "ws", store, "R1")
+    _steps(run, rng, 2 * FULL_EVERY + 11)
+    mid = FULL_EVERY + FULL_EVERY - 1  # the most logs past its base
+    fork = run.fork(f"R1@{mid}", new_run_id="F1", workspace=tmp_path / "f1")
+    _steps(fork, rng, FULL_EVERY + 7)
+    again = fork.fork(f"F1@{mid + 5}", new_run_id="F2", workspace=tmp_path / "f2")  # a fork of a fork
+    _steps(again, rng, 9)
+    seen = [_check_every_row(store, run_id) for run_id in ("R1", "F1", "F2")]
+    assert sum(rows for rows, _ in seen) == (2 * FULL_EVERY + 12) + (FULL_EVERY + 8) + 10
+    assert all(logs > 0 for _, logs in seen)
+    assert store.step("F2", mid + 5).context is None  # it stands for F1@mid+5, which replays on R1@mid
+    if outside:  # what the generated changes put in the logs
+        logged = [json.loads(c) for r in ("R1", "F1", "F2") for s in store.steps(r, start=0)
+                  for _, c in store.contexts(r, s.step, s.step) if c is not None]
+        changes = [c for c in logged if c["kind"] == "context_changes"]
+        assert any(c.get("retired") for c in changes) and any(c.get("patches") for c in changes)
+        assert any(c.get("refs") for c in changes) and any(c.get("stubs") is not None for c in changes)
+        assert any((c.get("live_delta") or {}).get("drop") or c.get("live") is not None for c in changes)
+        assert any("budget_tokens" in c for c in changes[1:]) and any("subtask" in c for c in changes[1:])
+    for other in (again, fork, run):
+        other.close()
+
+
+def test_a_folded_replay_leaves_its_inputs_as_they_were() -> None:
+    ctx = ContextManager(budget_tokens=500)
+    ctx._rec.retire_min = 1
+    base = json.loads(json.dumps(ctx.state(ref_texts=False)))
+    logs, rng = [], random.Random(3)
+    for rnd in range(1, 60):
+        _outside(ctx, rng, rnd)
+        ctx.add_interaction(rnd, "ls", "a b", source="ls")
+        logs.append(json.loads(json.dumps(ctx.take_changes())))
+    copies = json.dumps([base, logs])
+    folded = apply_changes(base, logs)
+    assert json.dumps([base, logs]) == copies
+    step_by_step = base
+    for log in logs:
+        step_by_step = _one_log(step_by_step, log)
+    assert folded == step_by_step == ctx.state(ref_texts=False)
