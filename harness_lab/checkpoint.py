@@ -40,7 +40,7 @@ from pydantic_core import to_json
 from .actions import WriteReport, _Action
 from .checkpoint_record import RUN_STATE_EMPTY, Checkpoint
 from .context import ContextItem
-from .context.items import _LAYER_NAMES
+from .context.items import _LAYER_NAMES, _compact_json
 from .effect_classes import EffectClass, effect_class, effect_of_tool
 from .errors import StoreError
 from .events import _PIECES, StepRecord, Usage, dump_step_row
@@ -287,7 +287,8 @@ class Checkpointer:
                     cache[i.id] = (i, derived)  # demoted since its text was written (a patch in a change log)
                 else:
                     missing.append(i)
-        return _ContextRow(items, missing, [_dumps(data), *(_dumps(i.to_dict(compact=True)) for i in missing)], whole), blobs, base
+        return _ContextRow(items, missing, [_dumps(data), *(_compact_json(i) or _dumps(i.to_dict(compact=True))
+                                                            for i in missing)], whole), blobs, base
 
     def _context_text(self, row: _ContextRow, clean: bool) -> str:
         """The JSON of a context state or change log; each item version is dumped and redacted once
