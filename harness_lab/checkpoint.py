@@ -30,8 +30,9 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from math import isfinite
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json
@@ -39,6 +40,7 @@ from pydantic_core import to_json
 from .actions import WriteReport, _Action
 from .checkpoint_record import RUN_STATE_EMPTY, Checkpoint
 from .context import ContextItem
+from .context.items import _LAYER_NAMES, _compact_json
 from .effect_classes import EffectClass, effect_class, effect_of_tool
 from .errors import StoreError
 from .events import _PIECES, StepRecord, Usage, dump_step_row
@@ -280,12 +282,20 @@ class Checkpointer:
                     self._verbatim.append(entry["sha256"])
         items: list[ContextItem] = data.pop("items")
         cache = self._item_texts
-        missing = [i for i in items if (hit := cache.get(i.id)) is None or hit[0] is not i]
-        return _ContextRow(items, missing, [_dumps(data), *(_dumps(i.to_dict(compact=True)) for i in missing)], whole), blobs, base
+        missing = []
+        for i in items:
+            if (hit := cache.get(i.id)) is None or hit[0] is not i:
+                if hit is not None and whole and (derived := _relayered(hit, i)) is not None:
+                    cache[i.id] = (i, derived)  # demoted since its text was written (a patch in a change log)
+                else:
+                    missing.append(i)
+        return _ContextRow(items, missing, [_dumps(data), *(_compact_json(i) or _dumps(i.to_dict(compact=True))
+                                                            for i in missing)], whole), blobs, base
 
     def _context_text(self, row: _ContextRow, clean: bool) -> str:
         """The JSON of a context state or change log; each item version is dumped and redacted once
-        (a whole state reuses the texts of the change logs). Redacting item by item finds what one
+        (a whole state reuses the texts of the change logs, and of an item demoted since, that text
+        with its new layer: see _relayered). Redacting item by item finds what one
         pass over the whole text finds: no pattern can span the ``},{`` between two items."""
         head, *raw = row.raw if clean else [self._redact(t) for t in row.raw]
         cache = self._item_texts
@@ -320,6 +330,27 @@ def _dumps(value: Any) -> str:
     ensure_ascii=False)`` gives, at a third of its cost (a float may be spelled differently, e.g.
     ``1e16`` for ``1e+16``: it parses to the same value)."""
     return to_json(value, inf_nan_mode="constants").decode()
+
+
+# Every field of an item version but its layer (what a demotion keeps).
+_all_but_layer = attrgetter(*(f.name for f in fields(ContextItem) if f.init and f.name != "layer"))
+
+
+def _relayered(hit: tuple[ContextItem, str], new: ContextItem) -> str | None:
+    """The redacted text of ``new`` from the cached one of an older version (``hit``) when the two
+    differ in their layer alone, else None. to_dict(compact=True) leads with kind, id, layer, so the
+    text differs in the layer's name only; and redaction does not see it: no match can touch the
+    ``layer":"L4"`` between two ``,"`` (see Redactor.clean), so the rest is redacted alike."""
+    old, text = hit
+    if _all_but_layer(old) != _all_but_layer(new):
+        return None
+    item_id = old.id
+    head = f'{{"kind":"context_item","id":"{item_id}","layer":"' if item_id.isalnum() else (
+        f'{{"kind":"context_item","id":{_dumps(item_id)},"layer":"')  # (no escape in a c123)
+    was = _LAYER_NAMES[old.layer]
+    if not (text.startswith(head) and text.startswith(f'{was}"', len(head))):
+        return None
+    return f"{head}{_LAYER_NAMES[new.layer]}{text[len(head) + len(was):]}"
 
 
 @dataclass(frozen=True, slots=True)

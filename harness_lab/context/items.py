@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from enum import IntEnum
 from itertools import compress
+from json.encoder import encode_basestring
 from operator import attrgetter, is_not
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 __all__ = [
     "COMPRESSION_SOURCE_PREFIX",
@@ -189,6 +190,22 @@ class ContextItem:
         return made
 
 
+def _compact_json(item: ContextItem) -> str | None:
+    """The compact JSON of ``item.to_dict(compact=True)`` (as pydantic_core's ``to_json`` spells it) for
+    the usual item, else None: ASCII strings (no surrogate, which ``to_json`` refuses), plain ints,
+    every optional field but the role at its default. A step dumps its new interaction: ~1.9 -> ~1 µs."""
+    text, source, item_id, role = item.text, item.source, item.id, item.role
+    if not (text.isascii() and source.isascii() and item_id.isalnum() and item.kind == "context_item"
+            and type(item.round) is int and type(item.tokens) is int and type(item.seq) is int
+            and _optional_tail(item) == _DEFAULT_TAIL and (role == "note" or role in _ROLES)):
+        return None
+    # (an alphanumeric id and a role's name need no escaping)
+    head = (f'{{"kind":"context_item","id":"{item_id}","layer":"{_LAYER_NAMES[item.layer]}",'
+            f'"text":{encode_basestring(text)},"source":{encode_basestring(source)},"round":{item.round},'
+            f'"tokens":{item.tokens},"seq":{item.seq}')
+    return f'{head}}}' if role == "note" else f'{head},"role":"{role}"}}'
+
+
 class _ItemFill:
     """ContextItem's slot layout without its frozen ``__setattr__``. A new item is filled here with plain
     attribute stores and then becomes a ContextItem by ``__class__`` assignment, which CPython allows
@@ -206,6 +223,8 @@ _DEFAULT_VALUES = tuple(_DEFAULTS.values())
 _optional = attrgetter(*_DEFAULT_NAMES)
 _DEFAULT_INDEXES = range(len(_DEFAULT_NAMES))
 _DEFAULT_TAIL = _DEFAULT_VALUES[1:]
+_optional_tail = attrgetter(*_DEFAULT_NAMES[1:])
+_ROLES = frozenset(get_args(Role))
 assert _DEFAULT_NAMES[0] == "role" and _DEFAULT_VALUES[0] == "note"  # to_dict(compact=True) looks at it first
 _LAYER_BY_NAME = {layer.name: layer for layer in Layer}  # Layer[name] is a Python-level lookup: ~0.3 µs
 

@@ -1,0 +1,117 @@
+"""A checkpoint's context texts: the cache of item texts stays exact as it is kept whole across
+demotions, and the rows it writes are the rows written without that shortcut, byte for byte.
+
+The runs are generated: a store run's own steps, and between them every operation of the manager
+(compression, retirements, stale marks, supersessions, large outputs as refs), some texts holding
+secrets the contract's exclusion must keep out of the store."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from ctxhelpers import operate
+
+from harness_lab import checkpoint as cp
+from harness_lab.approval import AutoApprove
+from harness_lab.checkpoint import FULL_EVERY, Checkpointer, _dumps
+from harness_lab.contract import load_contract
+from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.paths import data_dir
+from harness_lab.proposers.scripted import FunctionProposer
+from harness_lab.redaction import Redactor
+from harness_lab.resume import load_checkpoint
+from harness_lab.run import Run
+from harness_lab.store import SQLiteStore, Store
+
+_SECRETS = ("token=abc123xyz", "sk-abcdefghijklmnopqrstu", "password: hunter22x")
+
+
+def _think_run(workspace: Path, store: Store, run_id: str) -> Run:
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
+        max_decisions=10**6, max_tool_calls=10**6)
+    contract = contract.model_copy(update={"human_gate": contract.human_gate.model_copy(update={"required_for": ()})})
+    thoughts = ({"kind": "think", "thought": "plan the next step"}, {"kind": "think", "thought": "check the budget"})
+    counter = iter(range(10**9))
+    return Run(contract=contract, proposer=FunctionProposer(lambda view: thoughts[next(counter) % 2]),
+               evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
+               approver=AutoApprove(), run_id=run_id, store=store)
+
+
+def _generated(tmp_path: Path, seed: int, steps: int, check: bool, tag: str = "") -> tuple[list[tuple[int, str | None]], int]:
+    """The context texts of a generated run's rows; with ``check``, the cache is checked after every step."""
+    rng = random.Random(seed)
+    store = SQLiteStore(tmp_path / f"runs-{seed}{tag}.sqlite")
+    run = _think_run(tmp_path / f"ws-{seed}{tag}", store, "R1")
+    ctx = run.context
+    ctx._rec.retire_min = 1 if seed % 2 else 16
+    whole = Redactor(run.contract.memory.exclude)
+    checker = run.checkpoints
+    assert isinstance(checker, Checkpointer)
+    current = 0
+    for rnd in range(1, steps):
+        if rng.random() < 0.6:
+            operate(ctx, rng, rnd)
+        if rng.random() < 0.1:
+            ctx.add_interaction(rnd, "read env", f"found {rng.choice(_SECRETS)}", source=f"read_file:env{rnd % 3}")
+        run.step()
+        if check:
+            for item_id, (version, text) in checker._item_texts.items():
+                assert text == whole(_dumps(version.to_dict(compact=True))), f"step {run.step_no}: {item_id}"
+                current += ctx._rec.archive.get(item_id) is version
+    rows = store.contexts("R1", 0, run.step_no)
+    for step in range(1, run.step_no + 1, 7):  # a restore reads them back to the very state
+        _, state = load_checkpoint(store, "R1", step)
+        assert state is not None
+    assert not any(s in (text or "") for _, text in rows for s in ("abc123xyz", "sk-abcdef", "hunter22x"))
+    run.close()
+    return rows, current
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_cached_item_text_is_the_redacted_text_of_its_version(tmp_path: Path, seed: int) -> None:
+    derived = 0
+    relayered = cp._relayered
+
+    def counting(hit: tuple[cp.ContextItem, str], new: cp.ContextItem) -> str | None:
+        nonlocal derived
+        text = relayered(hit, new)
+        derived += text is not None
+        return text
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cp, "_relayered", counting)
+        _, current = _generated(tmp_path, seed, 6 * FULL_EVERY, check=True)
+    assert derived > 2 * FULL_EVERY and current > 0  # demotions, every step: derived, not dumped
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_whole_states_are_the_same_bytes_with_and_without_derived_texts(tmp_path: Path, seed: int) -> None:
+    rows, _ = _generated(tmp_path, seed, 6 * FULL_EVERY, check=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cp, "_relayered", lambda hit, new: None)
+        plain, _ = _generated(tmp_path, seed, 6 * FULL_EVERY, check=False, tag="-plain")
+    assert rows == plain
+    assert sum('"kind":"context_state"' in (text or "") for _, text in rows) >= 5
+
+
+def test_a_whole_state_dumps_only_what_its_own_step_made(tmp_path: Path) -> None:
+    """The demoted interactions of the change logs since the last whole state are in the cache."""
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = _think_run(tmp_path / "ws", store, "R1")
+    dumped: list[int] = []
+    context = Checkpointer._context
+
+    def spy(self: Checkpointer, step: int) -> tuple[cp._ContextRow | None, list[tuple[str, str]], int | None]:
+        out = context(self, step)
+        if out[0] is not None and out[0].whole and step > FULL_EVERY:
+            dumped.append(len(out[0].missing))
+        return out
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Checkpointer, "_context", spy)
+        for _ in range(4 * FULL_EVERY + 1):
+            run.step()
+    assert len(dumped) == 3 and all(n == 1 for n in dumped)  # the step's new interaction
+    run.close()
