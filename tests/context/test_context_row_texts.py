@@ -53,8 +53,10 @@ def _generated(tmp_path: Path, seed: int, steps: int, check: bool, tag: str = ""
     for rnd in range(1, steps):
         if rng.random() < 0.6:
             operate(ctx, rng, rnd)
-        if rng.random() < 0.1:
+        if rng.random() < 0.1:  # a secret in the text, or in the source (a stub's, once retired)
             ctx.add_interaction(rnd, "read env", f"found {rng.choice(_SECRETS)}", source=f"read_file:env{rnd % 3}")
+        if rng.random() < 0.05:
+            ctx.add_interaction(rnd, "read env", "ok", source=f"read_file:{rng.choice(_SECRETS)}")
         run.step()
         if check:
             for item_id, (version, text) in checker._item_texts.items():
@@ -87,21 +89,28 @@ def test_every_cached_item_text_is_the_redacted_text_of_its_version(tmp_path: Pa
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_whole_states_are_the_same_bytes_with_and_without_derived_texts(tmp_path: Path, seed: int) -> None:
-    rows, _ = _generated(tmp_path, seed, 6 * FULL_EVERY, check=False)
+def test_whole_states_are_the_same_bytes_with_and_without_the_shortcuts(tmp_path: Path, seed: int) -> None:
+    """Without derived texts, and with the stubs dumped and checked anew each time: the same rows."""
+    rows, _ = _generated(tmp_path, seed, 8 * FULL_EVERY, check=False)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cp, "_relayered", lambda hit, new: None)
-        plain, _ = _generated(tmp_path, seed, 6 * FULL_EVERY, check=False, tag="-plain")
+        patch.setattr(Checkpointer, "_stubs_text", lambda self, stubs: (_dumps(stubs), False))
+        plain, _ = _generated(tmp_path, seed, 8 * FULL_EVERY, check=False, tag="-plain")
     assert rows == plain
-    assert sum('"kind":"context_state"' in (text or "") for _, text in rows) >= 5
+    wholes = [text for _, text in rows if text is not None and '"kind":"context_state"' in text]
+    assert len(wholes) >= 7
+    stubs = [text[text.index(',"stubs":'):text.index(',"refs":')] for text in wholes]
+    assert any("[REDACTED]" in s for s in stubs) or seed % 2 == 0  # (retiring at every chance: secret stubs)
 
 
 def test_a_whole_state_dumps_only_what_its_own_step_made(tmp_path: Path) -> None:
-    """The demoted interactions of the change logs since the last whole state are in the cache."""
+    """The demoted interactions of the change logs since the last whole state are in the cache, and
+    stubs unchanged since the last whole state are neither dumped nor checked again."""
     store = SQLiteStore(tmp_path / "runs.sqlite")
     run = _think_run(tmp_path / "ws", store, "R1")
     dumped: list[int] = []
-    context = Checkpointer._context
+    reused: list[bool] = []
+    context, stubs_text = Checkpointer._context, Checkpointer._stubs_text
 
     def spy(self: Checkpointer, step: int) -> tuple[cp._ContextRow | None, list[tuple[str, str]], int | None]:
         out = context(self, step)
@@ -109,9 +118,19 @@ def test_a_whole_state_dumps_only_what_its_own_step_made(tmp_path: Path) -> None
             dumped.append(len(out[0].missing))
         return out
 
+    def stubs_spy(self: Checkpointer, stubs: list[list[object]]) -> tuple[str, bool]:
+        last = self._stubs
+        text, known = stubs_text(self, stubs)
+        assert text == _dumps(stubs) and known
+        reused.append(self._stubs is last and last is not None)
+        return text, known
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Checkpointer, "_context", spy)
-        for _ in range(4 * FULL_EVERY + 1):
+        patch.setattr(Checkpointer, "_stubs_text", stubs_spy)
+        run.context._rec.retire_min = 8
+        for _ in range(12 * FULL_EVERY + 1):
             run.step()
-    assert len(dumped) == 3 and all(n == 1 for n in dumped)  # the step's new interaction
+    assert len(dumped) == 11 and all(n == 1 for n in dumped)  # the step's new interaction
+    assert any(reused) and not all(reused)
     run.close()
