@@ -272,6 +272,11 @@ class Checkpointer:
         else:
             data = ctx.take_changes(raw_items=True)
             refs, base = data.get("refs", ()), self._base  # a change log names new outputs only when there are some
+            cache = self._item_texts
+            for before, after in ctx.demoted_versions():  # the cache stays whole: see _relayer_text
+                if (hit := cache.get(after.id)) is not None and hit[0] is before and (
+                        text := _relayer_text(hit[1], before, after)) is not None:
+                    cache[after.id] = (after, text)
         blobs, self._verbatim = [], []
         for entry in refs:
             if entry["sha256"] not in self._blobs:
@@ -360,12 +365,16 @@ _all_but_layer = attrgetter(*(f.name for f in fields(ContextItem) if f.init and 
 
 def _relayered(hit: tuple[ContextItem, str], new: ContextItem) -> str | None:
     """The redacted text of ``new`` from the cached one of an older version (``hit``) when the two
-    differ in their layer alone, else None. to_dict(compact=True) leads with kind, id, layer, so the
-    text differs in the layer's name only; and redaction does not see it: no match can touch the
-    ``layer":"L4"`` between two ``,"`` (see Redactor.clean), so the rest is redacted alike."""
+    differ in their layer alone, else None."""
     old, text = hit
-    if _all_but_layer(old) != _all_but_layer(new):
-        return None
+    return _relayer_text(text, old, new) if _all_but_layer(old) == _all_but_layer(new) else None
+
+
+def _relayer_text(text: str, old: ContextItem, new: ContextItem) -> str | None:
+    """The redacted text of ``new`` from ``text``, that of ``old``, which differs from it in the layer
+    alone (None if ``text`` does not start as expected). to_dict(compact=True) leads with kind, id,
+    layer, so the text differs in the layer's name only; and redaction does not see it: no match can
+    touch the ``layer":"L4"`` between two ``,"`` (see Redactor.clean), so the rest is redacted alike."""
     item_id = old.id
     head = f'{{"kind":"context_item","id":"{item_id}","layer":"' if item_id.isalnum() else (
         f'{{"kind":"context_item","id":{_dumps(item_id)},"layer":"')  # (no escape in a c123)

@@ -16,6 +16,7 @@ from ctxhelpers import operate
 from harness_lab import checkpoint as cp
 from harness_lab.approval import AutoApprove
 from harness_lab.checkpoint import FULL_EVERY, Checkpointer, _dumps
+from harness_lab.context import ContextManager, Layer
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.paths import data_dir
@@ -74,16 +75,16 @@ def _generated(tmp_path: Path, seed: int, steps: int, check: bool, tag: str = ""
 @pytest.mark.parametrize("seed", range(6))
 def test_every_cached_item_text_is_the_redacted_text_of_its_version(tmp_path: Path, seed: int) -> None:
     derived = 0
-    relayered = cp._relayered
+    relayer_text = cp._relayer_text
 
-    def counting(hit: tuple[cp.ContextItem, str], new: cp.ContextItem) -> str | None:
+    def counting(text: str, old: cp.ContextItem, new: cp.ContextItem) -> str | None:
         nonlocal derived
-        text = relayered(hit, new)
-        derived += text is not None
-        return text
+        out = relayer_text(text, old, new)
+        derived += out is not None
+        return out
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cp, "_relayered", counting)
+        patch.setattr(cp, "_relayer_text", counting)
         _, current = _generated(tmp_path, seed, 6 * FULL_EVERY, check=True)
     assert derived > 2 * FULL_EVERY and current > 0  # demotions, every step: derived, not dumped
 
@@ -93,7 +94,7 @@ def test_whole_states_are_the_same_bytes_with_and_without_the_shortcuts(tmp_path
     """Without derived texts, and with the stubs dumped and checked anew each time: the same rows."""
     rows, _ = _generated(tmp_path, seed, 8 * FULL_EVERY, check=False)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cp, "_relayered", lambda hit, new: None)
+        patch.setattr(cp, "_relayer_text", lambda text, old, new: None)
         patch.setattr(Checkpointer, "_stubs_text", lambda self, stubs: (_dumps(stubs), False))
         plain, _ = _generated(tmp_path, seed, 8 * FULL_EVERY, check=False, tag="-plain")
     assert rows == plain
@@ -104,7 +105,7 @@ def test_whole_states_are_the_same_bytes_with_and_without_the_shortcuts(tmp_path
 
 
 def test_a_whole_state_dumps_only_what_its_own_step_made(tmp_path: Path) -> None:
-    """The demoted interactions of the change logs since the last whole state are in the cache, and
+    """The interactions demoted in the change logs since the last whole state are in the cache, and
     stubs unchanged since the last whole state are neither dumped nor checked again."""
     store = SQLiteStore(tmp_path / "runs.sqlite")
     run = _think_run(tmp_path / "ws", store, "R1")
@@ -125,12 +126,37 @@ def test_a_whole_state_dumps_only_what_its_own_step_made(tmp_path: Path) -> None
         reused.append(self._stubs is last and last is not None)
         return text, known
 
+    relayered = cp._relayered
+    at_whole: list[bool] = []  # derived while writing a whole state: only the step's own demotion
+
+    def relayered_spy(hit: tuple[cp.ContextItem, str], new: cp.ContextItem) -> str | None:
+        out = relayered(hit, new)
+        at_whole.append(out is not None)
+        return out
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Checkpointer, "_context", spy)
         patch.setattr(Checkpointer, "_stubs_text", stubs_spy)
+        patch.setattr(cp, "_relayered", relayered_spy)
         run.context._rec.retire_min = 8
         for _ in range(12 * FULL_EVERY + 1):
             run.step()
     assert len(dumped) == 11 and all(n == 1 for n in dumped)  # the step's new interaction
     assert any(reused) and not all(reused)
+    assert 0 < sum(at_whole) <= 12  # (the other demotions: derived in their change logs)
     run.close()
+
+
+def test_a_demotion_is_a_layer_patch_only_when_nothing_else_changed_since_the_last_log() -> None:
+    ctx = ContextManager()
+    for rnd in (1, 2, 3):
+        ctx.add_interaction(rnd, "cat", "a b", source=f"read_file:f{rnd}", key=f"f{rnd}")
+    ctx.take_changes()
+    ctx.add_interaction(4, "cat", "a b", source="read_file:f4")  # c1 leaves the window: L4
+    first = ctx.item("c1")
+    assert ctx.take_changes()["patches"] == [{"id": "c1", "layer": "L4"}]
+    assert [(a.layer, b) for a, b in ctx.demoted_versions()] == [(Layer.L2, first)]
+    ctx.mark_stale("f2")  # c2 stale, then out of the window in the same log
+    ctx.add_interaction(5, "cat", "a b", source="read_file:f5")
+    assert ctx.take_changes()["patches"] == [{"id": "c2", "layer": "L4", "freshness": "stale"}]
+    assert ctx.demoted_versions() == []
