@@ -362,6 +362,12 @@ class ContextManager:
         self._logged_scalars = values
         return out
 
+    def demoted_versions(self) -> list[tuple[ContextItem, ContextItem]]:
+        """The (before, after) versions of the items that the last :meth:`take_changes` patched in their
+        layer alone, made so by a demotion out of the interaction window (every other field shared): a
+        checkpoint derives the new version's text from the old one's."""
+        return self._rec.demoted
+
     def retire(self) -> list[str]:
         """Retire now what would be retired at the next pass (items that left the view for good and
         that nothing retained refers to; see the class notes); the retired ids. A checkpoint calls

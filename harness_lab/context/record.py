@@ -55,6 +55,9 @@ class ItemRecord:
         self._changed: dict[str, ContextItem | None] = {}
         self._retired: list[str] = []
         self._live_dirty = False
+        # Versions relayer() made (before, after), by id; the last take_changes' patches among them.
+        self._relayered: dict[str, tuple[ContextItem, ContextItem]] = {}
+        self.demoted: list[tuple[ContextItem, ContextItem]] = []
         # Whether a retirement pass could retire anything. Right after one the archive holds only what
         # it kept, and that stays kept until an item leaves the view, a version out of the view is
         # written (a status or key change, a restore), or a rewrite changes what an item covers or
@@ -114,7 +117,9 @@ class ItemRecord:
         does an item this record has not counted (loaded out of the view: no header cached)."""
         if self.counter is not approx_token_count or not item._header:
             return self.restamp(item, layer=layer)
-        return relayered(item, layer, f"[{_LAYER_NAMES[layer]}{item._header[3:]}")
+        new = relayered(item, layer, f"[{_LAYER_NAMES[layer]}{item._header[3:]}")
+        self._relayered[item.id] = (item, new)  # all else shared: take_changes needs no field compare
+        return new
 
     def put(self, item: ContextItem) -> None:
         """Put (a new version of) *item* in the view and the record."""
@@ -224,25 +229,31 @@ class ItemRecord:
         give the current one. A rewritten item whose text stayed (a demotion, a status or freshness
         change) comes as a patch: its id and the fields that changed, as :meth:`ContextItem.to_dict`
         spells them; an item with no change at all does not come."""
-        archive = self.archive
+        archive, relayered_ = self.archive, self._relayered
         changed: list[ContextItem] = []
         patches: list[dict[str, Any]] = []
+        self.demoted = demoted = []
         for item_id, before in self._changed.items():
             item = archive.get(item_id)
             if item is None:
                 continue
             if before is None or (before.text is not item.text and before.text != item.text):
                 changed.append(item)
+            elif (pair := relayered_.get(item_id)) is not None and pair[0] is before and pair[1] is item:
+                if before.layer != item.layer:  # patch(before, item), known: the layer alone changed
+                    patches.append({"id": item_id, "layer": _LAYER_NAMES[item.layer]})
+                    demoted.append(pair)
             elif (diff := patch(before, item)) is not None:
                 patches.append(diff)
         retired, live = self._retired, list(self.live) if self._live_dirty else None
         stubs = self.stub_list() if self._stubs_dirty else None
-        self._changed, self._retired, self._live_dirty, self._stubs_dirty = {}, [], False, False
+        self.forget_changes()
         return changed, patches, retired, live, stubs
 
     def forget_changes(self) -> None:
         """Start the change log afresh (the current record is what its reader has)."""
         self._changed, self._retired, self._live_dirty, self._stubs_dirty = {}, [], False, False
+        self._relayered = {}
 
     def stub_list(self) -> list[list[Any]]:
         """``[[id, key, source], ...]``; the rows are shared between calls (a whole state holds ~100-150

@@ -16,6 +16,7 @@ from ctxhelpers import operate
 from harness_lab import checkpoint as cp
 from harness_lab.approval import AutoApprove
 from harness_lab.checkpoint import FULL_EVERY, Checkpointer, _dumps
+from harness_lab.context import ContextManager, Layer
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.paths import data_dir
@@ -53,8 +54,10 @@ def _generated(tmp_path: Path, seed: int, steps: int, check: bool, tag: str = ""
     for rnd in range(1, steps):
         if rng.random() < 0.6:
             operate(ctx, rng, rnd)
-        if rng.random() < 0.1:
+        if rng.random() < 0.1:  # a secret in the text, or in the source (a stub's, once retired)
             ctx.add_interaction(rnd, "read env", f"found {rng.choice(_SECRETS)}", source=f"read_file:env{rnd % 3}")
+        if rng.random() < 0.05:
+            ctx.add_interaction(rnd, "read env", "ok", source=f"read_file:{rng.choice(_SECRETS)}")
         run.step()
         if check:
             for item_id, (version, text) in checker._item_texts.items():
@@ -72,36 +75,43 @@ def _generated(tmp_path: Path, seed: int, steps: int, check: bool, tag: str = ""
 @pytest.mark.parametrize("seed", range(6))
 def test_every_cached_item_text_is_the_redacted_text_of_its_version(tmp_path: Path, seed: int) -> None:
     derived = 0
-    relayered = cp._relayered
+    relayer_text = cp._relayer_text
 
-    def counting(hit: tuple[cp.ContextItem, str], new: cp.ContextItem) -> str | None:
+    def counting(text: str, old: cp.ContextItem, new: cp.ContextItem) -> str | None:
         nonlocal derived
-        text = relayered(hit, new)
-        derived += text is not None
-        return text
+        out = relayer_text(text, old, new)
+        derived += out is not None
+        return out
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cp, "_relayered", counting)
+        patch.setattr(cp, "_relayer_text", counting)
         _, current = _generated(tmp_path, seed, 6 * FULL_EVERY, check=True)
     assert derived > 2 * FULL_EVERY and current > 0  # demotions, every step: derived, not dumped
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_whole_states_are_the_same_bytes_with_and_without_derived_texts(tmp_path: Path, seed: int) -> None:
-    rows, _ = _generated(tmp_path, seed, 6 * FULL_EVERY, check=False)
+def test_whole_states_are_the_same_bytes_with_and_without_the_shortcuts(tmp_path: Path, seed: int) -> None:
+    """Without derived texts, and with the stubs dumped and checked anew each time: the same rows."""
+    rows, _ = _generated(tmp_path, seed, 8 * FULL_EVERY, check=False)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cp, "_relayered", lambda hit, new: None)
-        plain, _ = _generated(tmp_path, seed, 6 * FULL_EVERY, check=False, tag="-plain")
+        patch.setattr(cp, "_relayer_text", lambda text, old, new: None)
+        patch.setattr(Checkpointer, "_stubs_text", lambda self, stubs: (_dumps(stubs), False))
+        plain, _ = _generated(tmp_path, seed, 8 * FULL_EVERY, check=False, tag="-plain")
     assert rows == plain
-    assert sum('"kind":"context_state"' in (text or "") for _, text in rows) >= 5
+    wholes = [text for _, text in rows if text is not None and '"kind":"context_state"' in text]
+    assert len(wholes) >= 7
+    stubs = [text[text.index(',"stubs":'):text.index(',"refs":')] for text in wholes]
+    assert any("[REDACTED]" in s for s in stubs) or seed % 2 == 0  # (retiring at every chance: secret stubs)
 
 
 def test_a_whole_state_dumps_only_what_its_own_step_made(tmp_path: Path) -> None:
-    """The demoted interactions of the change logs since the last whole state are in the cache."""
+    """The interactions demoted in the change logs since the last whole state are in the cache, and
+    stubs unchanged since the last whole state are neither dumped nor checked again."""
     store = SQLiteStore(tmp_path / "runs.sqlite")
     run = _think_run(tmp_path / "ws", store, "R1")
     dumped: list[int] = []
-    context = Checkpointer._context
+    reused: list[bool] = []
+    context, stubs_text = Checkpointer._context, Checkpointer._stubs_text
 
     def spy(self: Checkpointer, step: int) -> tuple[cp._ContextRow | None, list[tuple[str, str]], int | None]:
         out = context(self, step)
@@ -109,9 +119,44 @@ def test_a_whole_state_dumps_only_what_its_own_step_made(tmp_path: Path) -> None
             dumped.append(len(out[0].missing))
         return out
 
+    def stubs_spy(self: Checkpointer, stubs: list[list[object]]) -> tuple[str, bool]:
+        last = self._stubs
+        text, known = stubs_text(self, stubs)
+        assert text == _dumps(stubs) and known
+        reused.append(self._stubs is last and last is not None)
+        return text, known
+
+    relayered = cp._relayered
+    at_whole: list[bool] = []  # derived while writing a whole state: only the step's own demotion
+
+    def relayered_spy(hit: tuple[cp.ContextItem, str], new: cp.ContextItem) -> str | None:
+        out = relayered(hit, new)
+        at_whole.append(out is not None)
+        return out
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Checkpointer, "_context", spy)
-        for _ in range(4 * FULL_EVERY + 1):
+        patch.setattr(Checkpointer, "_stubs_text", stubs_spy)
+        patch.setattr(cp, "_relayered", relayered_spy)
+        run.context._rec.retire_min = 8
+        for _ in range(12 * FULL_EVERY + 1):
             run.step()
-    assert len(dumped) == 3 and all(n == 1 for n in dumped)  # the step's new interaction
+    assert len(dumped) == 11 and all(n == 1 for n in dumped)  # the step's new interaction
+    assert any(reused) and not all(reused)
+    assert 0 < sum(at_whole) <= 12  # (the other demotions: derived in their change logs)
     run.close()
+
+
+def test_a_demotion_is_a_layer_patch_only_when_nothing_else_changed_since_the_last_log() -> None:
+    ctx = ContextManager()
+    for rnd in (1, 2, 3):
+        ctx.add_interaction(rnd, "cat", "a b", source=f"read_file:f{rnd}", key=f"f{rnd}")
+    ctx.take_changes()
+    ctx.add_interaction(4, "cat", "a b", source="read_file:f4")  # c1 leaves the window: L4
+    first = ctx.item("c1")
+    assert ctx.take_changes()["patches"] == [{"id": "c1", "layer": "L4"}]
+    assert [(a.layer, b) for a, b in ctx.demoted_versions()] == [(Layer.L2, first)]
+    ctx.mark_stale("f2")  # c2 stale, then out of the window in the same log
+    ctx.add_interaction(5, "cat", "a b", source="read_file:f5")
+    assert ctx.take_changes()["patches"] == [{"id": "c2", "layer": "L4", "freshness": "stale"}]
+    assert ctx.demoted_versions() == []
