@@ -331,9 +331,11 @@ class Checkpointer:
         cache = self._item_texts
         for item, text in zip(row.missing, raw, strict=True):
             cache[item.id] = (item, text)
-        texts = [cache[i.id][1] for i in row.items]
-        if row.whole:  # forget retired items
-            self._item_texts = {i.id: cache[i.id] for i in row.items}
+        if row.whole and len(cache) > len(row.items):  # forget retired items (every item has its entry)
+            self._item_texts = cache = {i.id: cache[i.id] for i in row.items}
+            texts = [text for _, text in cache.values()]
+        else:
+            texts = [cache[i.id][1] for i in row.items]
         return f'{head[:-1]},"items":[{",".join(texts)}]}}'
 
     def _redact_text(self, text: str) -> str:
