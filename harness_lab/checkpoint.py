@@ -127,6 +127,7 @@ class Checkpointer:
         self._verbatim: list[str] = []
         self._item_texts: dict[str, tuple[ContextItem, str]] = {}  # item id -> (version, redacted JSON)
         self._stubs: tuple[list[list[Any]], str, bool] | None = None  # the last whole state's (see _stubs_text)
+        self._demoted: list[tuple[ContextItem, ContextItem]] = []  # (before, after) since the last whole state
         self._from = context_from  # until the first whole state: the checkpoint the base row stands for
         if loaded is not None:
             state = run.context.state(ref_texts=False, raw_items=True)
@@ -274,11 +275,7 @@ class Checkpointer:
         else:
             data = ctx.take_changes(raw_items=True)
             refs, base = data.get("refs", ()), self._base  # a change log names new outputs only when there are some
-            cache = self._item_texts
-            for before, after in ctx.demoted_versions():  # the cache stays whole: see _relayer_text
-                if (hit := cache.get(after.id)) is not None and hit[0] is before and (
-                        text := _relayer_text(hit[1], before, after)) is not None:
-                    cache[after.id] = (after, text)
+            self._demoted += ctx.demoted_versions()  # their texts are derived for the next whole state
         blobs, self._verbatim = [], []
         for entry in refs:
             if entry["sha256"] not in self._blobs:
@@ -298,11 +295,17 @@ class Checkpointer:
         else:
             head = check = _dumps(data)
         cache = self._item_texts
+        if whole:  # the texts of the items demoted since the last one, from the texts before (oldest first)
+            for before, after in self._demoted:
+                if (hit := cache.get(after.id)) is not None and hit[0] is before and (
+                        derived := _relayer_text(hit[1], before, after)) is not None:
+                    cache[after.id] = (after, derived)
+            self._demoted = []
         missing = []
         for i in items:
             if (hit := cache.get(i.id)) is None or hit[0] is not i:
                 if hit is not None and whole and (derived := _relayered(hit, i)) is not None:
-                    cache[i.id] = (i, derived)  # demoted since its text was written (a patch in a change log)
+                    cache[i.id] = (i, derived)  # otherwise demoted since its text was written (by this step)
                 else:
                     missing.append(i)
         raw = [check, *(_compact_json(i) or _dumps(i.to_dict(compact=True)) for i in missing)]
@@ -330,9 +333,11 @@ class Checkpointer:
         cache = self._item_texts
         for item, text in zip(row.missing, raw, strict=True):
             cache[item.id] = (item, text)
-        texts = [cache[i.id][1] for i in row.items]
-        if row.whole:  # forget retired items
-            self._item_texts = {i.id: cache[i.id] for i in row.items}
+        if row.whole and len(cache) > len(row.items):  # forget retired items (every item has its entry)
+            self._item_texts = cache = {i.id: cache[i.id] for i in row.items}
+            texts = [text for _, text in cache.values()]
+        else:
+            texts = [cache[i.id][1] for i in row.items]
         return f'{head[:-1]},"items":[{",".join(texts)}]}}'
 
     def _redact_text(self, text: str) -> str:
