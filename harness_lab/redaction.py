@@ -18,12 +18,17 @@ __all__ = ["SECRET_CATEGORIES", "Redactor", "redact"]
 
 # memory.exclude entries that name a kind of secret (seed 000: "secrets, raw_credentials").
 SECRET_CATEGORIES = frozenset({"secrets", "raw_credentials", "credentials", "api_keys", "tokens", "passwords"})
+# Where a token may start: after a non-word character, or right after a JSON escape (``\n``, ``\t``,
+# ``\u00e9``...), whose last character is a word character in the stored text: ``\b`` alone let
+# "found\nsk-..." through.
+_START = r"(?:(?<!\w)|(?<=\\[nrtbf])|(?<=\\u[0-9A-Fa-f]{4}))"
+_SPACE = r"(?:\s|\\[nrt])"  # whitespace, also as it is spelled inside a JSON string
 _SECRET_PATTERNS = (
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----[^\"]*?-----END [A-Z ]*PRIVATE KEY-----",  # within one JSON string
-    r"\bAKIA[0-9A-Z]{16}\b",
-    r"\bsk-[A-Za-z0-9_-]{16,}",
-    r"\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}",
-    r"(?i:\bbearer\s+[A-Za-z0-9._~+/-]{8,}=*)",
+    _START + r"AKIA[0-9A-Z]{16}\b",
+    _START + r"sk-[A-Za-z0-9_-]{16,}",
+    _START + r"(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}",
+    _START + r"(?i:bearer" + _SPACE + r"+[A-Za-z0-9._~+/-]{8,}=*)",
     # key = value / "key": "value" (also inside JSON-escaped text): keep the key, drop the value
     r"(?P<k>(?i:password|passwd|pwd|api[_-]?key|secret|token)\\?\"?\s*[:=]\s*\\?\"?)[^\s\"\\,;&]{3,}",
 )

@@ -21,7 +21,7 @@ _WORDS = ["password", "PassWord", "pwd", "api-key", "API_KEY", "secret", "token"
           "-----BEGIN RSA PRIVATE KEY-----abc-----END RSA PRIVATE KEY-----",
           "-----BEGIN RSA PRIVATE KEY-----a,b-----END RSA PRIVATE KEY-----", ":", "=", " ", '"', '\\"', "x",
           "hunter22", ",", ',"', "{", "}", "[", "İ", "7", "AKIA1234567890ABCDEF", "sk-0123456789012345",
-          "Bearer 12345678", "token=12", "token=123", "9"]
+          "Bearer 12345678", "token=12", "token=123", "9", "\n", "\t", "é", "\x07", "Bearer\t12345678"]
 _text = st.lists(st.sampled_from(_WORDS), max_size=10).map("".join)
 _json = st.recursive(st.one_of(st.none(), st.integers(), _text),
                      lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_text, inner, max_size=3)),
@@ -35,11 +35,31 @@ def _whole(redactor: Redactor, text: str) -> str:
 
 
 @settings(max_examples=1500, deadline=None)
-@given(st.one_of(_text, _json.map(lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False))))
+@given(st.one_of(_text, _json.map(lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False)),
+                 _json.map(lambda v: json.dumps(v, separators=(",", ":")))))  # escapes: \n, \u00e9 ...
 def test_piecewise_redaction_equals_the_whole_text_redaction(text: str) -> None:
     assert _MEMO.json(text) == _whole(_MEMO, text)
     assert _MEMO.clean(text) == (_MEMO._re is not None and _MEMO._re.search(text) is None)
     assert _MEMO.clean(text) == (_MEMO._re is not None and _MEMO._re.search(text) is None)  # from the memo
+
+
+_AFTER_ESCAPES = ["found\nsk-abcdefghijklmnopqrstu", "x\tAKIAABCDEFGHIJKLMNOP", "auth: Bearer\tabcdefghijk",
+                  "Bearer\nabcdefghijk"]
+
+
+@pytest.mark.parametrize(("text", "ascii_only"), [*((t, a) for t in _AFTER_ESCAPES for a in (True, False)),
+                                                  ("\u00e9ghp_" + "a" * 22, True)])  # é spelled \u00e9
+def test_a_secret_right_after_a_json_escape_is_redacted(text: str, ascii_only: bool) -> None:
+    """In a stored row a newline before a key is the two characters \\n: the key starts after a word
+    character, where a plain \\b finds no boundary. (A key glued to a letter, "éghp_...", is one word
+    and is left alone, as before.)"""
+    row = json.dumps({"kind": "step", "note": text}, ensure_ascii=ascii_only)
+    redactor = Redactor(["secrets"])
+    assert not redactor.clean(row)
+    redacted = redactor.json(row)
+    assert "[REDACTED]" in redacted and json.loads(redacted)["note"] != text
+    for secret in ("sk-abcdefghijklmnopqrstu", "AKIAABCDEFGHIJKLMNOP", "ghp_" + "a" * 22, "abcdefghijk"):
+        assert secret not in redacted
 
 
 def test_a_secret_in_a_new_piece_is_found_after_its_neighbours_were_seen(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,8 @@ from harness_lab.cli import main
 from harness_lab.store import SQLiteStore
 
 SECRET_ACTIONS = [
-    {"kind": "write_file", "path": ".env", "content": "password=hunter2hunter2\nAWS=AKIAABCDEFGHIJKLMNOP\n"},
+    {"kind": "write_file", "path": ".env", "content": "password=hunter2hunter2\nAWS=AKIAABCDEFGHIJKLMNOP\n"
+                                                   "sk-abcdefghijklmnopqrstu\n"},  # a key right after a newline
     {"kind": "read_file", "path": ".env"},
     *ACTIONS,
 ]
@@ -32,6 +33,7 @@ def test_secrets_never_reach_the_store(tmp_path: Path) -> None:
     store.close()
     data = _all_bytes(db)
     assert b"hunter2hunter2" not in data and b"AKIAABCDEFGHIJKLMNOP" not in data
+    assert b"sk-abcdefghijklmnopqrstu" not in data
     assert b"[REDACTED]" in data
     assert (tmp_path / "ws" / ".env").read_text().startswith("password=hunter2"), "the workspace itself is untouched"
 
