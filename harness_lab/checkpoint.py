@@ -62,8 +62,6 @@ FULL_EVERY = 16  # steps between whole context states: a restore replays at most
 # (parse 2.7, fold 1.4, fetch 0.7) and ~2 µs to restore the item it adds; bench/fork_resume.py --full-every 32)
 FULL_BYTES = 256 * 1024  # ... or fewer, once the change logs since the last whole state are this large
 
-
-
 _STATE_JSON = {state: to_json(state.value).decode() for state in RunState}
 _SEP = ',"'
 
