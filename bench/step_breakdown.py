@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from step_overhead import noop_run  # noqa: E402
 
+from harness_lab._context_rows import ContextRows  # noqa: E402
 from harness_lab._step_records import proposed, step_record, tool_called  # noqa: E402
 from harness_lab._step_records import usage as make_usage  # noqa: E402
 from harness_lab.gates import LoopGates  # noqa: E402
@@ -122,8 +123,8 @@ def measure_store(steps: int, tmp: Path) -> dict[str, float]:
     parts = {  # (owner, attribute, label); the ones a refactoring renamed are skipped
         "commit": (cp.Checkpointer, "commit", "checkpoint commit, all of it"),
         "sql": (store, "_tx", "SQLite transaction (the INSERT and its commit)"),
-        "context": (cp.Checkpointer, "_context", "context change log / whole state"),
-        "context_text": (cp.Checkpointer, "_context_text", "context JSON assembled"),
+        "context": (ContextRows, "take", "context change log / whole state"),
+        "context_text": (ContextRows, "text", "context JSON assembled"),
         "record": (cp, "dump_step_row", "step record JSON"),
         "capture": (type(run), "capture", "run state captured"),
         "clean": (Redactor, "clean", "redaction memo check"),

@@ -13,7 +13,7 @@ not grow with the run: the context is written whole only every ``FULL_EVERY`` st
 change logs since then reach ``FULL_BYTES``, or when the run's context object was replaced by a
 restore); the rows in between hold :meth:`ContextManager.take_changes
 <harness_lab.context.ContextManager.take_changes>`, and ``context_base`` names the row a restore
-replays from. Large outputs go to the store's blobs once, by sha256. Redaction runs over what is
+replays from (the context part of the rows: :mod:`harness_lab._context_rows`). Large outputs go to the store's blobs once, by sha256. Redaction runs over what is
 written, so only over the new and changed text; a memo of the JSON pieces (and whole texts) found
 clean before means a loop's rows cost one hash each to check (see :meth:`~harness_lab.redaction.Redactor.clean`). A step with
 no effect skips the ledger update, so its row is one ``INSERT`` in one implicit transaction.
@@ -30,17 +30,14 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from math import isfinite
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json
 
+from ._context_rows import ContextRows, _dumps
 from .actions import WriteReport, _Action
 from .checkpoint_record import RUN_STATE_EMPTY, Checkpoint
-from .context import ContextItem
-from .context.items import _LAYER_NAMES, _compact_json
 from .effect_classes import EffectClass, effect_class, effect_of_tool
 from .errors import StoreError
 from .events import _PIECES, StepRecord, Usage, dump_step_row
@@ -118,19 +115,9 @@ class Checkpointer:
         self._failure: str | None = None
         self.last_commit_at = time.time()
         self.last_step = run.step_no
-        self._ctx: object = None  # the context object the change log follows (a restore replaces it)
-        self._base: int | None = None  # step of the last whole context state written
-        self._since = 0  # bytes of change logs written since then
-        self._blobs: set[str] = set()  # sha256 of the outputs this checkpointer knows are stored
-        self._verbatim: list[str] = []
-        self._item_texts: dict[str, tuple[ContextItem, str]] = {}  # item id -> (version, redacted JSON)
-        self._stubs: tuple[list[list[Any]], str, bool] | None = None  # the last whole state's (see _stubs_text)
-        self._demoted: list[tuple[ContextItem, ContextItem]] = []  # (before, after) since the last whole state
-        self._from = context_from  # until the first whole state: the checkpoint the base row stands for
+        self._rows = ContextRows(store, self._redact, context_from=context_from)
         if loaded is not None:
-            state = run.context.state(ref_texts=False, raw_items=True)
-            self._item_texts = {i.id: (i, loaded[i.id]) for i in state["items"] if i.id in loaded}
-            self._blobs = {entry["sha256"] for entry in state["refs"]["refs"]}  # in the store it came from
+            self._rows.adopt(run.context, loaded)
         # Ledger entries of the next step to settle: an effect this process began, or (not fresh,
         # adopted) whatever a crashed process left at that step. Otherwise the update is skipped.
         self._unsettled = not fresh
@@ -188,9 +175,10 @@ class Checkpointer:
             state.pop(key, None)
         run_state = run.state
         try:
-            context, blobs, base = self._context(step)
+            context, blobs, base = (self._rows.take(run.context, step, full_every=FULL_EVERY, full_bytes=FULL_BYTES)
+                                    if "context" not in self._drop else (None, [], None))
         except BaseException:
-            self._ctx = None  # the change log may be half taken: the next row holds the whole state
+            self._rows.forget()  # the change log may be half taken: the next row holds the whole state
             raise
         # The JSON of the checkpoint dict (Checkpoint's fields in order), assembled from pieces: the
         # run's constants are dumped once, the rest only when there is something to write.
@@ -204,21 +192,14 @@ class Checkpointer:
         if not clean:
             record, text = self._redact(record), self._redact(text)
         try:
-            written = self._context_text(context, clean) if context is not None else None
+            written = self._rows.text(context, clean) if context is not None else None
             self.store.commit_step(run.run_id, step, now, record, text, written, blobs,
                                    settle_effects=self._unsettled)
         except BaseException:
-            self._ctx = None
+            self._rows.forget()
             raise
         self._unsettled = False
-        if base == step:
-            self._base, self._since = step, 0
-        elif written is not None:
-            self._since += len(written)
-        if blobs:
-            self._blobs.update(sha for sha, _ in blobs)
-            # Unchanged by redaction: the store's copy can stand in for the one in memory.
-            run.context.release_ref_texts(self._verbatim)
+        self._rows.written(run.context, step, base, written, blobs)
         self.last_commit_at, self.last_step = now, step
 
     def _optional(self, workspace_hash: str | None) -> list[str]:
@@ -242,105 +223,9 @@ class Checkpointer:
             out.append(self._pending_text[1])
         if self._drop:
             out.append(self._excluded_json)
-        if self._from is not None:
-            out.append(f',"context_from":{_dumps(self._from)}')
+        if (source := self._rows.context_from) is not None:
+            out.append(f',"context_from":{_dumps(source)}')
         return out
-
-    def _context(self, step: int) -> tuple[_ContextRow | None, list[tuple[str, str]], int | None]:
-        """The context of this row (whole state or change log) to redact, its new blobs, its base step."""
-        if "context" in self._drop:
-            return None, [], None
-        ctx = self.run.context
-        if self._from is not None and self._base is None:
-            # A fork's first row: its context is the source checkpoint's, stored already (redacted under
-            # this very contract). Name it; the change logs of the next rows build on it.
-            ctx.discard_changes()
-            self._ctx = ctx
-            return None, [], step
-        whole = (ctx is not self._ctx or self._base is None or step - self._base >= FULL_EVERY
-                 or self._since >= FULL_BYTES)
-        base: int | None
-        if whole:
-            self._from = None
-            # Retire first: up to max(128, view) items that left the view for good wait for the next
-            # retirement pass; a whole state without them is what every restore and fork reads back.
-            ctx.retire()
-            data = ctx.state(ref_texts=False, raw_items=True)
-            ctx.discard_changes()
-            refs = data["refs"]["refs"]
-            self._ctx, base = ctx, step
-            ctx.attach_ref_loader(self.store.blob)
-        else:
-            data = ctx.take_changes(raw_items=True)
-            refs, base = data.get("refs", ()), self._base  # a change log names new outputs only when there are some
-            self._demoted += ctx.demoted_versions()  # their texts are derived for the next whole state
-        blobs, self._verbatim = [], []
-        for entry in refs:
-            if entry["sha256"] not in self._blobs:
-                text = ctx.read_ref(entry["ref_id"])
-                blobs.append((entry["sha256"], redacted := self._redact_text(text)))
-                if redacted == text:
-                    self._verbatim.append(entry["sha256"])
-        items: list[ContextItem] = data.pop("items")
-        if whole:  # the head, its stubs (most of it) spliced in as the last whole state had them
-            stubs, ref_store = data.pop("stubs"), data.pop("refs")
-            rest, tail = _dumps(data)[:-1], f',"refs":{_dumps(ref_store)}}}'
-            stubs_text, known = self._stubs_text(stubs)
-            head = f'{rest},"stubs":{stubs_text}{tail}'
-            # Stubs found clean already need no new check: their ',"stubs":[...]' is whole pieces between
-            # ',"' (see Redactor.clean), so the rest's pieces are what they are in the whole head.
-            check = f"{rest}{tail}" if known else head
-        else:
-            head = check = _dumps(data)
-        cache = self._item_texts
-        if whole:  # the texts of the items demoted since the last one, from the texts before (oldest first)
-            for before, after in self._demoted:
-                if (hit := cache.get(after.id)) is not None and hit[0] is before and (
-                        derived := _relayer_text(hit[1], before, after)) is not None:
-                    cache[after.id] = (after, derived)
-            self._demoted = []
-        missing = []
-        for i in items:
-            if (hit := cache.get(i.id)) is None or hit[0] is not i:
-                if hit is not None and whole and (derived := _relayered(hit, i)) is not None:
-                    cache[i.id] = (i, derived)  # otherwise demoted since its text was written (by this step)
-                else:
-                    missing.append(i)
-        raw = [check, *(_compact_json(i) or _dumps(i.to_dict(compact=True)) for i in missing)]
-        return _ContextRow(items, missing, raw, whole, head), blobs, base
-
-    def _stubs_text(self, stubs: list[list[Any]]) -> tuple[str, bool]:
-        """The JSON of a whole state's stubs, and whether it is known clean. Unchanged since the last
-        whole state (3 in 4 of them) it is not dumped (~14 µs for ~150 stubs) or checked again: the
-        record shares its stub rows until they change and then makes all of them anew (ItemRecord.stub_list),
-        so the first and last rows tell (the last list is held: its rows' ids cannot be reused)."""
-        last = self._stubs
-        if last is not None and len(stubs) == len(last[0]) and (
-                not stubs or (stubs[0] is last[0][0] and stubs[-1] is last[0][-1])):
-            return last[1], last[2]
-        text = _dumps(stubs)
-        self._stubs = (stubs, text, known := self._redact.clean(f'stubs":{text}'))
-        return text, known
-
-    def _context_text(self, row: _ContextRow, clean: bool) -> str:
-        """The JSON of a context state or change log; each item version is dumped and redacted once
-        (a whole state reuses the texts of the change logs, and of an item demoted since, that text
-        with its new layer: see _relayered). Redacting item by item finds what one
-        pass over the whole text finds: no pattern can span the ``},{`` between two items."""
-        head, *raw = (row.head, *row.raw[1:]) if clean else [self._redact(t) for t in (row.head, *row.raw[1:])]
-        cache = self._item_texts
-        for item, text in zip(row.missing, raw, strict=True):
-            cache[item.id] = (item, text)
-        if row.whole and len(cache) > len(row.items):  # forget retired items (every item has its entry)
-            self._item_texts = cache = {i.id: cache[i.id] for i in row.items}
-            texts = [text for _, text in cache.values()]
-        else:
-            texts = [cache[i.id][1] for i in row.items]
-        return f'{head[:-1]},"items":[{",".join(texts)}]}}'
-
-    def _redact_text(self, text: str) -> str:
-        # The patterns are written for JSON-escaped text (what every other row holds).
-        return text if self._redact.inert else str(json.loads(self._redact(_dumps(text))))
 
     def _observe(self, record: StepRecord) -> None:
         result, verdict = record.tool_result, record.verdict
@@ -355,50 +240,6 @@ class Checkpointer:
             self._failure = f"{result.tool}: {result.reason}"
         if self.run.stop_reason is not None and self.run.state is not RunState.REVIEW_READY:
             self._failure = f"{self.run.stop_reason.code}: {self.run.stop_reason.message}"
-
-
-def _dumps(value: Any) -> str:
-    """Compact JSON, non-ASCII kept: what ``json.dumps(value, separators=(",", ":"),
-    ensure_ascii=False)`` gives, at a third of its cost (a float may be spelled differently, e.g.
-    ``1e16`` for ``1e+16``: it parses to the same value)."""
-    return to_json(value, inf_nan_mode="constants").decode()
-
-
-# Every field of an item version but its layer (what a demotion keeps).
-_all_but_layer = attrgetter(*(f.name for f in fields(ContextItem) if f.init and f.name != "layer"))
-
-
-def _relayered(hit: tuple[ContextItem, str], new: ContextItem) -> str | None:
-    """The redacted text of ``new`` from the cached one of an older version (``hit``) when the two
-    differ in their layer alone, else None."""
-    old, text = hit
-    return _relayer_text(text, old, new) if _all_but_layer(old) == _all_but_layer(new) else None
-
-
-def _relayer_text(text: str, old: ContextItem, new: ContextItem) -> str | None:
-    """The redacted text of ``new`` from ``text``, that of ``old``, which differs from it in the layer
-    alone (None if ``text`` does not start as expected). to_dict(compact=True) leads with kind, id,
-    layer, so the text differs in the layer's name only; and redaction does not see it: no match can
-    touch the ``layer":"L4"`` between two ``,"`` (see Redactor.clean), so the rest is redacted alike."""
-    item_id = old.id
-    head = f'{{"kind":"context_item","id":"{item_id}","layer":"' if item_id.isalnum() else (
-        f'{{"kind":"context_item","id":{_dumps(item_id)},"layer":"')  # (no escape in a c123)
-    was = _LAYER_NAMES[old.layer]
-    if not (text.startswith(head) and text.startswith(f'{was}"', len(head))):
-        return None
-    return f"{head}{_LAYER_NAMES[new.layer]}{text[len(head) + len(was):]}"
-
-
-@dataclass(frozen=True, slots=True)
-class _ContextRow:
-    """A row's context before redaction: the items in it, the versions not written before, the
-    texts to check (the head, less what is known clean, then one per new version), and the head."""
-
-    items: list[ContextItem]
-    missing: list[ContextItem]
-    raw: list[str]
-    whole: bool
-    head: str
 
 
 def _read(path: os.PathLike[str]) -> bytes | None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from ctxhelpers import operate
 
-from harness_lab import checkpoint as cp
+from harness_lab import _context_rows as cp
+from harness_lab._context_rows import ContextRows
 from harness_lab.approval import AutoApprove
 from harness_lab.checkpoint import FULL_EVERY, Checkpointer, _dumps
 from harness_lab.context import ContextManager, Layer
@@ -60,7 +61,7 @@ def _generated(tmp_path: Path, seed: int, steps: int, check: bool, tag: str = ""
             ctx.add_interaction(rnd, "read env", "ok", source=f"read_file:{rng.choice(_SECRETS)}")
         run.step()
         if check:
-            for item_id, (version, text) in checker._item_texts.items():
+            for item_id, (version, text) in checker._rows._item_texts.items():
                 assert text == whole(_dumps(version.to_dict(compact=True))), f"step {run.step_no}: {item_id}"
                 current += ctx._rec.archive.get(item_id) is version
     rows = store.contexts("R1", 0, run.step_no)
@@ -95,7 +96,7 @@ def test_whole_states_are_the_same_bytes_with_and_without_the_shortcuts(tmp_path
     rows, _ = _generated(tmp_path, seed, 8 * FULL_EVERY, check=False)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cp, "_relayer_text", lambda text, old, new: None)
-        patch.setattr(Checkpointer, "_stubs_text", lambda self, stubs: (_dumps(stubs), False))
+        patch.setattr(ContextRows, "_stubs_text", lambda self, stubs: (_dumps(stubs), False))
         plain, _ = _generated(tmp_path, seed, 8 * FULL_EVERY, check=False, tag="-plain")
     assert rows == plain
     wholes = [text for _, text in rows if text is not None and '"kind":"context_state"' in text]
@@ -111,15 +112,16 @@ def test_a_whole_state_dumps_only_what_its_own_step_made(tmp_path: Path) -> None
     run = _think_run(tmp_path / "ws", store, "R1")
     dumped: list[int] = []
     reused: list[bool] = []
-    context, stubs_text = Checkpointer._context, Checkpointer._stubs_text
+    take, stubs_text = ContextRows.take, ContextRows._stubs_text
 
-    def spy(self: Checkpointer, step: int) -> tuple[cp._ContextRow | None, list[tuple[str, str]], int | None]:
-        out = context(self, step)
+    def spy(self: ContextRows, ctx: ContextManager, step: int, *, full_every: int,
+            full_bytes: int) -> tuple[cp.ContextRow | None, list[tuple[str, str]], int | None]:
+        out = take(self, ctx, step, full_every=full_every, full_bytes=full_bytes)
         if out[0] is not None and out[0].whole and step > FULL_EVERY:
             dumped.append(len(out[0].missing))
         return out
 
-    def stubs_spy(self: Checkpointer, stubs: list[list[object]]) -> tuple[str, bool]:
+    def stubs_spy(self: ContextRows, stubs: list[list[object]]) -> tuple[str, bool]:
         last = self._stubs
         text, known = stubs_text(self, stubs)
         assert text == _dumps(stubs) and known
@@ -135,8 +137,8 @@ def test_a_whole_state_dumps_only_what_its_own_step_made(tmp_path: Path) -> None
         return out
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Checkpointer, "_context", spy)
-        patch.setattr(Checkpointer, "_stubs_text", stubs_spy)
+        patch.setattr(ContextRows, "take", spy)
+        patch.setattr(ContextRows, "_stubs_text", stubs_spy)
         patch.setattr(cp, "_relayered", relayered_spy)
         run.context._rec.retire_min = 8
         for _ in range(12 * FULL_EVERY + 1):

@@ -1,0 +1,213 @@
+"""The context part of a run's checkpoint rows, and what it remembers from one row to the next.
+
+A row holds the context whole every ``FULL_EVERY`` steps (see :mod:`harness_lab.checkpoint`) and its
+change log in between (:meth:`ContextManager.take_changes <harness_lab.context.ContextManager.take_changes>`);
+a fork's first row holds none but names the checkpoint it restored (``context_from``). Each item
+version is dumped and redacted once: a whole state reuses the texts written before, derives those of
+items only re-layered since, and the stubs' JSON while they are unchanged. Large outputs go to the
+store's blobs once, by sha256.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import Any
+
+from pydantic_core import to_json
+
+from .context import ContextItem, ContextManager
+from .context.items import _LAYER_NAMES, _compact_json
+from .redaction import Redactor
+from .store import Store
+
+__all__ = ["ContextRow", "ContextRows"]
+
+
+class ContextRows:
+    """The context of each checkpoint row of one run (see the module docstring)."""
+
+    def __init__(self, store: Store, redact: Redactor, *, context_from: str | None) -> None:
+        self.store, self._redact = store, redact
+        self._ctx: object = None  # the context object the change log follows (a restore replaces it)
+        self._base: int | None = None  # step of the last whole context state written
+        self._since = 0  # bytes of change logs written since then
+        self._blobs: set[str] = set()  # sha256 of the outputs known to be stored
+        self._verbatim: list[str] = []
+        self._item_texts: dict[str, tuple[ContextItem, str]] = {}  # item id -> (version, redacted JSON)
+        self._stubs: tuple[list[list[Any]], str, bool] | None = None  # the last whole state's (see _stubs_text)
+        self._demoted: list[tuple[ContextItem, ContextItem]] = []  # (before, after) since the last whole state
+        self._from = context_from  # until the first whole state: the checkpoint the base row stands for
+
+    @property
+    def context_from(self) -> str | None:
+        """The checkpoint ("run@step") the rows' context stands for until their first whole state."""
+        return self._from
+
+    def adopt(self, ctx: ContextManager, loaded: Mapping[str, str]) -> None:
+        """The run's context was just read from the store (a fork): its items' stored texts by id,
+        already redacted, which a later whole state reuses instead of dumping them again."""
+        state = ctx.state(ref_texts=False, raw_items=True)
+        self._item_texts = {i.id: (i, loaded[i.id]) for i in state["items"] if i.id in loaded}
+        self._blobs = {entry["sha256"] for entry in state["refs"]["refs"]}  # in the store it came from
+
+    def forget(self) -> None:
+        """A row was not written: the next one holds the whole state."""
+        self._ctx = None
+
+    def written(self, ctx: ContextManager, step: int, base: int | None, text: str | None,
+                blobs: list[tuple[str, str]]) -> None:
+        """Row ``step`` is committed with this context ``text`` and these ``blobs``."""
+        if base == step:
+            self._base, self._since = step, 0
+        elif text is not None:
+            self._since += len(text)
+        if blobs:
+            self._blobs.update(sha for sha, _ in blobs)
+            # Unchanged by redaction: the store's copy can stand in for the one in memory.
+            ctx.release_ref_texts(self._verbatim)
+
+    def take(self, ctx: ContextManager, step: int, *, full_every: int,
+             full_bytes: int) -> tuple[ContextRow | None, list[tuple[str, str]], int | None]:
+        """The context of row ``step`` (a whole state every ``full_every`` steps, or once the change logs
+        since reach ``full_bytes``; a change log otherwise) to redact, its new blobs, its base step.
+        After a failed write call :meth:`forget`: the change log may be half taken."""
+        if self._from is not None and self._base is None:
+            # A fork's first row: its context is the source checkpoint's, stored already (redacted under
+            # this very contract). Name it; the change logs of the next rows build on it.
+            ctx.discard_changes()
+            self._ctx = ctx
+            return None, [], step
+        whole = (ctx is not self._ctx or self._base is None or step - self._base >= full_every
+                 or self._since >= full_bytes)
+        base: int | None
+        if whole:
+            self._from = None
+            # Retire first: up to max(128, view) items that left the view for good wait for the next
+            # retirement pass; a whole state without them is what every restore and fork reads back.
+            ctx.retire()
+            data = ctx.state(ref_texts=False, raw_items=True)
+            ctx.discard_changes()
+            refs = data["refs"]["refs"]
+            self._ctx, base = ctx, step
+            ctx.attach_ref_loader(self.store.blob)
+        else:
+            data = ctx.take_changes(raw_items=True)
+            refs, base = data.get("refs", ()), self._base  # a change log names new outputs only when there are some
+            self._demoted += ctx.demoted_versions()  # their texts are derived for the next whole state
+        blobs, self._verbatim = [], []
+        for entry in refs:
+            if entry["sha256"] not in self._blobs:
+                text = ctx.read_ref(entry["ref_id"])
+                blobs.append((entry["sha256"], redacted := self._redact_text(text)))
+                if redacted == text:
+                    self._verbatim.append(entry["sha256"])
+        items: list[ContextItem] = data.pop("items")
+        if whole:  # the head, its stubs (most of it) spliced in as the last whole state had them
+            stubs, ref_store = data.pop("stubs"), data.pop("refs")
+            rest, tail = _dumps(data)[:-1], f',"refs":{_dumps(ref_store)}}}'
+            stubs_text, known = self._stubs_text(stubs)
+            head = f'{rest},"stubs":{stubs_text}{tail}'
+            # Stubs found clean already need no new check: their ',"stubs":[...]' is whole pieces between
+            # ',"' (see Redactor.clean), so the rest's pieces are what they are in the whole head.
+            check = f"{rest}{tail}" if known else head
+        else:
+            head = check = _dumps(data)
+        cache = self._item_texts
+        if whole:  # the texts of the items demoted since the last one, from the texts before (oldest first)
+            for before, after in self._demoted:
+                if (hit := cache.get(after.id)) is not None and hit[0] is before and (
+                        derived := _relayer_text(hit[1], before, after)) is not None:
+                    cache[after.id] = (after, derived)
+            self._demoted = []
+        missing = []
+        for i in items:
+            if (hit := cache.get(i.id)) is None or hit[0] is not i:
+                if hit is not None and whole and (derived := _relayered(hit, i)) is not None:
+                    cache[i.id] = (i, derived)  # otherwise demoted since its text was written (by this step)
+                else:
+                    missing.append(i)
+        raw = [check, *(_compact_json(i) or _dumps(i.to_dict(compact=True)) for i in missing)]
+        return ContextRow(items, missing, raw, whole, head), blobs, base
+
+    def _stubs_text(self, stubs: list[list[Any]]) -> tuple[str, bool]:
+        """The JSON of a whole state's stubs, and whether it is known clean. Unchanged since the last
+        whole state (3 in 4 of them) it is not dumped (~14 µs for ~150 stubs) or checked again: the
+        record shares its stub rows until they change and then makes all of them anew (ItemRecord.stub_list),
+        so the first and last rows tell (the last list is held: its rows' ids cannot be reused)."""
+        last = self._stubs
+        if last is not None and len(stubs) == len(last[0]) and (
+                not stubs or (stubs[0] is last[0][0] and stubs[-1] is last[0][-1])):
+            return last[1], last[2]
+        text = _dumps(stubs)
+        self._stubs = (stubs, text, known := self._redact.clean(f'stubs":{text}'))
+        return text, known
+
+    def text(self, row: ContextRow, clean: bool) -> str:
+        """The JSON of a context state or change log; each item version is dumped and redacted once
+        (a whole state reuses the texts of the change logs, and of an item demoted since, that text
+        with its new layer: see _relayered). Redacting item by item finds what one
+        pass over the whole text finds: no pattern can span the ``},{`` between two items."""
+        head, *raw = (row.head, *row.raw[1:]) if clean else [self._redact(t) for t in (row.head, *row.raw[1:])]
+        cache = self._item_texts
+        for item, text in zip(row.missing, raw, strict=True):
+            cache[item.id] = (item, text)
+        if row.whole and len(cache) > len(row.items):  # forget retired items (every item has its entry)
+            self._item_texts = cache = {i.id: cache[i.id] for i in row.items}
+            texts = [text for _, text in cache.values()]
+        else:
+            texts = [cache[i.id][1] for i in row.items]
+        return f'{head[:-1]},"items":[{",".join(texts)}]}}'
+
+    def _redact_text(self, text: str) -> str:
+        # The patterns are written for JSON-escaped text (what every other row holds).
+        return text if self._redact.inert else str(json.loads(self._redact(_dumps(text))))
+
+
+
+def _dumps(value: Any) -> str:
+    """Compact JSON, non-ASCII kept: what ``json.dumps(value, separators=(",", ":"),
+    ensure_ascii=False)`` gives, at a third of its cost (a float may be spelled differently, e.g.
+    ``1e16`` for ``1e+16``: it parses to the same value)."""
+    return to_json(value, inf_nan_mode="constants").decode()
+
+
+# Every field of an item version but its layer (what a demotion keeps).
+_all_but_layer = attrgetter(*(f.name for f in fields(ContextItem) if f.init and f.name != "layer"))
+
+
+def _relayered(hit: tuple[ContextItem, str], new: ContextItem) -> str | None:
+    """The redacted text of ``new`` from the cached one of an older version (``hit``) when the two
+    differ in their layer alone, else None."""
+    old, text = hit
+    return _relayer_text(text, old, new) if _all_but_layer(old) == _all_but_layer(new) else None
+
+
+def _relayer_text(text: str, old: ContextItem, new: ContextItem) -> str | None:
+    """The redacted text of ``new`` from ``text``, that of ``old``, which differs from it in the layer
+    alone (None if ``text`` does not start as expected). to_dict(compact=True) leads with kind, id,
+    layer, so the text differs in the layer's name only; and redaction does not see it: no match can
+    touch the ``layer":"L4"`` between two ``,"`` (see Redactor.clean), so the rest is redacted alike."""
+    item_id = old.id
+    head = f'{{"kind":"context_item","id":"{item_id}","layer":"' if item_id.isalnum() else (
+        f'{{"kind":"context_item","id":{_dumps(item_id)},"layer":"')  # (no escape in a c123)
+    was = _LAYER_NAMES[old.layer]
+    if not (text.startswith(head) and text.startswith(f'{was}"', len(head))):
+        return None
+    return f"{head}{_LAYER_NAMES[new.layer]}{text[len(head) + len(was):]}"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRow:
+    """A row's context before redaction: the items in it, the versions not written before, the
+    texts to check (the head, less what is known clean, then one per new version), and the head."""
+
+    items: list[ContextItem]
+    missing: list[ContextItem]
+    raw: list[str]
+    whole: bool
+    head: str
+
+
