@@ -15,18 +15,13 @@ from typing import Any
 
 import pytest
 from ctxhelpers import new_context, operate
+from runhelpers import think_run
 
-from harness_lab.approval import AutoApprove
 from harness_lab.checkpoint import FULL_EVERY
 from harness_lab.context import ContextManager, apply_changes
 from harness_lab.context.changes import SCALARS
-from harness_lab.contract import load_contract
-from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.paths import data_dir
-from harness_lab.proposers.scripted import FunctionProposer
 from harness_lab.resume import load_checkpoint
-from harness_lab.run import Run
-from harness_lab.store import InMemoryStore, SQLiteStore, Store
+from harness_lab.store import InMemoryStore, SQLiteStore
 
 
 def test_a_step_logs_its_interaction_whole_and_the_demotion_as_a_patch() -> None:
@@ -135,15 +130,6 @@ def test_a_row_of_version_1_reads_as_it_did() -> None:
     assert restored.state() == ctx.state() and restored.view() == ctx.view()
 
 
-def _think_run(workspace: Path, store: Store, run_id: str) -> Run:
-    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
-        max_decisions=10**6, max_tool_calls=10**6)
-    contract = contract.model_copy(update={"human_gate": contract.human_gate.model_copy(update={"required_for": ()})})
-    thoughts = ({"kind": "think", "thought": "plan the next step"}, {"kind": "think", "thought": "check the budget"})
-    counter = iter(range(10**9))
-    return Run(contract=contract, proposer=FunctionProposer(lambda view: thoughts[next(counter) % 2]),
-               evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
-               approver=AutoApprove(), run_id=run_id, store=store)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "memory"])
@@ -151,7 +137,7 @@ def test_a_fork_from_a_change_log_row_stores_the_context_it_has(tmp_path: Path, 
     """A fork's first whole state reuses the stored texts of items its change logs did not touch; an
     item a patch touched (demoted to L4 since) is written as it is now."""
     store = SQLiteStore(tmp_path / "runs.sqlite") if kind == "sqlite" else InMemoryStore()
-    run = _think_run(tmp_path / "ws", store, "R1")
+    run = think_run(tmp_path / "ws", store, "R1")
     for _ in range(FULL_EVERY + 6):
         run.step()
     fork = run.fork(f"R1@{run.step_no}", new_run_id="F1", workspace=tmp_path / "fork")

@@ -12,40 +12,26 @@ from pathlib import Path
 
 import pytest
 from ctxhelpers import operate
+from runhelpers import think_run
 
 from harness_lab import _context_rows as cp
 from harness_lab._context_rows import ContextRows
-from harness_lab.approval import AutoApprove
 from harness_lab.checkpoint import FULL_EVERY, Checkpointer, _dumps
 from harness_lab.context import ContextManager, Layer
-from harness_lab.contract import load_contract
-from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.paths import data_dir
-from harness_lab.proposers.scripted import FunctionProposer
 from harness_lab.redaction import Redactor
 from harness_lab.resume import load_checkpoint
-from harness_lab.run import Run
-from harness_lab.store import SQLiteStore, Store
+from harness_lab.store import SQLiteStore
 
 _SECRETS = ("token=abc123xyz", "sk-abcdefghijklmnopqrstu", "password: hunter22x")
 
 
-def _think_run(workspace: Path, store: Store, run_id: str) -> Run:
-    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
-        max_decisions=10**6, max_tool_calls=10**6)
-    contract = contract.model_copy(update={"human_gate": contract.human_gate.model_copy(update={"required_for": ()})})
-    thoughts = ({"kind": "think", "thought": "plan the next step"}, {"kind": "think", "thought": "check the budget"})
-    counter = iter(range(10**9))
-    return Run(contract=contract, proposer=FunctionProposer(lambda view: thoughts[next(counter) % 2]),
-               evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
-               approver=AutoApprove(), run_id=run_id, store=store)
 
 
 def _generated(tmp_path: Path, seed: int, steps: int, check: bool, tag: str = "") -> tuple[list[tuple[int, str | None]], int]:
     """The context texts of a generated run's rows; with ``check``, the cache is checked after every step."""
     rng = random.Random(seed)
     store = SQLiteStore(tmp_path / f"runs-{seed}{tag}.sqlite")
-    run = _think_run(tmp_path / f"ws-{seed}{tag}", store, "R1")
+    run = think_run(tmp_path / f"ws-{seed}{tag}", store, "R1")
     ctx = run.context
     ctx._rec.retire_min = 1 if seed % 2 else 16
     whole = Redactor(run.contract.memory.exclude)
@@ -109,7 +95,7 @@ def test_a_whole_state_dumps_only_what_its_own_step_made(tmp_path: Path) -> None
     """The interactions demoted in the change logs since the last whole state are in the cache, and
     stubs unchanged since the last whole state are neither dumped nor checked again."""
     store = SQLiteStore(tmp_path / "runs.sqlite")
-    run = _think_run(tmp_path / "ws", store, "R1")
+    run = think_run(tmp_path / "ws", store, "R1")
     dumped: list[int] = []
     reused: list[bool] = []
     take, stubs_text = ContextRows.take, ContextRows._stubs_text

@@ -17,16 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runhelpers import think_run
 
 from harness_lab._stored_context import item_texts, stored_context
-from harness_lab.approval import AutoApprove
 from harness_lab.checkpoint import FULL_EVERY
 from harness_lab.checkpoint_record import Checkpoint
 from harness_lab.context import ContextManager, Layer, apply_changes
-from harness_lab.contract import load_contract
-from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.paths import data_dir
-from harness_lab.proposers.scripted import FunctionProposer
 from harness_lab.run import Run
 from harness_lab.store import InMemoryStore, SQLiteStore, Store
 
@@ -81,15 +77,6 @@ def _reference(store: Store, run_id: str, step: int) -> tuple[dict[str, Any] | N
     return state, texts
 
 
-def _run(workspace: Path, store: Store, run_id: str) -> Run:
-    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
-        max_decisions=10**6, max_tool_calls=10**6)
-    contract = contract.model_copy(update={"human_gate": contract.human_gate.model_copy(update={"required_for": ()})})
-    thoughts = ({"kind": "think", "thought": "plan the next step"}, {"kind": "think", "thought": "check the budget"})
-    counter = iter(range(10**9))
-    return Run(contract=contract, proposer=FunctionProposer(lambda view: thoughts[next(counter) % 2]),
-               evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
-               approver=AutoApprove(), run_id=run_id, store=store)
 
 
 PLAIN = ("listed 12 files", "port: 8080", "read 40 lines", "ok", "3 matches")
@@ -152,7 +139,7 @@ def _check_every_row(store: Store, run_id: str) -> tuple[int, int]:
 def test_every_checkpoint_restores_as_the_step_by_step_replay_does(tmp_path: Path, kind: str, outside: bool) -> None:
     store: Store = SQLiteStore(tmp_path / "runs.sqlite") if kind == "sqlite" else InMemoryStore()
     rng = random.Random(7) if outside else None
-    run = _run(tmp_path / "ws", store, "R1")
+    run = think_run(tmp_path / "ws", store, "R1")
     _steps(run, rng, 2 * FULL_EVERY + 11)
     mid = FULL_EVERY + FULL_EVERY - 1  # the most logs past its base
     fork = run.fork(f"R1@{mid}", new_run_id="F1", workspace=tmp_path / "f1")
