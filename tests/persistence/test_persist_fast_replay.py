@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ctxhelpers import operate
 from runhelpers import think_run
 
 from harness_lab._stored_context import item_texts, stored_context
 from harness_lab.checkpoint import FULL_EVERY
 from harness_lab.checkpoint_record import Checkpoint
-from harness_lab.context import ContextManager, Layer, apply_changes
+from harness_lab.context import ContextManager, apply_changes
 from harness_lab.run import Run
 from harness_lab.store import InMemoryStore, SQLiteStore, Store
 
@@ -79,41 +80,13 @@ def _reference(store: Store, run_id: str, step: int) -> tuple[dict[str, Any] | N
 
 
 
-PLAIN = ("listed 12 files", "port: 8080", "read 40 lines", "ok", "3 matches")
-
-
-def _outside(ctx: ContextManager, rng: random.Random, rnd: int) -> None:
-    """A change to the context from outside the step loop (what a lab user may do between steps)."""
-    roll = rng.random()
-    if roll < 0.3:
-        big = rng.random() < 0.1  # a stored output: a ref in the log
-        text = "\n".join(f"{rng.choice(PLAIN)} #{k}" for k in range(3000)) if big else rng.choice(PLAIN)
-        ctx.add_interaction(rnd, f"read f{rnd % 5}", text, source=f"read_file:f{rnd % 5}", key=f"file:f{rnd % 5}")
-    elif roll < 0.4:
-        ctx.add(Layer.L4, rng.choice(PLAIN), source=f"explore:{rnd}", round=rnd, pinned=rng.random() < 0.3)
-    elif roll < 0.5:
-        ctx.summarize(rng.choice(PLAIN), round=rnd, source="model", key=f"k{rng.randint(0, 2)}",
-                      supersedes=rng.choice((None, "k1")))
-    elif roll < 0.58:
-        ctx.begin_subtask(f"s{rnd % 3}", "goal", round=rnd)
-    elif roll < 0.66:
-        ctx.finish_subtask(f"s{rnd % 3}", "done", round=rnd)
-    elif roll < 0.76:
-        ctx.mark_stale(f"f{rng.randint(0, 4)}")
-        ctx.reselect()
-    elif roll < 0.86:
-        ctx.compress()
-    elif roll < 0.9:
-        ctx.retire()
-    elif roll < 0.95:
-        ctx.budget_tokens = rng.randint(400, 1500)
-
-
 def _steps(run: Run, rng: random.Random | None, n: int) -> None:
     for _ in range(n):
         if rng is not None:
             run.context._rec.retire_min = 1  # retire at every chance (a restore builds a new manager)
-            _outside(run.context, rng, run.step_no)
+            operate(run.context, rng, run.step_no)
+            if rng.random() < 0.1:  # a retirement pass right away, not at the next whole state
+                run.context.retire()
         run.step()
 
 
@@ -168,7 +141,7 @@ def test_a_folded_replay_leaves_its_inputs_as_they_were() -> None:
     base = json.loads(json.dumps(ctx.state(ref_texts=False)))
     logs, rng = [], random.Random(3)
     for rnd in range(1, 60):
-        _outside(ctx, rng, rnd)
+        operate(ctx, rng, rnd)
         ctx.add_interaction(rnd, "ls", "a b", source="ls")
         logs.append(json.loads(json.dumps(ctx.take_changes())))
     copies = json.dumps([base, logs])
