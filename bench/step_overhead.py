@@ -17,8 +17,12 @@ survives a killed process) before the next step starts.
 * harness-lab+store(ext) - the same with two ungated no-op *external effects* (send_message/push):
   two transactions per step, because an external effect's write-ahead intent must be durable
   before the effect runs (shown for transparency; not the issue's no-op loop);
+* harness-lab+store(FULL) - the real store with ``synchronous="FULL"``: an fsync on every commit
+  (survives a power cut, not only a killed process); a quarter of the steps, as fsyncs are slow;
 * langgraph[/+sqlite] - a one-node StateGraph looping N times; with ``SqliteSaver`` and
-  ``durability="sync"``. LangGraph is installed by this script into its own venv under
+  ``durability="sync"``, at ``synchronous=NORMAL`` as ours commit (the ratios' peer), and at
+  SqliteSaver's own default, sqlite's FULL (``langgraph+sqlite(sync,FULL)``, compared with
+  ``harness-lab+store(FULL)``). LangGraph is installed by this script into its own venv under
   ``~/.cache/harness-lab-bench`` (never into the project); ``--no-langgraph`` skips it.
 """
 
@@ -113,11 +117,12 @@ def bare(steps: int, tmp: Path | None) -> float:
     return (time.perf_counter() - start) / steps * 1e6
 
 
-def ours(steps: int, tmp: Path | None, workdir: Path, *, real_store: bool = False, external: bool = False) -> float:
+def ours(steps: int, tmp: Path | None, workdir: Path, *, real_store: bool = False, external: bool = False,
+         synchronous: str = "NORMAL") -> float:
     conn = _db(tmp / "ours.db") if tmp and not real_store else None
     if tmp is not None:
         tmp.mkdir(parents=True, exist_ok=True)
-    store = sqlite_store_class()(tmp / "store.sqlite") if tmp and real_store else None
+    store = sqlite_store_class()(tmp / "store.sqlite", synchronous=synchronous) if tmp and real_store else None
     run = noop_run(workdir / ("ws-durable" if tmp else "ws"), store=store, external=external)
     for _ in range(50):  # warm-up: first view, first compression
         run.step()
@@ -169,18 +174,26 @@ for _ in range(3):
     t = time.perf_counter(); plain.invoke({"step": 0, "n": n, "last": {}}, {"recursion_limit": 10**9})
     best.append((time.perf_counter() - t) / n * 1e6)
 out["plain"] = min(best)
-with tempfile.TemporaryDirectory() as d:
-    conn = sqlite3.connect(os.path.join(d, "lg.db"), check_same_thread=False)
-    durable = graph(SqliteSaver(conn))
-    warm = {"recursion_limit": 10**9, "configurable": {"thread_id": "warm"}}
-    durable.invoke({"step": 0, "n": 20, "last": {}}, warm, durability="sync")
-    best = []
-    for i in range(3):
-        cfg = {"recursion_limit": 10**9, "configurable": {"thread_id": f"bench{i}"}}
-        t = time.perf_counter(); durable.invoke({"step": 0, "n": n, "last": {}}, cfg, durability="sync")
-        best.append((time.perf_counter() - t) / n * 1e6)
-    out["durable"] = min(best)
-    out["journal_mode"] = conn.execute("PRAGMA journal_mode").fetchone()[0]
+# "durable": synchronous=NORMAL, as our store and the bare floor commit (a WAL commit survives a
+# killed process); "durable_full": SqliteSaver's own default (sqlite's FULL: an fsync per commit).
+for key, synchronous in (("durable", "NORMAL"), ("durable_full", None)):
+    with tempfile.TemporaryDirectory() as d:
+        conn = sqlite3.connect(os.path.join(d, "lg.db"), check_same_thread=False)
+        saver = SqliteSaver(conn)
+        saver.setup()  # sets WAL; the PRAGMA below must come after it
+        if synchronous is not None:
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+        durable = graph(saver)
+        warm = {"recursion_limit": 10**9, "configurable": {"thread_id": "warm"}}
+        durable.invoke({"step": 0, "n": 20, "last": {}}, warm, durability="sync")
+        best = []
+        for i in range(3):
+            cfg = {"recursion_limit": 10**9, "configurable": {"thread_id": f"bench{i}"}}
+            t = time.perf_counter(); durable.invoke({"step": 0, "n": n, "last": {}}, cfg, durability="sync")
+            best.append((time.perf_counter() - t) / n * 1e6)
+        out[key] = min(best)
+        out[key + "_mode"] = "{}/synchronous={}".format(conn.execute("PRAGMA journal_mode").fetchone()[0],
+                                                       conn.execute("PRAGMA synchronous").fetchone()[0])
 import importlib.metadata as md
 out["version"] = md.version("langgraph")
 print(json.dumps(out))
@@ -248,10 +261,14 @@ def main() -> None:
                                             for i in range(3))
             rows["harness-lab+store(ext)"] = min(ours(args.steps, tmp / f"e{i}", tmp / f"e{i}", real_store=True,
                                                       external=True) for i in range(3))
+            # fsync on every commit (survives a power cut): compared with SqliteSaver's default below
+            rows["harness-lab+store(FULL)"] = min(ours(args.steps // 4, tmp / f"f{i}", tmp / f"f{i}", real_store=True,
+                                                       synchronous="FULL") for i in range(3))
             growth = store_growth(tmp)
     peer: dict[str, Any] = {} if args.no_langgraph else langgraph(args.steps)
     if peer:
         rows["langgraph"], rows["langgraph+sqlite(sync)"] = peer["plain"], peer["durable"]
+        rows["langgraph+sqlite(sync,FULL)"] = peer["durable_full"]
     print(f"per-step overhead, {args.steps} steps, no-op tool, best of 3 (µs/step; lower is better)")
     for name, value in rows.items():
         print(f"  {name:<24} {value:9.1f}")
@@ -274,7 +291,11 @@ def main() -> None:
         if "harness-lab+store" in rows:
             print(f"  langgraph+sqlite / harness-lab+store  "
                   f"{rows['langgraph+sqlite(sync)'] / rows['harness-lab+store']:8.2f}x   (target: >= 10x)")
-        print(f"  (langgraph {peer['version']}, SqliteSaver journal_mode={peer['journal_mode']})")
+        if "harness-lab+store(FULL)" in rows:
+            print(f"  langgraph+sqlite(FULL) / harness-lab+store(FULL) "
+                  f"{rows['langgraph+sqlite(sync,FULL)'] / rows['harness-lab+store(FULL)']:6.2f}x   (both fsync every commit: bound by the disk's flush latency, which other writers on the machine swing)")
+        print(f"  (langgraph {peer['version']}; SqliteSaver compared at {peer['durable_mode']} (1 = NORMAL), "
+              f"as ours; its default is {peer['durable_full_mode']} (2 = FULL))")
 
 
 if __name__ == "__main__":
