@@ -83,7 +83,6 @@ class ContextManager:
         self._subtask: str | None = None
         self._view: ContextView | None = None
         self._view_version = self._view_budget = -1  # what the cached view was built for
-        self._logged_live: list[str] = []  # the view's membership as the change log last gave it
         self._logged_scalars: tuple[Any, ...] | None = None  # as the change log last gave them (None: not yet)
         self._plain_ids = True  # every id and window entry plain (changes.plain_ids): the record makes c123
 
@@ -336,10 +335,9 @@ class ContextManager:
         and next) is spelled from its pieces, without the dict and the generic dump."""
         changes = self._rec.take_changes()
         _, patches, retired, live, stubs = changes
-        values, logged, logged_live = self._scalar_values(), self._logged_scalars, self._logged_live
+        values, logged = self._scalar_values(), self._logged_scalars
         usual = not (retired or stubs is not None or logged is None or not self._plain_ids or self._refs.has_new()
-                     or values[:4] != logged[:4] or values[6:] != logged[6:]
-                     or (live is not None and live[: len(logged_live)] != logged_live))
+                     or values[:4] != logged[:4] or values[6:] != logged[6:] or (live is not None and live[0] is not None))
         for p in patches if usual else ():
             if len(p) != 2 or "layer" not in p:
                 usual = False
@@ -349,17 +347,14 @@ class ContextManager:
             items = out.pop("items")
             return dumps(out), items, out.get("refs", [])
         assert logged is not None  # (for mypy: usual implies it)
-        added = None
-        if live is not None:
-            added = live[len(logged_live):]
-            self._logged_live = live
         self._logged_scalars = values
-        head = usual_log_json(patches, added, values[4] if values[4] != logged[4] else None,
+        head = usual_log_json(patches, None if live is None else live[1], values[4] if values[4] != logged[4] else None,
                               values[5] if values[5] != logged[5] else None)
         return head, changes[0], []
 
-    def _log(self, changes: tuple[list[ContextItem], list[dict[str, Any]], list[str], list[str] | None,
-                                  list[list[Any]] | None], raw_items: bool) -> dict[str, Any]:
+    def _log(self, changes: tuple[list[ContextItem], list[dict[str, Any]], list[str],
+                                  tuple[list[str] | None, list[str]] | None, list[list[Any]] | None],
+             raw_items: bool) -> dict[str, Any]:
         """take_changes' dict of the record's changes."""
         rec = self._rec
         items, patches, retired, live, stubs = changes
@@ -370,14 +365,13 @@ class ContextManager:
         if retired:
             out["retired"] = retired
         if live is not None:
-            logged_live = self._logged_live
-            if live[: len(logged_live)] == logged_live:  # live_delta's usual case, inline: only added
-                out["live_delta"] = {"add": live[len(logged_live) :]}
-            elif (delta := rec.live_delta(logged_live, live)) is not None:
+            before, after = live
+            if before is None:  # ids appended only (the record knows): live_delta's usual case
+                out["live_delta"] = {"add": after}
+            elif (delta := rec.live_delta(before, after)) is not None:
                 out["live_delta"] = delta
             else:
-                out["live"] = live
-            self._logged_live = live
+                out["live"] = after
         if stubs is not None:
             out["stubs"] = stubs
         if self._refs.has_new():
@@ -413,7 +407,6 @@ class ContextManager:
         """Start a new change log here (after the whole state was written)."""
         self._rec.forget_changes()
         self._refs.take_new()
-        self._logged_live = list(self._rec.live)
         self._logged_scalars = None
 
     def state_scalars(self) -> dict[str, Any]:
@@ -456,7 +449,6 @@ class ContextManager:
         ctx._window = [str(i) for i in state["window"]]
         ctx._refs = RefStore.from_dict(state["refs"], ref_loader)
         ctx._rec.load(state)
-        ctx._logged_live = list(ctx._rec.live)
         ctx._plain_ids = plain_ids([*ctx._rec.archive, *ctx._window])
         return ctx
 
