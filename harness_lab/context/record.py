@@ -191,6 +191,8 @@ class ItemRecord:
 
     def retire(self) -> list[str]:
         """Drop every archived item that nothing retained refers to (see the module docstring)."""
+        if self._live_before is not None:  # then unread until the next take: bounded in a run that takes none
+            self._live_added = []
         if not self._retire_due:  # nothing could go (see __init__): the pass's outcome, without it
             self.retained = len(self.archive)
             return []
@@ -221,10 +223,11 @@ class ItemRecord:
         if dirty:
             stubs = {i: s for i, s in stubs.items() if i in covered}
         gone = [i for i in archive if i not in keep]
-        take, forget = archive.pop, self._changed.pop
+        take, forget, unrelayer = archive.pop, self._changed.pop, self._relayered.pop
         for item_id in gone:
             item = take(item_id)
             forget(item_id, None)
+            unrelayer(item_id, None)  # (a shortcut only: a run that takes no change log keeps none of them)
             if item_id in covered:  # a retired item is never a stub already: a new one
                 stubs[item_id] = (item.key, item.source)
                 dirty = True
