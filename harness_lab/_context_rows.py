@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic_core import to_json
 
@@ -90,23 +90,12 @@ class ContextRows:
             ctx.retire()
             data = ctx.state(ref_texts=False, raw_items=True)
             ctx.discard_changes()
-            refs = data["refs"]["refs"]
             self._ctx, base = ctx, step
             ctx.attach_ref_loader(self.store.blob)
-        else:
-            data = ctx.take_changes(raw_items=True)
-            refs, base = data.get("refs", ()), self._base  # a change log names new outputs only when there are some
-            self._demoted += ctx.demoted_versions()  # their texts are derived for the next whole state
-        blobs, self._verbatim = [], []
-        for entry in refs:
-            if entry["sha256"] not in self._blobs:
-                text = ctx.read_ref(entry["ref_id"])
-                blobs.append((entry["sha256"], redacted := self._redact_text(text)))
-                if redacted == text:
-                    self._verbatim.append(entry["sha256"])
-        items: list[ContextItem] = data.pop("items")
-        if whole:  # the head, its stubs (most of it) spliced in as the last whole state had them
+            items: list[ContextItem] = data.pop("items")
+            # the head, its stubs (most of it) spliced in as the last whole state had them
             stubs, ref_store = data.pop("stubs"), data.pop("refs")
+            refs = ref_store["refs"]
             rest, tail = _dumps(data)[:-1], f',"refs":{_dumps(ref_store)}}}'
             stubs_text, known = self._stubs_text(stubs)
             head = f'{rest},"stubs":{stubs_text}{tail}'
@@ -114,7 +103,18 @@ class ContextRows:
             # ',"' (see Redactor.clean), so the rest's pieces are what they are in the whole head.
             check = f"{rest}{tail}" if known else head
         else:
-            head = check = _dumps(data)
+            head, items, refs = ctx.take_changes_json(_dumps)
+            check, base = head, self._base
+            if demoted := ctx.demoted_versions():  # their texts are derived for the next whole state
+                self._demoted += demoted
+        blobs: list[tuple[str, str]] = []
+        self._verbatim = []
+        for entry in refs:  # (a change log names new outputs only when there are some)
+            if entry["sha256"] not in self._blobs:
+                text = ctx.read_ref(entry["ref_id"])
+                blobs.append((entry["sha256"], redacted := self._redact_text(text)))
+                if redacted == text:
+                    self._verbatim.append(entry["sha256"])
         cache = self._item_texts
         if whole:  # the texts of the items demoted since the last one, from the texts before (oldest first)
             for before, after in self._demoted:
@@ -122,14 +122,14 @@ class ContextRows:
                         derived := _relayer_text(hit[1], before, after)) is not None:
                     cache[after.id] = (after, derived)
             self._demoted = []
-        missing = []
+        missing, raw = [], [check]
         for i in items:
             if (hit := cache.get(i.id)) is None or hit[0] is not i:
                 if hit is not None and whole and (derived := _relayered(hit, i)) is not None:
                     cache[i.id] = (i, derived)  # otherwise demoted since its text was written (by this step)
                 else:
                     missing.append(i)
-        raw = [check, *(_compact_json(i) or _dumps(i.to_dict(compact=True)) for i in missing)]
+                    raw.append(_compact_json(i) or _dumps(i.to_dict(compact=True)))
         return ContextRow(items, missing, raw, whole, head), blobs, base
 
     def _stubs_text(self, stubs: list[list[Any]]) -> tuple[str, bool]:
@@ -150,15 +150,22 @@ class ContextRows:
         (a whole state reuses the texts of the change logs, and of an item demoted since, that text
         with its new layer: see _relayered). Redacting item by item finds what one
         pass over the whole text finds: no pattern can span the ``},{`` between two items."""
-        head, *raw = (row.head, *row.raw[1:]) if clean else [self._redact(t) for t in (row.head, *row.raw[1:])]
-        cache = self._item_texts
-        for item, text in zip(row.missing, raw, strict=True):
-            cache[item.id] = (item, text)
-        if row.whole and len(cache) > len(row.items):  # forget retired items (every item has its entry)
-            self._item_texts = cache = {i.id: cache[i.id] for i in row.items}
-            texts = [text for _, text in cache.values()]
+        items, missing = row.items, row.missing
+        if clean:
+            head, raw = row.head, row.raw[1:]
         else:
-            texts = [cache[i.id][1] for i in row.items]
+            redact = self._redact
+            head, raw = redact(row.head), [redact(t) for t in row.raw[1:]]
+        cache = self._item_texts
+        for item, text in zip(missing, raw, strict=True):
+            cache[item.id] = (item, text)
+        if row.whole and len(cache) > len(items):  # forget retired items (every item has its entry)
+            self._item_texts = cache = {i.id: cache[i.id] for i in items}
+            texts = [text for _, text in cache.values()]
+        elif len(missing) == len(items):  # every item new (a change log's usual): the texts just made
+            texts = raw
+        else:
+            texts = [cache[i.id][1] for i in items]
         return f'{head[:-1]},"items":[{",".join(texts)}]}}'
 
     def _redact_text(self, text: str) -> str:
@@ -199,10 +206,10 @@ def _relayer_text(text: str, old: ContextItem, new: ContextItem) -> str | None:
     return f"{head}{_LAYER_NAMES[new.layer]}{text[len(head) + len(was):]}"
 
 
-@dataclass(frozen=True, slots=True)
-class ContextRow:
+class ContextRow(NamedTuple):
     """A row's context before redaction: the items in it, the versions not written before, the
-    texts to check (the head, less what is known clean, then one per new version), and the head."""
+    texts to check (the head, less what is known clean, then one per new version), and the head.
+    (A named tuple: every row makes one, at a third of a frozen dataclass's cost.)"""
 
     items: list[ContextItem]
     missing: list[ContextItem]

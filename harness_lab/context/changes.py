@@ -81,3 +81,37 @@ def replay(state: Mapping[str, Any],
 
 
 _SCALAR_KEYS = frozenset(SCALARS)
+
+
+def plain_ids(ids: Iterable[str]) -> bool:
+    """True when none of these ids needs escaping in JSON: ASCII letters and digits (every ``c123`` the
+    record makes), so :func:`usual_log_json` may spell them as they are."""
+    joined = "".join(ids)
+    return not joined or (joined.isascii() and joined.isalnum())
+
+
+def usual_log_json(patches: list[dict[str, Any]], added: list[str] | None, window: list[str] | None,
+                   next: int | None) -> str:
+    """The compact JSON (as pydantic_core's ``to_json`` spells it) of the usual step's change log but its
+    items: layer patches, ids added to the view, the window, next, each left out when None or empty
+    (patches) as take_changes leaves it out. Every id plain (:func:`plain_ids`)."""
+    parts = [_LOG_START]
+    if patches:
+        parts.append(',"patches":[')
+        parts.append(",".join([f'{{"id":"{p["id"]}","layer":"{p["layer"]}"}}' for p in patches]))
+        parts.append("]")
+    if added is not None:
+        parts.append(f',"live_delta":{{"add":{_ids_json(added)}}}')
+    if window is not None:
+        parts.append(f',"window":{_ids_json(window)}')
+    if next is not None:
+        parts.append(f",\"next\":{next + 0}")
+    parts.append("}")
+    return "".join(parts)
+
+
+_LOG_START = f'{{"kind":"context_changes","version":{CHANGES_VERSION}'
+
+
+def _ids_json(ids: list[str]) -> str:
+    return '["' + '","'.join(ids) + '"]' if ids else "[]"

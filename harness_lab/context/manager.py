@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .anomaly import is_anomalous
-from .changes import CHANGES_VERSION, SCALARS
+from .changes import CHANGES_VERSION, SCALARS, plain_ids, usual_log_json
 from .compress import Summarizer, default_summarizer, run_pass
 from .items import ContextItem, ContextView, Layer
 from .record import ItemRecord
@@ -83,8 +83,8 @@ class ContextManager:
         self._subtask: str | None = None
         self._view: ContextView | None = None
         self._view_version = self._view_budget = -1  # what the cached view was built for
-        self._logged_live: list[str] = []  # the view's membership as the change log last gave it
         self._logged_scalars: tuple[Any, ...] | None = None  # as the change log last gave them (None: not yet)
+        self._plain_ids = True  # every id and window entry plain (changes.plain_ids): the record makes c123
 
     @property
     def counter(self) -> Callable[[str], int]:
@@ -326,8 +326,38 @@ class ContextManager:
         ``patches`` (the changed fields of other rewritten items), ``retired``, ``live`` or ``live_delta``,
         ``stubs``, ``refs`` and each scalar of :data:`~harness_lab.context.changes.SCALARS` only when
         they say something (all scalars in the first log after a state was written or loaded)."""
+        return self._log(self._rec.take_changes(), raw_items)
+
+    def take_changes_json(self, dumps: Callable[[Any], str]) -> tuple[str, list[ContextItem], list[dict[str, Any]]]:
+        """:meth:`take_changes` (``raw_items=True``) as a checkpoint row holds it: the compact JSON of all
+        but its ``items`` (``dumps`` of that dict, byte for byte), the items, and the ``refs`` entries
+        (empty when none). The usual step's log (new items, layer patches, ids added to the view, window
+        and next) is spelled from its pieces, without the dict and the generic dump."""
+        changes = self._rec.take_changes()
+        _, patches, retired, live, stubs = changes
+        values, logged = self._scalar_values(), self._logged_scalars
+        usual = not (retired or stubs is not None or logged is None or not self._plain_ids or self._refs.has_new()
+                     or values[:4] != logged[:4] or values[6:] != logged[6:] or (live is not None and live[0] is not None))
+        for p in patches if usual else ():
+            if len(p) != 2 or "layer" not in p:
+                usual = False
+                break
+        if not usual:
+            out = self._log(changes, True)
+            items = out.pop("items")
+            return dumps(out), items, out.get("refs", [])
+        assert logged is not None  # (for mypy: usual implies it)
+        self._logged_scalars = values
+        head = usual_log_json(patches, None if live is None else live[1], values[4] if values[4] != logged[4] else None,
+                              values[5] if values[5] != logged[5] else None)
+        return head, changes[0], []
+
+    def _log(self, changes: tuple[list[ContextItem], list[dict[str, Any]], list[str],
+                                  tuple[list[str] | None, list[str]] | None, list[list[Any]] | None],
+             raw_items: bool) -> dict[str, Any]:
+        """take_changes' dict of the record's changes."""
         rec = self._rec
-        items, patches, retired, live, stubs = rec.take_changes()
+        items, patches, retired, live, stubs = changes
         out: dict[str, Any] = {"kind": "context_changes", "version": CHANGES_VERSION,
                                "items": items if raw_items else [i.to_dict() for i in items]}
         if patches:
@@ -335,14 +365,13 @@ class ContextManager:
         if retired:
             out["retired"] = retired
         if live is not None:
-            logged_live = self._logged_live
-            if live[: len(logged_live)] == logged_live:  # live_delta's usual case, inline: only added
-                out["live_delta"] = {"add": live[len(logged_live) :]}
-            elif (delta := rec.live_delta(logged_live, live)) is not None:
+            before, after = live
+            if before is None:  # ids appended only (the record knows): live_delta's usual case
+                out["live_delta"] = {"add": after}
+            elif (delta := rec.live_delta(before, after)) is not None:
                 out["live_delta"] = delta
             else:
-                out["live"] = live
-            self._logged_live = live
+                out["live"] = after
         if stubs is not None:
             out["stubs"] = stubs
         if self._refs.has_new():
@@ -378,7 +407,6 @@ class ContextManager:
         """Start a new change log here (after the whole state was written)."""
         self._rec.forget_changes()
         self._refs.take_new()
-        self._logged_live = list(self._rec.live)
         self._logged_scalars = None
 
     def state_scalars(self) -> dict[str, Any]:
@@ -421,7 +449,7 @@ class ContextManager:
         ctx._window = [str(i) for i in state["window"]]
         ctx._refs = RefStore.from_dict(state["refs"], ref_loader)
         ctx._rec.load(state)
-        ctx._logged_live = list(ctx._rec.live)
+        ctx._plain_ids = plain_ids([*ctx._rec.archive, *ctx._window])
         return ctx
 
     # ------------------------------------------------------------------ internals

@@ -55,6 +55,10 @@ class ItemRecord:
         self._changed: dict[str, ContextItem | None] = {}
         self._retired: list[str] = []
         self._live_dirty = False
+        # The view's membership change since then: the ids appended, in order, and (taken before the
+        # first change that is not an append, such as a removal) the membership then; a step only appends.
+        self._live_added: list[str] = []
+        self._live_before: list[str] | None = None
         # Versions relayer() made (before, after), by id; the last take_changes' patches among them.
         self._relayered: dict[str, tuple[ContextItem, ContextItem]] = {}
         self.demoted: list[tuple[ContextItem, ContextItem]] = []
@@ -99,6 +103,7 @@ class ItemRecord:
         self.total += item.tokens
         self._live_dirty = True
         self.live[item_id] = item
+        self._live_added.append(item_id)
         self._changed[item_id] = None
         self.archive[item_id] = item
         self.version += 1
@@ -128,6 +133,7 @@ class ItemRecord:
         if old is None:
             self.total += item.tokens
             self._live_dirty = True
+            self._live_added.append(item_id)
         else:
             self.total += item.tokens - old.tokens
             if item.covers is not old.covers or item.carries is not old.carries:  # (a version shares them)
@@ -147,12 +153,14 @@ class ItemRecord:
             self._retire_due = True
 
     def remove(self, item_id: str) -> None:
+        self._keep_live_before()
         self.total -= self.live.pop(item_id).tokens
         self._live_dirty = self._retire_due = True
         self.version += 1
 
     def replace_live(self, live: dict[str, ContextItem]) -> None:
         """Adopt the result of a compression pass (new and changed items are recorded too)."""
+        self._keep_live_before()
         self.live = live
         archive = self.archive
         for item in live.values():
@@ -161,6 +169,12 @@ class ItemRecord:
         self.total = sum(i.tokens for i in live.values())
         self._live_dirty = self._retire_due = True
         self.version += 1
+
+    def _keep_live_before(self) -> None:
+        """Called before the view's membership changes other than by an append: keep what it was."""
+        if self._live_before is None:
+            live = list(self.live)
+            self._live_before = live[: len(live) - len(self._live_added)]
 
     def _record(self, item: ContextItem) -> None:
         if item.id not in self._changed:
@@ -177,6 +191,8 @@ class ItemRecord:
 
     def retire(self) -> list[str]:
         """Drop every archived item that nothing retained refers to (see the module docstring)."""
+        if self._live_before is not None:  # then unread until the next take: bounded in a run that takes none
+            self._live_added = []
         if not self._retire_due:  # nothing could go (see __init__): the pass's outcome, without it
             self.retained = len(self.archive)
             return []
@@ -207,10 +223,11 @@ class ItemRecord:
         if dirty:
             stubs = {i: s for i, s in stubs.items() if i in covered}
         gone = [i for i in archive if i not in keep]
-        take, forget = archive.pop, self._changed.pop
+        take, forget, unrelayer = archive.pop, self._changed.pop, self._relayered.pop
         for item_id in gone:
             item = take(item_id)
             forget(item_id, None)
+            unrelayer(item_id, None)  # (a shortcut only: a run that takes no change log keeps none of them)
             if item_id in covered:  # a retired item is never a stub already: a new one
                 stubs[item_id] = (item.key, item.source)
                 dirty = True
@@ -222,11 +239,12 @@ class ItemRecord:
         self._retire_due = False
         return gone
 
-    def take_changes(self) -> tuple[list[ContextItem], list[dict[str, Any]], list[str], list[str] | None,
-                                    list[list[Any]] | None]:
-        """(items written, patches, ids retired, live ids if the view's membership or order changed,
-        stubs if they changed) since the last call; replayed on the previous state in this order they
-        give the current one. A rewritten item whose text stayed (a demotion, a status or freshness
+    def take_changes(self) -> tuple[list[ContextItem], list[dict[str, Any]], list[str],
+                                    tuple[list[str] | None, list[str]] | None, list[list[Any]] | None]:
+        """(items written, patches, ids retired, the view's membership change, stubs if they changed)
+        since the last call; replayed on the previous state in this order they give the current one.
+        The membership change is None (none), ``(None, ids appended)`` (the usual step), or the
+        membership ``(before, after)``. A rewritten item whose text stayed (a demotion, a status or freshness
         change) comes as a patch: its id and the fields that changed, as :meth:`ContextItem.to_dict`
         spells them; an item with no change at all does not come."""
         archive, relayered_ = self.archive, self._relayered
@@ -245,7 +263,9 @@ class ItemRecord:
                     demoted.append(pair)
             elif (diff := patch(before, item)) is not None:
                 patches.append(diff)
-        retired, live = self._retired, list(self.live) if self._live_dirty else None
+        retired = self._retired
+        live = None if not self._live_dirty else (None, self._live_added) if self._live_before is None else (
+            self._live_before, list(self.live))
         stubs = self.stub_list() if self._stubs_dirty else None
         self.forget_changes()
         return changed, patches, retired, live, stubs
@@ -253,7 +273,7 @@ class ItemRecord:
     def forget_changes(self) -> None:
         """Start the change log afresh (the current record is what its reader has)."""
         self._changed, self._retired, self._live_dirty, self._stubs_dirty = {}, [], False, False
-        self._relayered = {}
+        self._relayered, self._live_added, self._live_before = {}, [], None
 
     def stub_list(self) -> list[list[Any]]:
         """``[[id, key, source], ...]``; the rows are shared between calls (a whole state holds ~100-150

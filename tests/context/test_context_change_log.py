@@ -17,9 +17,11 @@ import pytest
 from ctxhelpers import new_context, operate
 from runhelpers import think_run
 
+from harness_lab._context_rows import _dumps
 from harness_lab.checkpoint import FULL_EVERY
 from harness_lab.context import ContextManager, apply_changes
-from harness_lab.context.changes import SCALARS
+from harness_lab.context import manager as manager_module
+from harness_lab.context.changes import SCALARS, usual_log_json
 from harness_lab.resume import load_checkpoint
 from harness_lab.store import InMemoryStore, SQLiteStore
 
@@ -151,3 +153,63 @@ def test_a_fork_from_a_change_log_row_stores_the_context_it_has(tmp_path: Path, 
         assert ContextManager.from_state(context).state(ref_texts=False) == state, f"step {step}"
     fork.close()
     run.close()
+
+
+def _json_and_dict_logs_agree(fast: ContextManager, slow: ContextManager) -> bool:
+    """One log from each: the JSON row text of ``fast`` against the dict of ``slow`` (same history).
+    True when the log was the usual step's (spelled from pieces)."""
+    spelled = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(manager_module, "usual_log_json", lambda *a: spelled.append(1) or usual_log_json(*a))
+        head, items, refs = fast.take_changes_json(_dumps)
+    log = slow.take_changes(raw_items=True)
+    want = log.pop("items")
+    assert head == _dumps(log)
+    assert [i.to_dict() for i in items] == [i.to_dict() for i in want]
+    assert refs == log.get("refs", [])
+    assert fast.demoted_versions() == slow.demoted_versions()
+    return bool(spelled)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_log_as_json_is_the_dump_of_the_log(seed: int) -> None:
+    """take_changes_json spells the usual log from pieces: the same bytes as the dump of take_changes,
+    for every log of a generated history (restores and written states between them)."""
+    rng_fast, rng_slow, steps = random.Random(seed), random.Random(seed), random.Random(seed + 100)
+    fast, slow = new_context(900, 1 + seed % 2 * 15), new_context(900, 1 + seed % 2 * 15)
+    usual = 0
+    for rnd in range(1, 400):
+        if rnd % 50 == 0:  # a restore: the first log after it carries every scalar
+            fast = ContextManager.from_state(fast.state())
+            slow = ContextManager.from_state(slow.state())
+        elif rnd % 17 == 0:
+            fast.discard_changes()
+            slow.discard_changes()
+        if steps.random() < 0.5:
+            operate(fast, rng_fast, rnd)
+            operate(slow, rng_slow, rnd)
+        else:  # what a no-op step does
+            fast.add_interaction(rnd, "think", "noted", source=f"step {rnd}:think")
+            slow.add_interaction(rnd, "think", "noted", source=f"step {rnd}:think")
+            fast.view()
+            slow.view()
+        usual += _json_and_dict_logs_agree(fast, slow)
+    assert usual > 100
+
+
+def test_ids_that_need_escaping_are_dumped() -> None:
+    """A state may hold any id (a hand-made one, say): its logs are then dumped, not spelled."""
+    ctx = new_context(900, 16)
+    for rnd in range(1, 5):
+        ctx.add_interaction(rnd, "ls", "a b", source="ls")
+    state = ctx.state()
+    state["window"] = [*state["window"][:-1], 'w"1\\é']
+    fast, slow = ContextManager.from_state(state), ContextManager.from_state(state)
+    for rnd in range(5, 8):
+        fast.add_interaction(rnd, "ls", "a b", source="ls")
+        slow.add_interaction(rnd, "ls", "a b", source="ls")
+        assert not _json_and_dict_logs_agree(fast, slow)
+    assert 'w"1\\é' not in fast.state()["window"]  # it left the window: every log is spelled again
+    fast.add_interaction(9, "ls", "a b", source="ls")
+    slow.add_interaction(9, "ls", "a b", source="ls")
+    assert not _json_and_dict_logs_agree(fast, slow)  # (the flag is kept from the load: dumped still)

@@ -168,3 +168,16 @@ def test_faulty_summarizer_is_caught_and_nothing_is_lost() -> None:
     for seed in range(1000, 1060):
         fired += simulate(seed, faulty=True).fired
     assert fired > 0
+
+
+def test_a_context_whose_changes_are_never_taken_stays_bounded() -> None:
+    """A run without a store never takes a change log: what the record notes for one (the demotions'
+    version pairs, the ids appended to the view) stays bounded by the record, not the run's length."""
+    ctx = ContextManager(budget_tokens=600)
+    for rnd in range(1, 3001):
+        ctx.add_interaction(rnd, "think", "noted", source=f"step {rnd}:think")
+        ctx.view()
+    rec = ctx._rec
+    assert rec.retained < 400
+    assert len(rec._relayered) <= len(rec.archive)
+    assert len(rec._live_added) <= 2 * (rec.retire_min + len(rec.live))
