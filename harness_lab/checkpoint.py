@@ -197,7 +197,7 @@ class Checkpointer:
                else f',"next_step":{_next_step_json(run)}')
         use = "" if step_record and isfinite(usage.elapsed_s) else f',"usage":{_usage_text(usage)}'
         seq = "" if self._seq == last_seq else f',"seq":{self._seq}'
-        held, number = self._state_json(state)
+        held, number = self._state_json(state, usage.decisions)
         at = "null" if base is None else str(base)
         optional = self._optional(workspace_hash)
         state_json = _STATE_JSON[run_state]
@@ -230,21 +230,24 @@ class Checkpointer:
         self._rows.written(run.context, step, base, written, blobs)
         self.last_commit_at, self.last_step = now, step
 
-    def _state_json(self, state: dict[str, Any]) -> tuple[str, str]:
-        """``_dumps(state)`` in two parts: a loop's row holds only the gates, whose text differs from the
-        last row's in the decision number alone (the second part, with the closing braces); the rest
-        of it (the recent fingerprints, JSON in JSON, escaped again) is kept, by value."""
+    def _state_json(self, state: dict[str, Any], decisions: int) -> tuple[str, str]:
+        """The row's ``run_state`` text in two parts. A loop's row holds only the gates, whose text is
+        kept by value (the recent fingerprints are JSON in JSON, escaped again); ``hinted`` and
+        ``warned`` are left out when false, ``last_decision`` when it is the usage's ``decisions``
+        (Checkpoint.from_row fills them in): the second part is what differs from row to row."""
         gates = state.get("gates") if len(state) == 1 else None
         if gates is None or type(last := gates["last_decision"]) is not int:
             return _dumps(state), ""
-        key = (*gates["recent"], gates["hinted"], gates["warned"])
+        hinted, warned = gates["hinted"], gates["warned"]
+        key = (*gates["recent"], hinted, warned)
         head = self._gates_json.get(key)
         if head is None:
             if len(self._gates_json) >= _KEPT:
                 self._gates_json.clear()
-            # the text with last_decision null, without its 'null}}'
-            head = self._gates_json[key] = _dumps({"gates": {**gates, "last_decision": None}})[:-6]
-        return head, f"{last}}}}}"
+            head = self._gates_json[key] = "".join([
+                '{"gates":{"recent":', _dumps(gates["recent"]), ',"hinted":true' if hinted else "",
+                ',"warned":true' if warned else ""])
+        return head, "}}" if last == decisions else f',"last_decision":{last}}}}}'
 
     def _optional(self, workspace_hash: str | None) -> list[str]:
         """The checkpoint's fields that a row leaves out at their default, in Checkpoint's order."""

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["ROW_FORM", "RUN_STATE_EMPTY", "Checkpoint"]
 
 # The kind of a checkpoint text that leaves out what its row's columns hold (run_id, step) and its step
-# record (usage, and seq when it is the record's last event's), and the next step when it is the
-# usual "step N+1: ask the proposer" (schema 6). Texts of kind "checkpoint" hold them all.
+# record (usage, and seq when it is the record's last event's), the next step when it is the usual
+# "step N+1: ask the proposer", and the gates' flags when false and last_decision when it is the
+# usage's decisions (schema 6). Texts of kind "checkpoint" hold them all.
 ROW_FORM = "row_checkpoint"
 _ROW_PREFIX = f'{{"kind":"{ROW_FORM}"'
 
@@ -72,6 +73,11 @@ class Checkpoint(BaseModel):
             data.setdefault("seq", (record["events"] or [{}])[-1]["seq"])  # KeyError: no event
         data.update(kind="checkpoint", run_id=row.run_id, step=row.step)
         data.setdefault("next_step", f"step {row.step + 1}: ask the proposer")
+        gates = data.get("run_state", {}).get("gates")
+        if isinstance(gates, dict) and len(gates) < 4:  # left out: false flags, the usual last decision
+            data["run_state"]["gates"] = {"recent": gates.get("recent", []), "hinted": gates.get("hinted", False),
+                                          "warned": gates.get("warned", False),
+                                          "last_decision": gates.get("last_decision", data["usage"].get("decisions", 0))}
         return cls.model_validate(data)
 
     @model_validator(mode="before")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from persisthelpers import ACTIONS, CountingOutbox, push_run
+from runhelpers import think_run
 
 from harness_lab import Run
 from harness_lab.approval import AskHuman
@@ -84,4 +85,25 @@ def test_a_parked_run_s_next_step_is_written_not_derived(tmp_path: Path) -> None
         assert row is not None and row.step == run.step_no
         assert Checkpoint.from_row(row).next_step == _next_step(run) == "approve() or reject(reason) the parked proposal"
         assert "next_step" in json.loads(row.checkpoint)
+    store.close()
+
+
+def test_a_loop_row_leaves_out_the_gates_usual_values_and_reads_them_back(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.sqlite")
+    captured = []
+    with think_run(tmp_path / "ws", store, "R1") as run:
+        for _ in range(40):
+            run.step()
+            captured.append((run.step_no, run.capture(context=False)))
+        checkpointer = run.checkpoints
+        assert checkpointer is not None
+        # a gates state off the usual: every entry is written
+        gates = {"recent": ["{}"], "hinted": True, "warned": False, "last_decision": 5}
+        held, number = checkpointer._state_json({"gates": gates}, 7)
+        assert json.loads(held + number) == {"gates": {k: v for k, v in gates.items() if k != "warned"}}
+    for step, expected in captured:
+        row = store.step("R1", step)
+        assert '"gates":{"recent":[' in row.checkpoint
+        assert not any(k in row.checkpoint for k in ('"hinted"', '"warned"', '"last_decision"'))
+        assert Checkpoint.from_row(row).run_state == expected, step
     store.close()
