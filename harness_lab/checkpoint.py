@@ -16,7 +16,10 @@ restore); the rows in between hold :meth:`ContextManager.take_changes
 replays from (the context part of the rows: :mod:`harness_lab._context_rows`). Large outputs go to the store's blobs once, by sha256. Redaction runs over what is
 written, so only over the new and changed text; a memo of the JSON pieces (and whole texts) found
 clean before means a loop's rows cost one hash each to check (see :meth:`~harness_lab.redaction.Redactor.clean`). A step with
-no effect skips the ledger update, so its row is one ``INSERT`` in one implicit transaction.
+no effect skips the ledger update, so its row is one ``INSERT`` in one implicit transaction. The
+checkpoint text is of the row form (:data:`~harness_lab.checkpoint_record.ROW_FORM`): what the row's
+columns and step record hold is not written again (a loop's 640 B became 424 B), and a text of a shape
+found clean before is not checked again.
 A whole state leaves out retired items; a fork's first row holds no context at all but names the
 checkpoint it restored (``context_from``), and its change logs build on that until its own first
 whole state. Step records are stored by :func:`~harness_lab.events.dump_step_row` (events that
