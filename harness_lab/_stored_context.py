@@ -64,7 +64,7 @@ def _source_context(store: Store, source: str | None, texts: bool,
     if not run_id or not step.isdigit() or depth > 64:
         raise ValueError(f"a base row stands for {source!r}, not a checkpoint of this store")
     row = store.step(run_id, int(step))
-    checkpoint = Checkpoint.model_validate_json(row.checkpoint)
+    checkpoint = Checkpoint.from_row(row)
     return stored_context(store, run_id, row.step, checkpoint.context_base, row.context, texts=texts,
                           source=checkpoint.context_from, _depth=depth + 1)
 

@@ -1,18 +1,31 @@
 """The checkpoint record (seed 000), the read side of :class:`~harness_lab.checkpoint.Checkpointer`.
 
 A row leaves out the fields at their default and the run state's entries at their empty value
-(:data:`RUN_STATE_EMPTY`); reading fills them back in, so any single row reads whole.
+(:data:`RUN_STATE_EMPTY`); reading fills them back in, so any single row reads whole. Rows of the
+form :data:`ROW_FORM` (schema 6) also leave out what the rest of their row holds: read them with
+:meth:`Checkpoint.from_row`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import from_json
 
 from .states import RunState
 
-__all__ = ["RUN_STATE_EMPTY", "Checkpoint"]
+if TYPE_CHECKING:
+    from .store import StoredStep
+
+__all__ = ["ROW_FORM", "RUN_STATE_EMPTY", "Checkpoint"]
+
+# The kind of a checkpoint text that leaves out what its row's columns hold (run_id, step) and its step
+# record (usage, and seq when it is the record's last event's), the next step when it is the usual
+# "step N+1: ask the proposer", and the gates' flags when false and last_decision when it is the
+# usage's decisions (schema 6). Texts of kind "checkpoint" hold them all.
+ROW_FORM = "row_checkpoint"
+_ROW_PREFIX = f'{{"kind":"{ROW_FORM}"'
 
 
 class Checkpoint(BaseModel):
@@ -46,6 +59,26 @@ class Checkpoint(BaseModel):
     @property
     def id(self) -> str:
         return f"{self.run_id}@{self.step}"
+
+    @classmethod
+    def from_row(cls, row: StoredStep) -> Checkpoint:
+        """The checkpoint a stored row holds, of either form (see :data:`ROW_FORM`)."""
+        text = row.checkpoint
+        if not text.startswith(_ROW_PREFIX):
+            return cls.model_validate_json(text)
+        data = from_json(text)
+        if "usage" not in data or "seq" not in data:
+            record = from_json(row.record)
+            data.setdefault("usage", record["usage"])
+            data.setdefault("seq", (record["events"] or [{}])[-1]["seq"])  # KeyError: no event
+        data.update(kind="checkpoint", run_id=row.run_id, step=row.step)
+        data.setdefault("next_step", f"step {row.step + 1}: ask the proposer")
+        gates = data.get("run_state", {}).get("gates")
+        if isinstance(gates, dict) and len(gates) < 4:  # left out: false flags, the usual last decision
+            data["run_state"]["gates"] = {"recent": gates.get("recent", []), "hinted": gates.get("hinted", False),
+                                          "warned": gates.get("warned", False),
+                                          "last_decision": gates.get("last_decision", data["usage"].get("decisions", 0))}
+        return cls.model_validate(data)
 
     @model_validator(mode="before")
     @classmethod

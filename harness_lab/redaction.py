@@ -65,6 +65,13 @@ class Redactor:
         self._seen: set[bytes] = set()  # JSON pieces known to hold no match (see clean)
         self._whole: set[bytes] = set()  # ... and whole JSON texts
 
+    @property
+    def digit_blind(self) -> bool:
+        """Whether :meth:`clean` reads only the text with its digits as ``0`` (no environment values
+        to look for, which may hold digits): two texts equal but for their digits, digit for digit,
+        are both clean or both not."""
+        return not self._values
+
     def __call__(self, text: str) -> str:
         if self._re is None or not self._may_hold_secret(text) or self._re.search(text) is None:
             return text

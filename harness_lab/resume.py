@@ -93,7 +93,7 @@ def _load(store: Store, run_id: str, step: int | None,
         store.run_info(run_id)  # raises for an unknown id
         raise StoreError(f"run {run_id!r} has no committed step to resume from")
     try:
-        checkpoint = Checkpoint.model_validate_json(row.checkpoint)
+        checkpoint = Checkpoint.from_row(row)
         context, found = stored_context(store, run_id, row.step, checkpoint.context_base, row.context, texts=texts,
                                         source=checkpoint.context_from)
     except (ValidationError, ValueError, KeyError, TypeError) as exc:

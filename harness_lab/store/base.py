@@ -44,7 +44,9 @@ __all__ = [
 # 5: new files key step rows by one integer (run_no * 2**32 + step; runs gain run_no), so a step
 #    writes no separate (run_id, step) index page; rows are as in 4. Files of 2-4 keep their layout
 #    and are only marked 5 (an older harness-lab would write a new file's rows without their key).
-SCHEMA_VERSION = 5
+# 6: checkpoints of the row form (checkpoint_record.ROW_FORM: what the row's columns and step record hold
+#    is left out; read by Checkpoint.from_row). Files of 2-5 are only marked 6; their rows read as they are.
+SCHEMA_VERSION = 6
 
 EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]
 

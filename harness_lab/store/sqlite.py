@@ -144,7 +144,7 @@ class SQLiteStore:
                              "upgrade harness-lab to read it")
         if int(row[1]) == 1:  # schema 1 -> 2: only a new table; existing rows stay as they are
             self._tx([(_BLOBS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
-        elif int(row[1]) in (2, 3, 4):  # -> 4: only newer rows' forms change; -> 5: only new files' layout
+        elif int(row[1]) in (2, 3, 4, 5):  # -> 4, 6: only newer rows' forms change; -> 5: only new files' layout
             self._tx([("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
         elif int(row[1]) < SCHEMA_VERSION:
             raise StoreError(f"{self.path}: schema {row[1]} is older than {SCHEMA_VERSION} and has no migration")

@@ -57,7 +57,7 @@ def test_a_stored_row_reads_back_to_the_full_capture(tmp_path: Path) -> None:
             run.step()
             captures.append(run.capture(context=False))
     for step, expected in enumerate(captures, start=1):
-        stored = Checkpoint.model_validate_json(store.step("R1", step).checkpoint)
+        stored = Checkpoint.from_row(store.step("R1", step))
         assert stored.run_state == expected, step
         row_state = json.loads(store.step("R1", step).checkpoint)["run_state"]
         assert "state" not in row_state and all(row_state[k] != RUN_STATE_EMPTY[k] for k in row_state if k != "gates")

@@ -57,7 +57,7 @@ def _one_log(state: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
 def _reference(store: Store, run_id: str, step: int) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """The state of checkpoint ``run_id@step`` and its items' stored texts, the slow way."""
     row = store.step(run_id, step)
-    checkpoint = Checkpoint.model_validate_json(row.checkpoint)
+    checkpoint = Checkpoint.from_row(row)
     base = checkpoint.context_base
     assert base is not None
     rows = dict(store.contexts(run_id, base, step))
@@ -94,7 +94,7 @@ def _check_every_row(store: Store, run_id: str) -> tuple[int, int]:
     """Every checkpoint of the run read both ways; (rows read, change logs replayed past a base)."""
     rows = logs = 0
     for entry in store.steps(run_id, start=0):
-        checkpoint = Checkpoint.model_validate_json(entry.checkpoint)
+        checkpoint = Checkpoint.from_row(entry)
         expected, expected_texts = _reference(store, run_id, entry.step)
         for texts in (True, False):
             state, found = stored_context(store, run_id, entry.step, checkpoint.context_base, entry.context,

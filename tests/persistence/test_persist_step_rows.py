@@ -25,7 +25,7 @@ from harness_lab.proposers.replay import saved_trace
 from harness_lab.resume import load_checkpoint
 from harness_lab.scenarios import list_scenarios
 from harness_lab.states import RunState
-from harness_lab.store import SCHEMA_VERSION, SQLiteStore
+from harness_lab.store import SCHEMA_VERSION, SQLiteStore, StoredStep
 from harness_lab.tools import ToolResult
 
 # Proposals of every parse outcome: malformed, unknown kind, bad arguments, forbidden, claims, an action
@@ -160,13 +160,13 @@ def test_a_schema_3_file_with_rows_of_its_form_is_upgraded_and_still_resumes(tmp
     conn = sqlite3.connect(db)  # rewrite every row as schema 3 wrote it
     for step, record, checkpoint in conn.execute("SELECT step, record, checkpoint FROM steps").fetchall():
         old = _v3_row(load_step_row(record)) if record != "null" else record
-        full = Checkpoint.model_validate_json(checkpoint).model_dump_json()
+        full = Checkpoint.from_row(StoredStep("R1", step, 0.0, record, checkpoint, None)).model_dump_json()
         conn.execute("UPDATE steps SET record = ?, checkpoint = ? WHERE step = ?", (old, full, step))
     conn.execute("UPDATE schema_version SET version = 3")
     conn.commit()
     conn.close()
     store = SQLiteStore(db, create=False)
-    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 6
     assert '"state_after"' in store.step("R1", 2).record  # the old form is what is read back
     assert saved_trace(store, "R1") == expected
     assert [load_checkpoint(store, "R1", step)[0] for step in range(5)] == checkpoints
