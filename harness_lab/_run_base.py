@@ -191,7 +191,7 @@ class RunBase:
             # in: the hash stays as the step found it, so an outside write during the step (while
             # the proposer thought, say) is reported by the next step instead of absorbed here.
             self._ws_hash = self.sandbox.workspace_hash()
-        self._spend(elapsed_s=self.gates.elapsed())
+        self._used.elapsed_s = self.gates.elapsed()
         record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
                              self.usage, tuple(self._step_events))
         self._step_events = []
@@ -208,27 +208,17 @@ class RunBase:
 
     @property
     def usage(self) -> Usage:
-        """What the run used so far, as a frozen record (made when read after a change)."""
-        if self._usage is None:
-            used = self._used
-            self._usage = usage(used.decisions, used.tool_calls, used.tokens, used.elapsed_s)
-        return self._usage
+        """What the run used so far, as a frozen record (made again when read after a counter moved)."""
+        used, made = self._used, self._usage
+        if (made is None or made.decisions != used.decisions or made.tool_calls != used.tool_calls
+                or made.tokens != used.tokens or made.elapsed_s != used.elapsed_s):
+            made = self._usage = usage(used.decisions, used.tool_calls, used.tokens, used.elapsed_s)
+        return made
 
     @usage.setter
     def usage(self, value: Usage) -> None:
         self._used = _Counters(value.decisions, value.tool_calls, value.tokens, value.elapsed_s)
         self._usage = value
-
-    def _spend(self, *, decisions: int = 0, tool_calls: int = 0, tokens: int = 0, elapsed_s: float | None = None) -> None:
-        """Count what the run used. The counters are mutable inside the run (the gates read them
-        mid-step); the frozen :class:`Usage` is made only when someone reads ``usage``."""
-        used = self._used
-        used.decisions += decisions
-        used.tool_calls += tool_calls
-        used.tokens += tokens
-        if elapsed_s is not None:
-            used.elapsed_s = elapsed_s
-        self._usage = None
 
     def _transition(self, after: RunState, reason: str) -> None:
         """The one place the run's state changes; every change is an event."""
@@ -301,7 +291,8 @@ class RunBase:
 
 @dataclass(slots=True)
 class _Counters:
-    """The run's live usage counters (see ``RunBase.usage``)."""
+    """What the run used, counted where it is spent. Mutable inside the run (the gates read them
+    mid-step); the frozen :class:`Usage` is made only when someone reads ``RunBase.usage``."""
 
     decisions: int = 0
     tool_calls: int = 0

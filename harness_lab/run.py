@@ -90,7 +90,7 @@ class Run(RunBase):
         pending = self._pending if self._pending is not None else self._ask_proposer()
         proposal = self._faults.proposal(self, pending, parse_proposal) if self._faults.armed else pending
         self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.mark()
-        self._spend(decisions=1)
+        self._used.decisions += 1
         decision, stop = self._gate(proposal)
         self._append(proposed(self._next_seq(), self.step_no, proposal, decision))
         result = self._execute(proposal) if decision.verdict == "execute" else None
@@ -238,7 +238,7 @@ class Run(RunBase):
         raw, tokens = (out.raw, out.tokens) if isinstance(out, ProposerOutput) else (out, None)
         proposal = parse_proposal(raw)
         spent = tokens if tokens is not None else view.total_tokens + self.context.counter(str(proposal.raw))
-        self._spend(tokens=spent)
+        self._used.tokens += spent
         return proposal
 
     def _gate(self, proposal: Proposal) -> tuple[Decision, StopReason | None]:
@@ -282,7 +282,7 @@ class Run(RunBase):
 
     def _execute(self, proposal: Proposal, key: str | None = None) -> ToolResult:
         assert proposal.action is not None
-        self._spend(tool_calls=1)
+        self._used.tool_calls += 1
         if self.repair is not None:
             self.repair.before_execute(self, proposal)
         if effect_class(proposal.action) != "read":
