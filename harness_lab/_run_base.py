@@ -185,7 +185,8 @@ class RunBase:
             gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
             self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
                        data={"snapshot": gate.id})
-        self._faults.settle(self, decision, result)
+        if self._faults.fired:  # the usual step: no fault fired, nothing to answer
+            self._faults.settle(self, decision, result)
         if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
             # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
             # in: the hash stays as the step found it, so an outside write during the step (while
@@ -194,7 +195,7 @@ class RunBase:
         self._used.elapsed_s = self.gates.elapsed()
         record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
                              self.usage, tuple(self._step_events))
-        self._step_events = []
+        self._step_events.clear()
         if self._faults.armed:  # the usual step has no fault armed: no crash point to visit
             self._crash_point(CrashPoint.BEFORE_COMMIT)
         if self.checkpoints is not None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loophelpers import contract, evidence
+from loophelpers import READ_A, READ_B, contract, evidence, make_run
 
 from harness_lab.actions import Finish, ForbiddenAction
+from harness_lab.clock import FakeClock
+from harness_lab.events import Usage
 from harness_lab.proposal import Proposal
 from harness_lab.proposers import FunctionProposer
 from harness_lab.run import Run
@@ -59,3 +61,22 @@ def test_the_kept_workspace_hash_follows_every_change(tmp_path: Path) -> None:
         seen.append(sandbox.workspace_hash())
     assert seen[1] != seen[0] and seen[2] != seen[1]
     assert seen[3] == seen[1] and seen[4] == seen[0]  # back to the same tree: the same hash
+
+
+def test_usage_is_made_again_when_any_counter_moved(tmp_path: Path) -> None:
+    clock = FakeClock(tick=0.25)
+    with make_run(tmp_path, [READ_A, READ_B], clock=clock) as run:
+        assert run.usage == Usage(decisions=0, tool_calls=0, tokens=0, elapsed_s=0.0)
+        run.step()
+        first = run.usage
+        assert (first.decisions, first.tool_calls) == (1, 1) and first.tokens > 0 and first.elapsed_s > 0
+        assert run.usage is first and run.records[-1].usage is first  # nothing moved: the same record
+        run.step()
+        second = run.usage
+        assert (second.decisions, second.tool_calls) == (2, 2) and second.tokens > first.tokens
+        run.halt("stop", "enough")  # no decision, no tool call, no token: only the clock moved
+        third = run.usage
+        assert third.elapsed_s > second.elapsed_s
+        assert (third.decisions, third.tool_calls, third.tokens) == (second.decisions, second.tool_calls,
+                                                                     second.tokens)
+        assert run.records[-1].usage == third
