@@ -185,48 +185,41 @@ class RunBase:
             gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
             self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
                        data={"snapshot": gate.id})
-        self._faults.settle(self, decision, result)
+        if self._faults.fired:  # the usual step: no fault fired, nothing to answer
+            self._faults.settle(self, decision, result)
         if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
             # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
             # in: the hash stays as the step found it, so an outside write during the step (while
             # the proposer thought, say) is reported by the next step instead of absorbed here.
             self._ws_hash = self.sandbox.workspace_hash()
-        self._spend(elapsed_s=self.gates.elapsed())
+        self._used.elapsed_s = self.gates.elapsed()
         record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
                              self.usage, tuple(self._step_events))
-        self._step_events = []
-        self._crash_point(CrashPoint.BEFORE_COMMIT)
+        self._step_events.clear()
+        if self._faults.armed:  # the usual step has no fault armed: no crash point to visit
+            self._crash_point(CrashPoint.BEFORE_COMMIT)
         if self.checkpoints is not None:
             self.checkpoints.commit(record, self._ws_hash)
             _keep_window(self.records, self.checkpoints.window)
             _keep_window(self.events, 4 * self.checkpoints.window)
         self.records.append(record)
-        self._crash_point(CrashPoint.AFTER_COMMIT)
+        if self._faults.armed:
+            self._crash_point(CrashPoint.AFTER_COMMIT)
         return record
 
     @property
     def usage(self) -> Usage:
-        """What the run used so far, as a frozen record (made when read after a change)."""
-        if self._usage is None:
-            used = self._used
-            self._usage = usage(used.decisions, used.tool_calls, used.tokens, used.elapsed_s)
-        return self._usage
+        """What the run used so far, as a frozen record (made again when read after a counter moved)."""
+        used, made = self._used, self._usage
+        if (made is None or made.decisions != used.decisions or made.tool_calls != used.tool_calls
+                or made.tokens != used.tokens or made.elapsed_s != used.elapsed_s):
+            made = self._usage = usage(used.decisions, used.tool_calls, used.tokens, used.elapsed_s)
+        return made
 
     @usage.setter
     def usage(self, value: Usage) -> None:
         self._used = _Counters(value.decisions, value.tool_calls, value.tokens, value.elapsed_s)
         self._usage = value
-
-    def _spend(self, *, decisions: int = 0, tool_calls: int = 0, tokens: int = 0, elapsed_s: float | None = None) -> None:
-        """Count what the run used. The counters are mutable inside the run (the gates read them
-        mid-step); the frozen :class:`Usage` is made only when someone reads ``usage``."""
-        used = self._used
-        used.decisions += decisions
-        used.tool_calls += tool_calls
-        used.tokens += tokens
-        if elapsed_s is not None:
-            used.elapsed_s = elapsed_s
-        self._usage = None
 
     def _transition(self, after: RunState, reason: str) -> None:
         """The one place the run's state changes; every change is an event."""
@@ -299,7 +292,8 @@ class RunBase:
 
 @dataclass(slots=True)
 class _Counters:
-    """The run's live usage counters (see ``RunBase.usage``)."""
+    """What the run used, counted where it is spent. Mutable inside the run (the gates read them
+    mid-step); the frozen :class:`Usage` is made only when someone reads ``RunBase.usage``."""
 
     decisions: int = 0
     tool_calls: int = 0

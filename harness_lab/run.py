@@ -10,11 +10,11 @@ from pathlib import Path
 
 from ._run_base import RunBase, _sha
 from ._step_records import proposed, tool_called
-from .actions import _MODELS, Finish, ForbiddenAction, ReadEvidence, WriteReport
+from .actions import _MODELS, Finish, ForbiddenAction, GatedAction, ReadEvidence, WriteReport, _Action
 from .approval import ApprovalRequest, Approver
 from .checkpoint import Checkpointer
 from .clock import Clock
-from .contract import load_contract
+from .contract import ControlContract, load_contract
 from .effect_classes import effect_class
 from .errors import RunStateError
 from .events import (
@@ -81,15 +81,16 @@ class Run(RunBase):
         if self.waiting is not None and (timeout := self._gate_timed_out()) is not None:
             self.waiting, self._pending = None, None
             return self._close(None, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
-        self._faults.before_step(self)
+        if self._faults.armed:  # the usual step has no fault armed: its hooks are skipped
+            self._faults.before_step(self)
         self._check_external_change()
         if (stop := self.gates.before_decision(self._used)) is not None:
             return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
         # what `pending` would give: the gates and the state were checked just above
         pending = self._pending if self._pending is not None else self._ask_proposer()
-        proposal = self._faults.proposal(self, pending, parse_proposal)
+        proposal = self._faults.proposal(self, pending, parse_proposal) if self._faults.armed else pending
         self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.mark()
-        self._spend(decisions=1)
+        self._used.decisions += 1
         decision, stop = self._gate(proposal)
         self._append(proposed(self._next_seq(), self.step_no, proposal, decision))
         result = self._execute(proposal) if decision.verdict == "execute" else None
@@ -237,18 +238,19 @@ class Run(RunBase):
         raw, tokens = (out.raw, out.tokens) if isinstance(out, ProposerOutput) else (out, None)
         proposal = parse_proposal(raw)
         spent = tokens if tokens is not None else view.total_tokens + self.context.counter(str(proposal.raw))
-        self._spend(tokens=spent)
+        self._used.tokens += spent
         return proposal
 
     def _gate(self, proposal: Proposal) -> tuple[Decision, StopReason | None]:
         action = proposal.action
         if action is None:
             return Decision(verdict="refuse", reason=proposal.error.message if proposal.error else "invalid"), None
-        if isinstance(action, ForbiddenAction):
-            why = f"{action.requested_kind} would change the contract, validator or run state"
-            return Decision(verdict="block", reason=why), StopReason(code="forbidden_action", message=why)
-        if isinstance(action, Finish):
-            return _VALIDATE, None
+        if type(action) not in _PLAIN_TOOLS:  # most steps: one set lookup, no pydantic isinstance
+            if isinstance(action, ForbiddenAction):
+                why = f"{action.requested_kind} would change the contract, validator or run state"
+                return Decision(verdict="block", reason=why), StopReason(code="forbidden_action", message=why)
+            if isinstance(action, Finish):
+                return _VALIDATE, None
         if (stop := self.gates.before_tool_call(self._used)) is not None:
             return Decision(verdict="exhaust", reason=stop.message), stop
         convergence = self.gates.convergence(proposal, self._used.decisions)
@@ -280,19 +282,22 @@ class Run(RunBase):
 
     def _execute(self, proposal: Proposal, key: str | None = None) -> ToolResult:
         assert proposal.action is not None
-        self._spend(tool_calls=1)
+        self._used.tool_calls += 1
         if self.repair is not None:
             self.repair.before_execute(self, proposal)
         if effect_class(proposal.action) != "read":
             # An outside write since the step's first check (while the proposer thought) is reported
             # now: once this tool has run, the end of the step folds the workspace into the run's own.
             self._check_external_change()
-        executor = self._faults.executor_for(self, proposal.action, self.executor)
-        self._crash_point(CrashPoint.BEFORE_EFFECT)
+        executor = self.executor
+        if self._faults.armed:  # a tool fault swaps the executor; a crash fault may strike
+            executor = self._faults.executor_for(self, proposal.action, executor)
+            self._crash_point(CrashPoint.BEFORE_EFFECT)
         key = key or f"{self.run_id}:{self.step_no}"
         held = self.checkpoints.before_effect(proposal.action, key) if self.checkpoints is not None else None
         result = held or executor.execute(proposal.action, idempotency_key=key)
-        self._crash_point(CrashPoint.AFTER_EFFECT)
+        if self._faults.armed:
+            self._crash_point(CrashPoint.AFTER_EFFECT)
         self._append(tool_called(self._next_seq(), self.step_no, result.tool, result))
         return result
 
@@ -303,7 +308,7 @@ class Run(RunBase):
         if result is not None:
             text = result.content if result.ok else str(result.for_model())
             self.context.add_interaction(self.step_no, proposal.describe(), text or "",
-                                         source=f"step {self.step_no}:{result.tool}", key=_state_key(proposal, self.contract.verification.report.path))
+                                         source=f"step {self.step_no}:{result.tool}", key=_state_key(proposal, self.contract))
         elif decision.verdict == "refuse":
             hint = proposal.error.hint if proposal.error else decision.reason
             self.context.add_feedback(self.step_no, f"refused: {decision.reason}; {hint}", source=f"step {self.step_no}:gate")
@@ -353,7 +358,7 @@ class Run(RunBase):
         return verdict
 
 
-def _state_key(proposal: Proposal, report_path: str) -> str | None:
+def _state_key(proposal: Proposal, contract: ControlContract) -> str | None:
     """The external state an observation came from, so a change to it can mark the item stale."""
     action = proposal.action
     kind = type(action)
@@ -362,10 +367,14 @@ def _state_key(proposal: Proposal, report_path: str) -> str | None:
     if isinstance(action, ReadEvidence):
         return f"evidence:{action.id}"
     if isinstance(action, WriteReport):
-        return f"file:{report_path}"
+        return f"file:{contract.verification.report.path}"
     path = getattr(action, "path", None)
     return f"file:{path}" if isinstance(path, str) else None
 
+
+# The action models that are neither forbidden nor finish: the gate takes them as tool calls.
+_ACTION_TYPES: list[type[_Action]] = [*_MODELS.values(), GatedAction]
+_PLAIN_TOOLS = frozenset(model for model in _ACTION_TYPES if not issubclass(model, (ForbiddenAction, Finish)))
 
 # The action models whose observation has a state key (pydantic's isinstance runs Python code).
 _KEYED = frozenset({ReadEvidence, WriteReport, *(model for model in _MODELS.values() if "path" in model.model_fields)})

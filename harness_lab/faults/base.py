@@ -160,7 +160,7 @@ class FaultSchedule:
         self._emit = emit
         self.armed: list[_Armed] = []
         self.records: list[FaultRecord] = []
-        self._fired: list[tuple[Fault, FaultHook, str]] = []
+        self.fired: list[tuple[Fault, FaultHook, str]] = []  # this step's firings, until settle()
 
     def arm(self, fault: Fault, at_step: int) -> None:
         self.armed.append(_Armed(fault, at_step, fault.steps))
@@ -185,7 +185,7 @@ class FaultSchedule:
         return due
 
     def _fired_note(self, fault: Fault, hook: FaultHook, effect: str) -> None:
-        self._fired.append((fault, hook, effect))
+        self.fired.append((fault, hook, effect))
         self._emit("fault", f"fault {fault.name} injected ({hook}): {effect}", {"fault": fault.name, "hook": hook})
 
     # -- hooks called by the run --------------------------------------------------------------
@@ -229,9 +229,9 @@ class FaultSchedule:
 
     def settle(self, run: FaultTarget, decision: Decision, result: ToolResult | None) -> None:
         """At the close of a step: record how the harness answered each fault that fired in it."""
-        if not self._fired:
+        if not self.fired:
             return
-        for fault, hook, effect in self._fired:
+        for fault, hook, effect in self.fired:
             if hook == "crash":
                 continue
             parts = [f"decision {decision.verdict}: {decision.reason}"]
@@ -243,7 +243,7 @@ class FaultSchedule:
             answer = "; ".join(parts)
             self._emit("fault_answer", f"harness answered {fault.name}: {answer}", {"fault": fault.name})
             self._log(fault, hook, effect, run.step_no, run.state, answer)
-        self._fired = []
+        self.fired = []
 
     def _log(self, fault: Fault, hook: FaultHook, effect: str, step: int, state: RunState | None, answer: str) -> None:
         self.records.append(FaultRecord(
