@@ -58,9 +58,18 @@ def _cmd_faults(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_liveness(args: argparse.Namespace) -> None:
+    # Checked before a run is registered in the store, so a typo leaves no half-made run behind.
+    if not args.heartbeat > 0:
+        raise HarnessLabError(f"--heartbeat: must be > 0 seconds, got {args.heartbeat}")
+    if not args.grace >= 0:
+        raise HarnessLabError(f"--grace: must be >= 0 seconds, got {args.grace}")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .run import Run
 
+    _check_liveness(args)
     if args.db is not None:
         from .store import SQLiteStore
 
@@ -93,6 +102,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     from .run import Run
     from .store import SQLiteStore
 
+    _check_liveness(args)
     store = SQLiteStore(args.db, create=False)
     run = Run.resume(store, args.run_id)
     assert run.resume_report is not None

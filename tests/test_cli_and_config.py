@@ -150,3 +150,13 @@ def test_run_says_what_waits_for_a_human(tmp_path, capsys) -> None:
     assert main(["run", str(_gated_scenario(tmp_path))]) == 0
     out = capsys.readouterr().out
     assert "final: WAITING_FOR_HUMAN" in out and "waiting for a human: push" in out and "--gate-policy" in out
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--heartbeat", "0"), ("--heartbeat", "-1"), ("--grace", "-5")])
+def test_bad_liveness_values_are_one_line_and_register_no_run(tmp_path, capsys, flag: str, value: str) -> None:
+    db = tmp_path / "runs.sqlite"
+    assert main(["run", "conforming_report", "--db", str(db), "--run-id", "R1", flag, value]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and flag in err and value in err
+    # Nothing half-written: the id is still free for a corrected command.
+    assert main(["run", "conforming_report", "--db", str(db), "--run-id", "R1"]) == 0
