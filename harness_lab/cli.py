@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 from .approval import approver_from_policy
-from .contract import load_contract
+from .contract import ControlContract, load_contract
 from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
 from .paths import data_dir
@@ -23,10 +23,36 @@ from .validation import check_report
 __all__ = ["main"]
 
 
+def _output_dir(path: str) -> tuple[Path, list[Path]]:
+    """Create ``--output`` before any work; return it and the folders this made (to undo on failure)."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise HarnessLabError(f"--output: {out} exists and is not a directory")
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HarnessLabError(f"--output: cannot create {out}: {exc.strerror or exc}") from None
+    return out, made
+
+
+def _undo_output_dir(made: list[Path]) -> None:
+    for folder in made:  # innermost first; a folder something was written into stays
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 def _cmd_experiment(args: argparse.Namespace) -> int:
     from .experiments import write_experiment
 
-    write_experiment(args.output)
+    _, made = _output_dir(args.output)
+    try:
+        write_experiment(args.output)
+    except BaseException:
+        _undo_output_dir(made)
+        raise
     print((Path(args.output) / "table.md").read_text(encoding="utf-8"), end="")
     print(f"wrote {Path(args.output) / 'results.json'} and {Path(args.output) / 'table.md'}")
     return 0
@@ -153,12 +179,9 @@ def _print_final(run: Run, args: argparse.Namespace) -> int:
 
 
 def _cmd_study(args: argparse.Namespace) -> int:
-    import importlib
     import importlib.util
-    from concurrent.futures import Executor, ProcessPoolExecutor
-    from typing import Any
 
-    from .experiments import GROUPS, SEED_SCENARIOS, render_study_table, run_study, write_study
+    from .experiments import GROUPS, SEED_SCENARIOS
     from .scenarios import list_scenarios
 
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]
@@ -175,9 +198,8 @@ def _cmd_study(args: argparse.Namespace) -> int:
         raise HarnessLabError(f"--seeds: must be >= 1, got {args.seeds}")
     if not 0.0 <= args.noise <= 1.0:
         raise HarnessLabError(f"--noise: must lie in [0, 1], got {args.noise}")
-    out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        raise HarnessLabError(f"--output: {out} exists and is not a directory")
+    if args.workers is not None and args.workers < 1:
+        raise HarnessLabError(f"--workers: must be >= 1, got {args.workers}")
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         raise HarnessLabError("plots need matplotlib: pip install 'harness-lab[plot]', or pass --no-plots")
     contract = None
@@ -193,6 +215,22 @@ def _cmd_study(args: argparse.Namespace) -> int:
         if any(v < 0 for v in limits.values()) or limits.get("max_decisions", 1) < 1:
             raise HarnessLabError(f"budget limits must be positive, got {limits}")
         contract = base.with_budget(**limits)
+    out, made = _output_dir(args.output)
+    try:
+        return _study_into(out, groups, names, contract, args)
+    except BaseException:
+        _undo_output_dir(made)
+        raise
+
+
+def _study_into(out: Path, groups: list[str], names: list[str], contract: ControlContract | None,
+                args: argparse.Namespace) -> int:
+    import importlib
+    from concurrent.futures import Executor, ProcessPoolExecutor
+    from typing import Any
+
+    from .experiments import render_study_table, run_study, write_study
+
     executor: Executor | None = None
     client: Any = None
     if args.dask:
@@ -203,8 +241,6 @@ def _cmd_study(args: argparse.Namespace) -> int:
         client = distributed.Client(args.dask)
         executor = client.get_executor()
     elif args.workers is not None:
-        if args.workers < 1:
-            raise HarnessLabError(f"--workers: must be >= 1, got {args.workers}")
         executor = ProcessPoolExecutor(max_workers=args.workers)
     try:
         result = run_study(groups, names, args.seeds, noise=args.noise, contract=contract, executor=executor,

@@ -50,3 +50,31 @@ def test_output_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.Capture
     target.write_text("keep me")
     assert main(["study", "--seeds", "1", "--no-plots", "--quiet", "--output", str(target)]) == 2
     assert "exists and is not a directory" in capsys.readouterr().err and target.read_text() == "keep me"
+
+
+def test_output_that_cannot_be_created_is_refused_before_any_run(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness_lab.experiments as experiments
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the study ran before its output was known to be writable")
+
+    monkeypatch.setattr(experiments, "run_study", never)
+    blocker = tmp_path / "file"
+    blocker.write_text("keep me")
+    assert main(["study", "--seeds", "1", "--no-plots", "--quiet", "--output", str(blocker / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--output" in err and str(blocker / "sub") in err and "Traceback" not in err
+    assert blocker.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("inside_a_file", [False, True])
+def test_experiment_output_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               inside_a_file: bool) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("keep me")
+    target = blocker / "sub" if inside_a_file else blocker
+    assert main(["experiment", "--output", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--output" in err and str(target) in err
+    assert blocker.read_text() == "keep me"
