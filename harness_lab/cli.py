@@ -194,6 +194,9 @@ def _cmd_study(args: argparse.Namespace) -> int:
     if not names or (bad := [n for n in names if n not in known]):
         raise HarnessLabError(f"--scenarios: unknown scenario(s) {','.join(bad) if names else repr(args.scenarios)}; "
                               f"use all, seed or some of {','.join(known)}")
+    for flag, given in (("--groups", groups), ("--scenarios", names)):
+        if twice := _repeated(given):
+            raise HarnessLabError(f"{flag}: {twice} given twice (it would count double)")
     if args.seeds < 1:
         raise HarnessLabError(f"--seeds: must be >= 1, got {args.seeds}")
     if not 0.0 <= args.noise <= 1.0:
@@ -221,6 +224,10 @@ def _cmd_study(args: argparse.Namespace) -> int:
     except BaseException:
         _undo_output_dir(made)
         raise
+
+
+def _repeated(names: list[str]) -> str:
+    return next((n for i, n in enumerate(names) if n in names[:i]), "")
 
 
 def _study_into(out: Path, groups: list[str], names: list[str], contract: ControlContract | None,

@@ -78,3 +78,26 @@ def test_experiment_output_errors_are_one_line(tmp_path: Path, capsys: pytest.Ca
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--output" in err and str(target) in err
     assert blocker.read_text() == "keep me"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--groups", "base,structural,base"], "--groups: base given twice"),
+    (["--scenarios", "conforming_report,empty_report,conforming_report"], "--scenarios: conforming_report given twice"),
+])
+def test_a_repeated_group_or_scenario_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 args: list[str], message: str) -> None:
+    # Counted twice it would double that group's runs (or that scenario's weight) in every rate.
+    out = tmp_path / "never"
+    assert main(["study", "--seeds", "1", "--no-plots", "--quiet", *args, "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("groups", "scenarios"), [(["base", "base"], ["conforming_report"]),
+                                                   (["base"], ["conforming_report", "conforming_report"])])
+def test_study_tasks_refuse_repeats(groups: list[str], scenarios: list[str]) -> None:
+    from harness_lab.experiments import study_tasks
+
+    with pytest.raises(ValueError, match="given twice"):
+        study_tasks(groups, scenarios, 1)
