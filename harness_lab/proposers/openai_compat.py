@@ -20,6 +20,7 @@ runtime feeds back as a malformed proposal, so the loop gates still decide when 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
@@ -134,7 +135,7 @@ class OpenAICompatProposer:
             self.calls += 1
             try:
                 status, payload = self._transport(url, body, headers, self._config.timeout_s)
-            except (OSError, TimeoutError) as exc:
+            except (OSError, http.client.HTTPException) as exc:  # no reply, or bytes that are not HTTP
                 status, payload = 0, f"{type(exc).__name__}: {exc}".encode()
             if status == 200:
                 return self._parse(payload)
@@ -160,17 +161,20 @@ class OpenAICompatProposer:
         try:
             data = json.loads(payload)
             message = data["choices"][0]["message"]
-        except (ValueError, KeyError, IndexError, TypeError):
+            calls = message.get("tool_calls") or []
+            function = (calls[0].get("function") or {}) if calls else {}
+            if not isinstance(calls, list) or not isinstance(function, dict):
+                raise TypeError("tool_calls")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             return ProposerOutput(raw=self._mask(f"endpoint reply is not a chat completion: {payload[:200]!r}"), tokens=0)
-        usage = data.get("usage") or {}
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
         tokens = usage.get("total_tokens")
         if not isinstance(tokens, int):
             parts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
             tokens = sum(parts) if all(isinstance(p, int) for p in parts) else None  # type: ignore[arg-type]
-        calls = message.get("tool_calls") or []
         if not calls:  # prose instead of a tool call: the runtime answers with a malformed-proposal error
             return ProposerOutput(raw=self._mask(str(message.get("content") or "")), tokens=tokens)
-        function = calls[0].get("function") or {}
         name, arguments = function.get("name"), function.get("arguments") or "{}"
         try:
             args = json.loads(arguments) if isinstance(arguments, str) else arguments
