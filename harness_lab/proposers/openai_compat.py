@@ -93,6 +93,11 @@ class OpenAICompatConfig:
                    api_key=source.get(f"{ENV_PREFIX}API_KEY") or None)
 
 
+def _count(value: object) -> int | None:
+    """A token count as reported, or None when it is not one (never a bool, never negative)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def urllib_transport(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> tuple[int, bytes]:
     request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
     try:
@@ -169,10 +174,10 @@ class OpenAICompatProposer:
             return ProposerOutput(raw=self._mask(f"endpoint reply is not a chat completion: {payload[:200]!r}"), tokens=0)
         usage = data.get("usage")
         usage = usage if isinstance(usage, dict) else {}
-        tokens = usage.get("total_tokens")
-        if not isinstance(tokens, int):
-            parts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
-            tokens = sum(parts) if all(isinstance(p, int) for p in parts) else None  # type: ignore[arg-type]
+        tokens = _count(usage.get("total_tokens"))
+        if tokens is None:
+            parts = [_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))]
+            tokens = parts[0] + parts[1] if parts[0] is not None and parts[1] is not None else None
         if not calls:  # prose instead of a tool call: the runtime answers with a malformed-proposal error
             return ProposerOutput(raw=self._mask(str(message.get("content") or "")), tokens=tokens)
         name, arguments = function.get("name"), function.get("arguments") or "{}"

@@ -1,7 +1,7 @@
 """The OpenAI-compatible proposer against a server that answers garbage (a raw 127.0.0.1 socket).
 
 An endpoint failure is data, not a crash (the module's promise): whatever bytes come back, ``propose``
-returns a proposal the runtime can refuse.
+returns a proposal the runtime can refuse, and an endpoint cannot credit the budget with negative tokens.
 """
 
 from __future__ import annotations
@@ -86,3 +86,17 @@ def test_garbage_from_the_endpoint_is_a_refusable_proposal(raw_server: list[byte
 def test_a_garbage_transport_reply_is_retried_like_a_dropped_connection(raw_server: list[bytes]) -> None:
     raw, _, calls = _propose(raw_server, b"garbage\r\n\r\n", retries=2)
     assert calls == 3 and "endpoint error" in str(raw)
+
+
+@pytest.mark.parametrize("total", [-500, True, 1.5, "12"])
+def test_reported_usage_that_is_not_a_count_is_not_charged(raw_server: list[bytes], total: object) -> None:
+    # None: the run falls back to its own counter; a negative count would credit the token budget.
+    _, tokens, _ = _propose(raw_server, _http({"choices": [{"message": {"content": "x"}}],
+                                               "usage": {"total_tokens": total}}))
+    assert tokens is None
+
+
+def test_negative_prompt_and_completion_counts_are_not_charged(raw_server: list[bytes]) -> None:
+    _, tokens, _ = _propose(raw_server, _http({"choices": [{"message": {"content": "x"}}],
+                                               "usage": {"prompt_tokens": -900, "completion_tokens": 3}}))
+    assert tokens is None
