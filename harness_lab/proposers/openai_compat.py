@@ -25,6 +25,7 @@ import json
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,8 @@ class OpenAICompatConfig:
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"{ENV_PREFIX}BASE_URL: {self.base_url!r} is not an http(s) URL")
+        if problem := _url_problem(self.base_url):
+            raise ConfigError(f"{ENV_PREFIX}BASE_URL: {self.base_url!r} {problem}")
         if not self.model:
             raise ConfigError(f"{ENV_PREFIX}MODEL: empty model name")
 
@@ -91,6 +94,18 @@ class OpenAICompatConfig:
             raise ConfigError(f"environment: {', '.join(missing)} not set (the OpenAI-compatible proposer needs them)")
         return cls(base_url=source[f"{ENV_PREFIX}BASE_URL"].rstrip("/"), model=source[f"{ENV_PREFIX}MODEL"],
                    api_key=source.get(f"{ENV_PREFIX}API_KEY") or None)
+
+
+def _url_problem(url: str) -> str:
+    """Why urllib could not send to ``url`` (told at configuration, not at the first step), or ''."""
+    if any(c.isspace() or ord(c) < 32 for c in url):
+        return "contains whitespace or a control character"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        return f"is not a valid URL: {exc}"
+    return "" if parts.hostname else "names no host"
 
 
 def _count(value: object) -> int | None:

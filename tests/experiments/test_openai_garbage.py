@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from harness_lab.errors import ConfigError
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer
 
 KEY = "sk-test-DO-NOT-LEAK-77aa"
@@ -100,3 +101,9 @@ def test_negative_prompt_and_completion_counts_are_not_charged(raw_server: list[
     _, tokens, _ = _propose(raw_server, _http({"choices": [{"message": {"content": "x"}}],
                                                "usage": {"prompt_tokens": -900, "completion_tokens": 3}}))
     assert tokens is None
+
+
+@pytest.mark.parametrize("url", ["http://", "https:///v1", "http://exa mple/v1", "http://h:99999/v1", "http://h:port/v1"])
+def test_a_base_url_without_a_usable_host_is_a_config_error(url: str) -> None:
+    with pytest.raises(ConfigError, match="HARNESS_LAB_OPENAI_BASE_URL"):
+        OpenAICompatConfig.from_env({"HARNESS_LAB_OPENAI_BASE_URL": url, "HARNESS_LAB_OPENAI_MODEL": "m"})
