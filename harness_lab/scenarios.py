@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._files import validate_file
 from .errors import ConfigError
@@ -34,6 +34,15 @@ class Scenario(BaseModel):
     then: Literal["repeat_last", "finish"] = "repeat_last"
     labels: Labels
     actions: tuple[dict[str, Any], ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _labels_name_reports(self) -> Scenario:
+        # An index past the script was an IndexError mid-study; one naming a read made b"" "acceptable".
+        for i in self.labels.acceptable_reports:
+            if not 0 <= i < len(self.actions) or self.actions[i].get("kind") != "write_report":
+                raise ValueError(f"labels.acceptable_reports: {i} is not a write_report action "
+                                 f"(actions are numbered from 0; this script has {len(self.actions)})")
+        return self
 
     def acceptable_texts(self) -> set[bytes]:
         """The report bytes a correct harness may accept for this scenario (fixed before any run)."""

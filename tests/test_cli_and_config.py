@@ -160,3 +160,19 @@ def test_bad_liveness_values_are_one_line_and_register_no_run(tmp_path, capsys, 
     assert err.count("\n") == 1 and flag in err and value in err
     # Nothing half-written: the id is still free for a corrected command.
     assert main(["run", "conforming_report", "--db", str(db), "--run-id", "R1"]) == 0
+
+
+@pytest.mark.parametrize(("labels", "fragment"), [
+    ("[5]", "labels.acceptable_reports: 5 is not a write_report action"),
+    ("[0]", "labels.acceptable_reports: 0 is not a write_report action"),
+    ("[-1]", "labels.acceptable_reports: -1 is not a write_report action"),
+])
+def test_labels_must_name_write_report_actions(tmp_path, labels: str, fragment: str) -> None:
+    # Out of range was an IndexError in the study; a read's index made b"" (an empty report) "acceptable".
+    path = tmp_path / "s.yaml"
+    path.write_text(f"id: s\ntitle: t\nlabels: {{acceptable_reports: {labels}}}\n"
+                    "actions: [{kind: read_evidence, id: harness-boundary}, {kind: write_report, text: hi}]\n")
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path)
+    assert str(path) in str(info.value) and fragment in str(info.value) and "\n" not in str(info.value)
+
