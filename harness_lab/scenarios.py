@@ -60,6 +60,12 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
             known = ", ".join(list_scenarios())
             raise ConfigError(f"{path}: no scenario named {str(name_or_path)!r}; known: {known}")
     scenario: Scenario = validate_file(Scenario, path)
+    contracts = data_dir() / "contracts"
+    if not (contracts / f"{scenario.contract}.yaml").is_file():
+        # Said here, naming the scenario's field, not later as a missing file the user never named.
+        known = ", ".join(sorted(p.stem for p in contracts.glob("*.yaml")))
+        raise ConfigError(f"{path}: field contract: no contract named {scenario.contract!r} in {contracts}; "
+                          f"known: {known}")
     return scenario
 
 

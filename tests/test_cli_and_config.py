@@ -176,3 +176,9 @@ def test_labels_must_name_write_report_actions(tmp_path, labels: str, fragment: 
         load_scenario(path)
     assert str(path) in str(info.value) and fragment in str(info.value) and "\n" not in str(info.value)
 
+
+def test_a_scenario_naming_an_unknown_contract_says_which_file_and_field(tmp_path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("id: s\ntitle: t\ncontract: report_tsak\nlabels: {}\nactions: [{kind: finish}]\n")
+    with pytest.raises(ConfigError, match=rf"{path}: field contract: no contract named 'report_tsak'.*report_task"):
+        load_scenario(path)
