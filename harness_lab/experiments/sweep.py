@@ -77,13 +77,20 @@ def sweep(
         max_workers=min(len(tasks), os.cpu_count() or 1))
     bar = None if progress is False else ProgressLine(
         len(tasks), label=label, stream=None if progress is True else progress)
+    futures: dict[Future[R], int] = {}
     try:
-        futures: dict[Future[R], int] = {pool.submit(fn, task): i for i, task in enumerate(tasks)}
+        futures.update((pool.submit(fn, task), i) for i, task in enumerate(tasks))
         results: list[R | None] = [None] * len(tasks)
         for future in as_completed(futures):
             results[futures[future]] = future.result()
             if bar is not None:
                 bar.advance()
+    except BaseException:
+        # A failed task or Ctrl-C: what is still queued will not be used, on any executor (a given
+        # one's shutdown() would otherwise run all of it first).
+        for future in futures:
+            future.cancel()
+        raise
     finally:
         if bar is not None:
             bar.close()
