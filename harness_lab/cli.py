@@ -342,6 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessLabError as exc:
         print(f"harness-lab: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: a run with --db is resumable from its last checkpoint
+        print("harness-lab: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -182,3 +182,15 @@ def test_a_scenario_naming_an_unknown_contract_says_which_file_and_field(tmp_pat
     path.write_text("id: s\ntitle: t\ncontract: report_tsak\nlabels: {}\nactions: [{kind: finish}]\n")
     with pytest.raises(ConfigError, match=rf"{path}: field contract: no contract named 'report_tsak'.*report_task"):
         load_scenario(path)
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
+    import harness_lab.cli as cli
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_cmd_faults", interrupted)
+    assert main(["faults"]) == 130
+    err = capsys.readouterr().err
+    assert err == "harness-lab: interrupted\n"
