@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..run import Run
 from ..scenarios import load_scenario
+from ._output import publish
 
 __all__ = ["SEED_SCENARIOS", "ScenarioResult", "render_table", "run_experiment", "run_scenario", "write_experiment"]
 
@@ -105,10 +106,15 @@ def render_table(results: list[ScenarioResult]) -> str:
 
 
 def write_experiment(output: str | Path) -> dict[str, Any]:
-    out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
+    """Write results.json and table.md into ``output``, both or neither."""
     results = run_experiment()
     payload = {"budget": {"max_decisions": 8, "max_tool_calls": 5}, "results": [r.model_dump() for r in results]}
-    (out / "results.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out / "table.md").write_text(render_table(results), encoding="utf-8")
+    texts = {"results.json": json.dumps(payload, indent=2, ensure_ascii=False) + "\n", "table.md": render_table(results)}
+
+    def make(staging: Path) -> list[Path]:
+        for name, text in texts.items():
+            (staging / name).write_text(text, encoding="utf-8")
+        return [staging / name for name in texts]
+
+    publish(Path(output), make)
     return payload

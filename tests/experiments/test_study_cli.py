@@ -101,3 +101,58 @@ def test_study_tasks_refuse_repeats(groups: list[str], scenarios: list[str]) -> 
 
     with pytest.raises(ValueError, match="given twice"):
         study_tasks(groups, scenarios, 1)
+
+
+@pytest.fixture(scope="module")
+def small_result():  # type: ignore[no-untyped-def]
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness_lab.experiments import run_study
+
+    with ThreadPoolExecutor(1) as pool:
+        return run_study(["base"], ["conforming_report"], 1, executor=pool, progress=False)
+
+
+def _old_study(out: Path) -> dict[str, str]:
+    out.mkdir()
+    old = {name: f"old {name}" for name in ("results.json", "table.md", "scenarios.md", "study.png", "study.svg")}
+    for name, text in old.items():
+        (out / name).write_text(text)
+    return old
+
+
+def test_a_write_that_fails_midway_leaves_the_previous_study_whole(tmp_path: Path, small_result,  # type: ignore[no-untyped-def]
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness_lab.experiments.plots as plots
+    from harness_lab.experiments import write_study
+
+    out = tmp_path / "study"
+    old = _old_study(out)
+
+    def broken(*args: object, **kwargs: object) -> list[Path]:
+        raise RuntimeError("the plot failed")
+
+    monkeypatch.setattr(plots, "plot_study", broken)
+    with pytest.raises(RuntimeError):
+        write_study(small_result, out, plots=True)
+    # Not a new results.json beside old plots: the directory still holds one study, the old one.
+    assert {p.name: p.read_text() for p in out.iterdir()} == old
+
+
+def test_an_experiment_write_that_fails_midway_leaves_the_previous_one_whole(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness_lab.experiments.seed_table as seed_table
+
+    out = tmp_path / "experiment"
+    out.mkdir()
+    (out / "results.json").write_text("old results")
+    (out / "table.md").write_text("old table")
+
+    def broken(results: object) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(seed_table, "render_table", broken)
+    monkeypatch.setattr(seed_table, "run_experiment", lambda: [])
+    with pytest.raises(KeyboardInterrupt):
+        seed_table.write_experiment(out)
+    assert {p.name: p.read_text() for p in out.iterdir()} == {"results.json": "old results", "table.md": "old table"}
