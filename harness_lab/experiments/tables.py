@@ -12,6 +12,8 @@ from .study import GROUPS, StudyResult
 
 __all__ = ["render_scenario_table", "render_study_table", "study_payload", "write_study"]
 
+_PLOTS = ("study.png", "study.svg")  # what plot_study writes with its default stem
+
 
 def _pct(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "0/0"
@@ -84,4 +86,4 @@ def write_study(result: StudyResult, output: str | Path, *, plots: bool = True) 
             written += plot_study(result, staging)
         return written
 
-    return publish(Path(output), make)
+    return publish(Path(output), make, stale=() if plots else _PLOTS)

@@ -139,6 +139,17 @@ def test_a_write_that_fails_midway_leaves_the_previous_study_whole(tmp_path: Pat
     assert {p.name: p.read_text() for p in out.iterdir()} == old
 
 
+def test_no_plots_does_not_leave_an_older_studys_plots_beside_new_results(tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                          small_result) -> None:
+    from harness_lab.experiments import write_study
+
+    out = tmp_path / "study"
+    _old_study(out)
+    write_study(small_result, out, plots=False)
+    assert sorted(p.name for p in out.iterdir()) == ["results.json", "scenarios.md", "table.md"]
+    assert json.loads((out / "results.json").read_text())["seeds"] == 1
+
+
 def test_an_experiment_write_that_fails_midway_leaves_the_previous_one_whole(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import harness_lab.experiments.seed_table as seed_table
