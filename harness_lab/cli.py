@@ -245,7 +245,13 @@ def _study_into(out: Path, groups: list[str], names: list[str], contract: Contro
             distributed = importlib.import_module("dask.distributed")
         except ImportError as exc:
             raise HarnessLabError("--dask needs dask.distributed: pip install 'harness-lab[dask]'") from exc
-        client = distributed.Client(args.dask)
+        if not args.quiet:
+            print(f"connecting to the Dask scheduler at {args.dask} ...", file=sys.stderr, flush=True)
+        try:
+            client = distributed.Client(args.dask)
+        except (OSError, ValueError, TypeError) as exc:  # unreachable (after its connect timeout), or malformed
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise HarnessLabError(f"--dask: cannot reach a scheduler at {args.dask!r}: {reason}") from None
         executor = client.get_executor()
     elif args.workers is not None:
         executor = ProcessPoolExecutor(max_workers=args.workers)

@@ -167,3 +167,12 @@ def test_an_experiment_write_that_fails_midway_leaves_the_previous_one_whole(tmp
     with pytest.raises(KeyboardInterrupt):
         seed_table.write_experiment(out)
     assert {p.name: p.read_text() for p in out.iterdir()} == {"results.json": "old results", "table.md": "old table"}
+
+
+def test_a_bad_dask_address_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("dask.distributed", reason="the dask extra is not installed")
+    out = tmp_path / "never"
+    assert main(["study", "--seeds", "1", "--no-plots", "--quiet", "--dask", "nonsense", "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--dask: cannot reach a scheduler at 'nonsense'" in err
+    assert not out.exists()
