@@ -62,6 +62,8 @@ def _cmd_check_report(args: argparse.Namespace) -> int:
     contract = load_contract(Path(args.contract) if args.contract else data_dir() / "contracts" / "report_task.yaml")
     evidence = EvidenceCatalogue.from_dir(args.evidence or data_dir() / "evidence")
     report = Path(args.report)
+    if report.is_dir():
+        raise HarnessLabError(f"{report}: is a directory, not a report file")
     if not report.is_file():
         raise HarnessLabError(f"{report}: report file not found")
     verdict = check_report(report.read_bytes(), set(args.read), evidence, contract.verification.report)

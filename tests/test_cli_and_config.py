@@ -194,3 +194,8 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
     assert main(["faults"]) == 130
     err = capsys.readouterr().err
     assert err == "harness-lab: interrupted\n"
+
+
+def test_check_report_says_a_directory_is_not_a_report(tmp_path, capsys) -> None:
+    assert main(["check-report", str(tmp_path)]) == 2
+    assert f"{tmp_path}: is a directory, not a report file" in capsys.readouterr().err
