@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,18 @@ def validate_file(model: type[BaseModel], path: Path) -> Any:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
+        errors = exc.errors()
+        # A misspelt field is reported twice, as unknown and as missing: name the misspelling first.
+        first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ConfigError(f"{path}: field {where}: {first['msg']}") from None
+        raise ConfigError(f"{path}: field {where}: {first['msg']}{_did_you_mean(first, errors)}") from None
+
+
+def _did_you_mean(error: Any, errors: list[Any]) -> str:
+    if error["type"] != "extra_forbidden":
+        return ""
+    parent, name = error["loc"][:-1], str(error["loc"][-1])
+    missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and e["loc"][:-1] == parent]
+    close = difflib.get_close_matches(name, missing, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+

@@ -199,3 +199,16 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
 def test_check_report_says_a_directory_is_not_a_report(tmp_path, capsys) -> None:
     assert main(["check-report", str(tmp_path)]) == 2
     assert f"{tmp_path}: is a directory, not a report file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("content", "fragment"), [
+    # A misspelt field is both "unknown" and "missing": the misspelling is the one to name.
+    ("name: x\ngoall: {text: g}\n", "field goall: Extra inputs are not permitted (did you mean goal?)"),
+    ("name: x\ngoal: {txet: g}\n", "field goal.txet: Extra inputs are not permitted (did you mean text?)"),
+])
+def test_config_errors_name_the_misspelt_field_and_the_yaml_problem(tmp_path, content: str, fragment: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        load_contract(path)
+    assert fragment in str(info.value) and str(path) in str(info.value) and "\n" not in str(info.value)
