@@ -26,7 +26,7 @@ def load_mapping(path: Path) -> dict[str, Any]:
     try:
         raw = json.loads(text) if is_json else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        reason = str(exc).splitlines()[0]
+        reason = _yaml_reason(exc) if isinstance(exc, yaml.MarkedYAMLError) else str(exc).splitlines()[0]
         raise ConfigError(f"{path}: not valid {'JSON' if is_json else 'YAML'}: {reason}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
@@ -54,3 +54,8 @@ def _did_you_mean(error: Any, errors: list[Any]) -> str:
     close = difflib.get_close_matches(name, missing, n=1)
     return f" (did you mean {close[0]}?)" if close else ""
 
+
+def _yaml_reason(exc: yaml.MarkedYAMLError) -> str:
+    mark = exc.problem_mark
+    place = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{exc.problem or exc.context}{place}"
