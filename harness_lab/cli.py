@@ -279,7 +279,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="directory for results.json and table.md")
     p.set_defaults(func=_cmd_experiment)
 
-    p = sub.add_parser("check-report", help="validate a report file against the default contract")
+    p = sub.add_parser("check-report", help="validate a report file against the report contract (exit 1 if rejected)")
     p.add_argument("report")
     p.add_argument("--read", action="append", default=[], metavar="ID", help="an evidence id read (repeatable)")
     p.add_argument("--evidence", help="evidence directory (default: the shipped data/evidence)")
@@ -291,8 +291,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_faults)
 
     p = sub.add_parser("run", help="run one scenario headless")
-    p.add_argument("scenario")
-    p.add_argument("--no-validation", action="store_true")
+    p.add_argument("scenario", help="a shipped scenario id (see data/scenarios/) or a .yaml/.json scenario file")
+    p.add_argument("--no-validation", action="store_true", help="accept finish unchecked (the seed's 'off' column)")
     p.add_argument("--json", action="store_true", help="one JSON object per step, then the final state")
     p.add_argument("--db", help="checkpoint every step into this SQLite file (created if missing)")
     p.add_argument("--run-id", default=None, help="the run's id in --db (default: the scenario id)")
