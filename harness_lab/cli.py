@@ -184,13 +184,13 @@ def _cmd_study(args: argparse.Namespace) -> int:
     import importlib.util
 
     from .experiments import GROUPS, SEED_SCENARIOS
-    from .scenarios import list_scenarios
+    from .scenarios import require_scenarios
 
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]
     if not groups or (bad := [g for g in groups if g not in GROUPS]):
         raise HarnessLabError(f"--groups: unknown group(s) {','.join(bad) if groups else repr(args.groups)}; "
                               f"choose from {','.join(GROUPS)}")
-    known = list_scenarios()
+    known = require_scenarios()
     names = known if args.scenarios == "all" else list(SEED_SCENARIOS) if args.scenarios == "seed" else [
         n.strip() for n in args.scenarios.split(",") if n.strip()]
     if not names or (bad := [n for n in names if n not in known]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,7 +12,7 @@ from ._files import validate_file
 from .errors import ConfigError
 from .paths import data_dir
 
-__all__ = ["Scenario", "list_scenarios", "load_scenario"]
+__all__ = ["Scenario", "list_scenarios", "load_scenario", "require_scenarios"]
 
 
 class Labels(BaseModel):
@@ -57,7 +58,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     if path.suffix not in (".yaml", ".yml", ".json"):
         path = data_dir() / "scenarios" / f"{name_or_path}.yaml"
         if not path.exists():
-            known = ", ".join(list_scenarios())
+            known = ", ".join(require_scenarios())
             raise ConfigError(f"{path}: no scenario named {str(name_or_path)!r}; known: {known}")
     scenario: Scenario = validate_file(Scenario, path)
     contracts = data_dir() / "contracts"
@@ -73,3 +74,13 @@ def list_scenarios() -> list[str]:
     """Every shipped scenario id, sorted (the seed's table order lives in ``experiments``)."""
     folder = data_dir() / "scenarios"
     return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def require_scenarios() -> list[str]:
+    """:func:`list_scenarios`, or a ConfigError naming the folder looked in when it holds none."""
+    names = list_scenarios()
+    if not names:
+        source = f"HARNESS_LAB_DATA={os.environ['HARNESS_LAB_DATA']}" if os.environ.get("HARNESS_LAB_DATA") else \
+            "the package's data folder; set HARNESS_LAB_DATA to another"
+        raise ConfigError(f"{data_dir() / 'scenarios'}: no scenario files (*.yaml) here (data from {source})")
+    return names

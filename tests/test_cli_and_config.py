@@ -214,3 +214,14 @@ def test_config_errors_name_the_misspelt_field_and_the_yaml_problem(tmp_path, co
     with pytest.raises(ConfigError) as info:
         load_contract(path)
     assert fragment in str(info.value) and str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("argv", [["run", "conforming_report"], ["study", "--seeds", "1", "--no-plots", "--output", "x"]])
+def test_a_data_folder_without_scenarios_is_named(tmp_path, monkeypatch, capsys, argv: list[str]) -> None:
+    # HARNESS_LAB_DATA pointing at the wrong place read as "unknown scenario(s) 'all'; ... some of " (nothing).
+    monkeypatch.setenv("HARNESS_LAB_DATA", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path / 'data' / 'scenarios'}: no scenario files" in err
+    assert "HARNESS_LAB_DATA" in err and not (tmp_path / "x").exists()
