@@ -132,12 +132,19 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
     _check_liveness(args)
     store = SQLiteStore(args.db, create=False)
-    run = Run.resume(store, args.run_id)
+    approver = approver_from_policy(args.gate_policy)
+    run = Run.resume(store, args.run_id, approver=approver)
     assert run.resume_report is not None
     print(("resumed: " if run.resume_report.ok else "resume refused: ") + run.resume_report.summary(),
           file=sys.stderr)
     args.scenario = run.scenario
     args.no_validation = not run.validation
+    if run.resume_report.ok and run.waiting is not None:
+        # A gate the run parked at before: the policy decides it as it would have inline (ask: stay parked).
+        decision = approver.decide(run.waiting)
+        if decision is not None:
+            record = run.approve(by=decision.by) if decision.approved else run.reject(decision.reason, by=decision.by)
+            print(record.model_dump_json() if args.json else record.summary(), flush=True)
     code = _drive_stored(run, store, args)
     return code if run.resume_report.ok else 1
 
@@ -175,8 +182,10 @@ def _print_final(run: Run, args: argparse.Namespace) -> int:
         final["waiting_for"] = run.waiting.model_dump(mode="json")
     print(json.dumps(final) if args.json else f"final: {run.state.value} ({final['stop_reason']})")
     if run.waiting is not None and not args.json:
+        again = (f"harness-lab resume --db {args.db} --run-id {run.run_id} --gate-policy approve|reject"
+                 if args.db is not None else "a rerun with --gate-policy approve|reject")
         print(f"waiting for a human: {run.waiting.action_kind} (args sha256 {run.waiting.args_sha256[:12]}); "
-              "decide in Python with run.approve() / run.reject(reason), or rerun with --gate-policy approve|reject")
+              f"decide in Python with run.approve() / run.reject(reason), or with {again}")
     return 0
 
 
@@ -305,6 +314,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--db", required=True)
     p.add_argument("--run-id", required=True)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--gate-policy", choices=("ask", "approve", "reject"), default="ask",
+                   help="decides the gate a run waits at, and later ones: ask (stay parked, the default), approve or "
+                        "reject")
     _liveness_args(p)
     p.set_defaults(func=_cmd_resume)
 

@@ -225,3 +225,22 @@ def test_a_data_folder_without_scenarios_is_named(tmp_path, monkeypatch, capsys,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{tmp_path / 'data' / 'scenarios'}: no scenario files" in err
     assert "HARNESS_LAB_DATA" in err and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(("policy", "state", "approved"), [("approve", "RUNNING", True), ("reject", "BLOCKED", False)])
+def test_resume_decides_a_stored_gate_with_a_policy(tmp_path, capsys, policy: str, state: str, approved: bool) -> None:
+    # `resume` is documented as the way on "after a gate", yet it could only park again, and the hint said
+    # to rerun with --gate-policy, which a stored run id refuses.
+    db, scenario = str(tmp_path / "runs.sqlite"), str(_gated_scenario(tmp_path))
+    assert main(["run", scenario, "--db", db, "--run-id", "G"]) == 0
+    out = capsys.readouterr().out
+    assert "final: WAITING_FOR_HUMAN" in out and f"harness-lab resume --db {db} --run-id G --gate-policy" in out
+    assert main(["resume", "--db", db, "--run-id", "G", "--json", "--gate-policy", policy]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    decided = lines[0]
+    assert decided["proposal"]["action"]["kind"] == "push" and decided["state_after"] == state
+    humans = [e for e in decided["events"] if e["kind"] == "human_decided"]
+    assert [(h["approved"], h["by"]) for h in humans] == [(approved, f"policy:{policy}")]
+    assert (decided["tool_result"] is not None) is approved
+    assert lines[-1]["final_state"] == ("BLOCKED" if not approved else lines[-1]["final_state"])
+    assert "waiting_for" not in lines[-1]
