@@ -25,6 +25,8 @@ __all__ = ["main"]
 
 def _output_dir(path: str) -> tuple[Path, list[Path]]:
     """Create ``--output`` before any work; return it and the folders this made (to undo on failure)."""
+    if not path.strip():
+        raise HarnessLabError("--output: empty path (say '.' for the current folder)")
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise HarnessLabError(f"--output: {out} exists and is not a directory")

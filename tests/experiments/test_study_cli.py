@@ -176,3 +176,12 @@ def test_a_bad_dask_address_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--dask: cannot reach a scheduler at 'nonsense'" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [["study", "--seeds", "1", "--no-plots", "--quiet"], ["experiment"]])
+def test_an_empty_output_is_refused_not_the_current_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    # `--output "$OUT"` with OUT unset used to write results.json and tables into the current folder.
+    monkeypatch.chdir(tmp_path)
+    assert main([*command, "--output", ""]) == 2
+    assert "--output: empty path" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
