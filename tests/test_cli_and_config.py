@@ -244,3 +244,17 @@ def test_resume_decides_a_stored_gate_with_a_policy(tmp_path, capsys, policy: st
     assert (decided["tool_result"] is not None) is approved
     assert lines[-1]["final_state"] == ("BLOCKED" if not approved else lines[-1]["final_state"])
     assert "waiting_for" not in lines[-1]
+
+
+@pytest.mark.parametrize("kind", ["dangling symlink", "directory"])
+def test_an_unreadable_evidence_note_is_a_config_error_naming_it(tmp_path, kind: str) -> None:
+    from harness_lab.evidence import EvidenceCatalogue
+
+    (tmp_path / "fine.md").write_text("note")
+    bad = tmp_path / "broken.md"
+    if kind == "directory":
+        bad.mkdir()
+    else:
+        bad.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match=r"broken\.md: cannot read evidence note"):
+        EvidenceCatalogue.from_dir(tmp_path)
