@@ -185,3 +185,24 @@ def test_an_empty_output_is_refused_not_the_current_folder(tmp_path: Path, capsy
     monkeypatch.chdir(tmp_path)
     assert main([*command, "--output", ""]) == 2
     assert "--output: empty path" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
+def test_the_experiment_states_the_budget_its_contract_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # results.json and table.md used to say 8 decisions / 5 tool calls whatever the contract said.
+    import shutil
+
+    from harness_lab.experiments import write_experiment
+    from harness_lab.paths import data_dir
+
+    data = tmp_path / "data"
+    shutil.copytree(data_dir(), data)
+    contract = data / "contracts" / "report_task.yaml"
+    text = contract.read_text(encoding="utf-8")
+    assert "max_decisions: 8\n" in text and "max_tool_calls: 5\n" in text
+    contract.write_text(text.replace("max_decisions: 8\n", "max_decisions: 9\n")
+                        .replace("max_tool_calls: 5\n", "max_tool_calls: 4\n"), encoding="utf-8")
+    monkeypatch.setenv("HARNESS_LAB_DATA", str(data))
+    payload = write_experiment(tmp_path / "out")
+    assert payload["budget"] == {"max_decisions": 9, "max_tool_calls": 4}
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["budget"] == payload["budget"]
+    assert "Budget: 9 decisions, 4 tool calls" in (tmp_path / "out" / "table.md").read_text()
