@@ -83,6 +83,10 @@ class OpenAICompatConfig:
             raise ConfigError(f"{ENV_PREFIX}BASE_URL: {self.base_url!r} is not an http(s) URL")
         if problem := _url_problem(self.base_url):
             raise ConfigError(f"{ENV_PREFIX}BASE_URL: {self.base_url!r} {problem}")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"timeout_s: must be > 0 seconds, got {self.timeout_s}")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries: must be >= 0, got {self.max_retries}")
         if not self.model:
             raise ConfigError(f"{ENV_PREFIX}MODEL: empty model name")
 

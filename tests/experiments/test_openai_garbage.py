@@ -107,3 +107,11 @@ def test_negative_prompt_and_completion_counts_are_not_charged(raw_server: list[
 def test_a_base_url_without_a_usable_host_is_a_config_error(url: str) -> None:
     with pytest.raises(ConfigError, match="HARNESS_LAB_OPENAI_BASE_URL"):
         OpenAICompatConfig.from_env({"HARNESS_LAB_OPENAI_BASE_URL": url, "HARNESS_LAB_OPENAI_MODEL": "m"})
+
+
+@pytest.mark.parametrize(("field", "value"), [("timeout_s", 0.0), ("timeout_s", -1.0), ("max_retries", -1)])
+def test_timeout_and_retries_are_checked_at_configuration(field: str, value: float) -> None:
+    # A negative timeout was a ValueError out of the first step; max_retries=-1 made no call at all
+    # and every step an "endpoint error" with no reason.
+    with pytest.raises(ConfigError, match=rf"{field}: must be"):
+        OpenAICompatConfig(base_url="http://127.0.0.1:1/v1", model="m", **{field: value})  # type: ignore[arg-type]
