@@ -161,6 +161,8 @@ def study_tasks(
     if unknown:
         raise ValueError(f"unknown group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
     for what, given in (("group", groups), ("scenario", scenarios)):
+        if not given:
+            raise ValueError(f"no {what}s to run")
         twice = sorted({n for n in given if list(given).count(n) > 1})
         if twice:  # summaries are per name: a repeat would count its runs twice
             raise ValueError(f"{what}(s) {', '.join(twice)} given twice")

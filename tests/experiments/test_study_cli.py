@@ -206,3 +206,12 @@ def test_the_experiment_states_the_budget_its_contract_has(tmp_path: Path, monke
     assert payload["budget"] == {"max_decisions": 9, "max_tool_calls": 4}
     assert json.loads((tmp_path / "out" / "results.json").read_text())["budget"] == payload["budget"]
     assert "Budget: 9 decisions, 4 tool calls" in (tmp_path / "out" / "table.md").read_text()
+
+
+@pytest.mark.parametrize(("groups", "scenarios"), [([], ["conforming_report"]), (["base"], [])])
+def test_run_study_with_nothing_to_run_says_so(groups: list[str], scenarios: list[str]) -> None:
+    # Was an IndexError (tasks[0]) after an empty sweep.
+    from harness_lab.experiments import run_study
+
+    with pytest.raises(ValueError, match="no (groups|scenarios) to run"):
+        run_study(groups, scenarios, 1, progress=False)
