@@ -246,10 +246,11 @@ def _repeated(names: list[str]) -> str:
 def _study_into(out: Path, groups: list[str], names: list[str], contract: ControlContract | None,
                 args: argparse.Namespace) -> int:
     import importlib
-    from concurrent.futures import Executor, ProcessPoolExecutor
+    from concurrent.futures import Executor
     from typing import Any
 
     from .experiments import render_study_table, run_study, write_study
+    from .experiments.sweep import local_pool
 
     executor: Executor | None = None
     client: Any = None
@@ -267,7 +268,7 @@ def _study_into(out: Path, groups: list[str], names: list[str], contract: Contro
             raise HarnessLabError(f"--dask: cannot reach a scheduler at {args.dask!r}: {reason}") from None
         executor = client.get_executor()
     elif args.workers is not None:
-        executor = ProcessPoolExecutor(max_workers=args.workers)
+        executor = local_pool(args.workers)
     try:
         result = run_study(groups, names, args.seeds, noise=args.noise, contract=contract, executor=executor,
                            progress=not args.quiet)
