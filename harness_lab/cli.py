@@ -100,6 +100,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .run import Run
 
     _check_liveness(args)
+    if args.run_id is not None and not args.run_id.strip():
+        raise HarnessLabError("--run-id: empty (leave it out to use the scenario id)")
     if args.db is not None:
         from .store import SQLiteStore
 

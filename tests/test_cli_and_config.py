@@ -258,3 +258,10 @@ def test_an_unreadable_evidence_note_is_a_config_error_naming_it(tmp_path, kind:
         bad.symlink_to(tmp_path / "nowhere")
     with pytest.raises(ConfigError, match=r"broken\.md: cannot read evidence note"):
         EvidenceCatalogue.from_dir(tmp_path)
+
+
+def test_an_empty_run_id_is_refused_not_replaced(tmp_path, capsys) -> None:
+    # `--run-id "$ID"` with ID unset stored the run under the scenario id instead, silently.
+    db = tmp_path / "runs.sqlite"
+    assert main(["run", "conforming_report", "--db", str(db), "--run-id", ""]) == 2
+    assert "--run-id: empty" in capsys.readouterr().err and not db.exists()
