@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ def load_mapping(path: Path) -> dict[str, Any]:
     try:
         raw = json.loads(text) if is_json else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        reason = str(exc).splitlines()[0]
+        reason = _yaml_reason(exc) if isinstance(exc, yaml.MarkedYAMLError) else str(exc).splitlines()[0]
         raise ConfigError(f"{path}: not valid {'JSON' if is_json else 'YAML'}: {reason}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
@@ -38,6 +39,23 @@ def validate_file(model: type[BaseModel], path: Path) -> Any:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
+        errors = exc.errors()
+        # A misspelt field is reported twice, as unknown and as missing: name the misspelling first.
+        first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ConfigError(f"{path}: field {where}: {first['msg']}") from None
+        raise ConfigError(f"{path}: field {where}: {first['msg']}{_did_you_mean(first, errors)}") from None
+
+
+def _did_you_mean(error: Any, errors: list[Any]) -> str:
+    if error["type"] != "extra_forbidden":
+        return ""
+    parent, name = error["loc"][:-1], str(error["loc"][-1])
+    missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and e["loc"][:-1] == parent]
+    close = difflib.get_close_matches(name, missing, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _yaml_reason(exc: yaml.MarkedYAMLError) -> str:
+    mark = exc.problem_mark
+    place = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{exc.problem or exc.context}{place}"

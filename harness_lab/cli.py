@@ -24,18 +24,23 @@ __all__ = ["main"]
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
-    from .experiments import write_experiment
+    from .experiments._cli import cmd_experiment
 
-    write_experiment(args.output)
-    print((Path(args.output) / "table.md").read_text(encoding="utf-8"), end="")
-    print(f"wrote {Path(args.output) / 'results.json'} and {Path(args.output) / 'table.md'}")
-    return 0
+    return cmd_experiment(args)
+
+
+def _cmd_study(args: argparse.Namespace) -> int:
+    from .experiments._cli import cmd_study
+
+    return cmd_study(args)
 
 
 def _cmd_check_report(args: argparse.Namespace) -> int:
     contract = load_contract(Path(args.contract) if args.contract else data_dir() / "contracts" / "report_task.yaml")
     evidence = EvidenceCatalogue.from_dir(args.evidence or data_dir() / "evidence")
     report = Path(args.report)
+    if report.is_dir():
+        raise HarnessLabError(f"{report}: is a directory, not a report file")
     if not report.is_file():
         raise HarnessLabError(f"{report}: report file not found")
     verdict = check_report(report.read_bytes(), set(args.read), evidence, contract.verification.report)
@@ -58,9 +63,20 @@ def _cmd_faults(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_liveness(args: argparse.Namespace) -> None:
+    # Checked before a run is registered in the store, so a typo leaves no half-made run behind.
+    if not args.heartbeat > 0:
+        raise HarnessLabError(f"--heartbeat: must be > 0 seconds, got {args.heartbeat}")
+    if not args.grace >= 0:
+        raise HarnessLabError(f"--grace: must be >= 0 seconds, got {args.grace}")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .run import Run
 
+    _check_liveness(args)
+    if args.run_id is not None and not args.run_id.strip():
+        raise HarnessLabError("--run-id: empty (leave it out to use the scenario id)")
     if args.db is not None:
         from .store import SQLiteStore
 
@@ -93,13 +109,21 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     from .run import Run
     from .store import SQLiteStore
 
+    _check_liveness(args)
     store = SQLiteStore(args.db, create=False)
-    run = Run.resume(store, args.run_id)
+    approver = approver_from_policy(args.gate_policy)
+    run = Run.resume(store, args.run_id, approver=approver)
     assert run.resume_report is not None
     print(("resumed: " if run.resume_report.ok else "resume refused: ") + run.resume_report.summary(),
           file=sys.stderr)
     args.scenario = run.scenario
     args.no_validation = not run.validation
+    if run.resume_report.ok and run.waiting is not None:
+        # A gate the run parked at before: the policy decides it as it would have inline (ask: stay parked).
+        decision = approver.decide(run.waiting)
+        if decision is not None:
+            record = run.approve(by=decision.by) if decision.approved else run.reject(decision.reason, by=decision.by)
+            print(record.model_dump_json() if args.json else record.summary(), flush=True)
     code = _drive_stored(run, store, args)
     return code if run.resume_report.ok else 1
 
@@ -137,76 +161,10 @@ def _print_final(run: Run, args: argparse.Namespace) -> int:
         final["waiting_for"] = run.waiting.model_dump(mode="json")
     print(json.dumps(final) if args.json else f"final: {run.state.value} ({final['stop_reason']})")
     if run.waiting is not None and not args.json:
+        again = (f"harness-lab resume --db {args.db} --run-id {run.run_id} --gate-policy approve|reject"
+                 if args.db is not None else "a rerun with --gate-policy approve|reject")
         print(f"waiting for a human: {run.waiting.action_kind} (args sha256 {run.waiting.args_sha256[:12]}); "
-              "decide in Python with run.approve() / run.reject(reason), or rerun with --gate-policy approve|reject")
-    return 0
-
-
-def _cmd_study(args: argparse.Namespace) -> int:
-    import importlib
-    import importlib.util
-    from concurrent.futures import Executor, ProcessPoolExecutor
-    from typing import Any
-
-    from .experiments import GROUPS, SEED_SCENARIOS, render_study_table, run_study, write_study
-    from .scenarios import list_scenarios
-
-    groups = [g.strip() for g in args.groups.split(",") if g.strip()]
-    if not groups or (bad := [g for g in groups if g not in GROUPS]):
-        raise HarnessLabError(f"--groups: unknown group(s) {','.join(bad) if groups else repr(args.groups)}; "
-                              f"choose from {','.join(GROUPS)}")
-    known = list_scenarios()
-    names = known if args.scenarios == "all" else list(SEED_SCENARIOS) if args.scenarios == "seed" else [
-        n.strip() for n in args.scenarios.split(",") if n.strip()]
-    if not names or (bad := [n for n in names if n not in known]):
-        raise HarnessLabError(f"--scenarios: unknown scenario(s) {','.join(bad) if names else repr(args.scenarios)}; "
-                              f"use all, seed or some of {','.join(known)}")
-    if args.seeds < 1:
-        raise HarnessLabError(f"--seeds: must be >= 1, got {args.seeds}")
-    if not 0.0 <= args.noise <= 1.0:
-        raise HarnessLabError(f"--noise: must lie in [0, 1], got {args.noise}")
-    out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        raise HarnessLabError(f"--output: {out} exists and is not a directory")
-    if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
-        raise HarnessLabError("plots need matplotlib: pip install 'harness-lab[plot]', or pass --no-plots")
-    contract = None
-    if args.max_decisions is not None or args.max_tool_calls is not None:
-        from .scenarios import load_scenario
-
-        contracts = {load_scenario(n).contract for n in names}
-        if len(contracts) != 1:
-            raise HarnessLabError("--max-decisions/--max-tool-calls: the scenarios use different contracts")
-        base = load_contract(data_dir() / "contracts" / f"{contracts.pop()}.yaml")
-        limits = {k: v for k, v in (("max_decisions", args.max_decisions), ("max_tool_calls", args.max_tool_calls))
-                  if v is not None}
-        if any(v < 0 for v in limits.values()) or limits.get("max_decisions", 1) < 1:
-            raise HarnessLabError(f"budget limits must be positive, got {limits}")
-        contract = base.with_budget(**limits)
-    executor: Executor | None = None
-    client: Any = None
-    if args.dask:
-        try:  # an optional extra, untyped: imported by name so the runtime never needs it
-            distributed = importlib.import_module("dask.distributed")
-        except ImportError as exc:
-            raise HarnessLabError("--dask needs dask.distributed: pip install 'harness-lab[dask]'") from exc
-        client = distributed.Client(args.dask)
-        executor = client.get_executor()
-    elif args.workers is not None:
-        if args.workers < 1:
-            raise HarnessLabError(f"--workers: must be >= 1, got {args.workers}")
-        executor = ProcessPoolExecutor(max_workers=args.workers)
-    try:
-        result = run_study(groups, names, args.seeds, noise=args.noise, contract=contract, executor=executor,
-                           progress=not args.quiet)
-    finally:
-        if client is not None:
-            client.close()
-        elif executor is not None:
-            executor.shutdown()
-    written = write_study(result, out, plots=not args.no_plots)
-    print(render_study_table(result), end="")
-    print("wrote " + ", ".join(str(p) for p in written))
+              f"decide in Python with run.approve() / run.reject(reason), or with {again}")
     return 0
 
 
@@ -218,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="directory for results.json and table.md")
     p.set_defaults(func=_cmd_experiment)
 
-    p = sub.add_parser("check-report", help="validate a report file against the default contract")
+    p = sub.add_parser("check-report", help="validate a report file against the report contract (exit 1 if rejected)")
     p.add_argument("report")
     p.add_argument("--read", action="append", default=[], metavar="ID", help="an evidence id read (repeatable)")
     p.add_argument("--evidence", help="evidence directory (default: the shipped data/evidence)")
@@ -230,8 +188,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_faults)
 
     p = sub.add_parser("run", help="run one scenario headless")
-    p.add_argument("scenario")
-    p.add_argument("--no-validation", action="store_true")
+    p.add_argument("scenario", help="a shipped scenario id (see data/scenarios/) or a .yaml/.json scenario file")
+    p.add_argument("--no-validation", action="store_true", help="accept finish unchecked (the seed's 'off' column)")
     p.add_argument("--json", action="store_true", help="one JSON object per step, then the final state")
     p.add_argument("--db", help="checkpoint every step into this SQLite file (created if missing)")
     p.add_argument("--run-id", default=None, help="the run's id in --db (default: the scenario id)")
@@ -244,6 +202,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--db", required=True)
     p.add_argument("--run-id", required=True)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--gate-policy", choices=("ask", "approve", "reject"), default="ask",
+                   help="decides the gate a run waits at, and later ones: ask (stay parked, the default), approve or "
+                        "reject")
     _liveness_args(p)
     p.set_defaults(func=_cmd_resume)
 
@@ -289,6 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessLabError as exc:
         print(f"harness-lab: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: a run with --db is resumable from its last checkpoint
+        print("harness-lab: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

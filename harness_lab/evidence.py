@@ -50,7 +50,11 @@ class EvidenceCatalogue(Mapping[str, EvidenceNote]):
                 continue
             if not EVIDENCE_ID.fullmatch(path.stem):
                 raise ConfigError(f"{path}: evidence id {path.stem!r} must match [a-z0-9_-]+")
-            notes[path.stem] = EvidenceNote(id=path.stem, data=path.read_bytes())
+            try:
+                data = path.read_bytes()
+            except OSError as exc:  # a dangling symlink, a folder named *.md, no permission
+                raise ConfigError(f"{path}: cannot read evidence note: {exc.strerror or exc}") from None
+            notes[path.stem] = EvidenceNote(id=path.stem, data=data)
         return cls(notes)
 
     def __getitem__(self, key: str) -> EvidenceNote:

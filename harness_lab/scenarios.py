@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._files import validate_file
 from .errors import ConfigError
 from .paths import data_dir
 
-__all__ = ["Scenario", "list_scenarios", "load_scenario"]
+__all__ = ["Scenario", "list_scenarios", "load_scenario", "require_scenarios"]
 
 
 class Labels(BaseModel):
@@ -35,6 +36,15 @@ class Scenario(BaseModel):
     labels: Labels
     actions: tuple[dict[str, Any], ...] = Field(min_length=1)
 
+    @model_validator(mode="after")
+    def _labels_name_reports(self) -> Scenario:
+        # An index past the script was an IndexError mid-study; one naming a read made b"" "acceptable".
+        for i in self.labels.acceptable_reports:
+            if not 0 <= i < len(self.actions) or self.actions[i].get("kind") != "write_report":
+                raise ValueError(f"labels.acceptable_reports: {i} is not a write_report action "
+                                 f"(actions are numbered from 0; this script has {len(self.actions)})")
+        return self
+
     def acceptable_texts(self) -> set[bytes]:
         """The report bytes a correct harness may accept for this scenario (fixed before any run)."""
         return {str(self.actions[i].get("text", "")).encode() for i in self.labels.acceptable_reports}
@@ -48,9 +58,15 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     if path.suffix not in (".yaml", ".yml", ".json"):
         path = data_dir() / "scenarios" / f"{name_or_path}.yaml"
         if not path.exists():
-            known = ", ".join(list_scenarios())
+            known = ", ".join(require_scenarios())
             raise ConfigError(f"{path}: no scenario named {str(name_or_path)!r}; known: {known}")
     scenario: Scenario = validate_file(Scenario, path)
+    contracts = data_dir() / "contracts"
+    if not (contracts / f"{scenario.contract}.yaml").is_file():
+        # Said here, naming the scenario's field, not later as a missing file the user never named.
+        known = ", ".join(sorted(p.stem for p in contracts.glob("*.yaml")))
+        raise ConfigError(f"{path}: field contract: no contract named {scenario.contract!r} in {contracts}; "
+                          f"known: {known}")
     return scenario
 
 
@@ -58,3 +74,13 @@ def list_scenarios() -> list[str]:
     """Every shipped scenario id, sorted (the seed's table order lives in ``experiments``)."""
     folder = data_dir() / "scenarios"
     return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def require_scenarios() -> list[str]:
+    """:func:`list_scenarios`, or a ConfigError naming the folder looked in when it holds none."""
+    names = list_scenarios()
+    if not names:
+        source = f"HARNESS_LAB_DATA={os.environ['HARNESS_LAB_DATA']}" if os.environ.get("HARNESS_LAB_DATA") else \
+            "the package's data folder; set HARNESS_LAB_DATA to another"
+        raise ConfigError(f"{data_dir() / 'scenarios'}: no scenario files (*.yaml) here (data from {source})")
+    return names

@@ -150,3 +150,118 @@ def test_run_says_what_waits_for_a_human(tmp_path, capsys) -> None:
     assert main(["run", str(_gated_scenario(tmp_path))]) == 0
     out = capsys.readouterr().out
     assert "final: WAITING_FOR_HUMAN" in out and "waiting for a human: push" in out and "--gate-policy" in out
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--heartbeat", "0"), ("--heartbeat", "-1"), ("--grace", "-5")])
+def test_bad_liveness_values_are_one_line_and_register_no_run(tmp_path, capsys, flag: str, value: str) -> None:
+    db = tmp_path / "runs.sqlite"
+    assert main(["run", "conforming_report", "--db", str(db), "--run-id", "R1", flag, value]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and flag in err and value in err
+    # Nothing half-written: the id is still free for a corrected command.
+    assert main(["run", "conforming_report", "--db", str(db), "--run-id", "R1"]) == 0
+
+
+@pytest.mark.parametrize(("labels", "fragment"), [
+    ("[5]", "labels.acceptable_reports: 5 is not a write_report action"),
+    ("[0]", "labels.acceptable_reports: 0 is not a write_report action"),
+    ("[-1]", "labels.acceptable_reports: -1 is not a write_report action"),
+])
+def test_labels_must_name_write_report_actions(tmp_path, labels: str, fragment: str) -> None:
+    # Out of range was an IndexError in the study; a read's index made b"" (an empty report) "acceptable".
+    path = tmp_path / "s.yaml"
+    path.write_text(f"id: s\ntitle: t\nlabels: {{acceptable_reports: {labels}}}\n"
+                    "actions: [{kind: read_evidence, id: harness-boundary}, {kind: write_report, text: hi}]\n")
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path)
+    assert str(path) in str(info.value) and fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_scenario_naming_an_unknown_contract_says_which_file_and_field(tmp_path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("id: s\ntitle: t\ncontract: report_tsak\nlabels: {}\nactions: [{kind: finish}]\n")
+    with pytest.raises(ConfigError, match=rf"{path}: field contract: no contract named 'report_tsak'.*report_task"):
+        load_scenario(path)
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys) -> None:
+    import harness_lab.cli as cli
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_cmd_faults", interrupted)
+    assert main(["faults"]) == 130
+    err = capsys.readouterr().err
+    assert err == "harness-lab: interrupted\n"
+
+
+def test_check_report_says_a_directory_is_not_a_report(tmp_path, capsys) -> None:
+    assert main(["check-report", str(tmp_path)]) == 2
+    assert f"{tmp_path}: is a directory, not a report file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("content", "fragment"), [
+    # A misspelt field is both "unknown" and "missing": the misspelling is the one to name.
+    ("name: x\ngoall: {text: g}\n", "field goall: Extra inputs are not permitted (did you mean goal?)"),
+    ("name: x\ngoal: {txet: g}\n", "field goal.txet: Extra inputs are not permitted (did you mean text?)"),
+    # The YAML parser's own problem and place, not only its context line.
+    ("name: x\n\tgoal: y\n", "not valid YAML: found character '\\t' that cannot start any token (line 2, column 1)"),
+])
+def test_config_errors_name_the_misspelt_field_and_the_yaml_problem(tmp_path, content: str, fragment: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        load_contract(path)
+    assert fragment in str(info.value) and str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("argv", [["run", "conforming_report"], ["study", "--seeds", "1", "--no-plots", "--output", "x"]])
+def test_a_data_folder_without_scenarios_is_named(tmp_path, monkeypatch, capsys, argv: list[str]) -> None:
+    # HARNESS_LAB_DATA pointing at the wrong place read as "unknown scenario(s) 'all'; ... some of " (nothing).
+    monkeypatch.setenv("HARNESS_LAB_DATA", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path / 'data' / 'scenarios'}: no scenario files" in err
+    assert "HARNESS_LAB_DATA" in err and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(("policy", "state", "approved"), [("approve", "RUNNING", True), ("reject", "BLOCKED", False)])
+def test_resume_decides_a_stored_gate_with_a_policy(tmp_path, capsys, policy: str, state: str, approved: bool) -> None:
+    # `resume` is documented as the way on "after a gate", yet it could only park again, and the hint said
+    # to rerun with --gate-policy, which a stored run id refuses.
+    db, scenario = str(tmp_path / "runs.sqlite"), str(_gated_scenario(tmp_path))
+    assert main(["run", scenario, "--db", db, "--run-id", "G"]) == 0
+    out = capsys.readouterr().out
+    assert "final: WAITING_FOR_HUMAN" in out and f"harness-lab resume --db {db} --run-id G --gate-policy" in out
+    assert main(["resume", "--db", db, "--run-id", "G", "--json", "--gate-policy", policy]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    decided = lines[0]
+    assert decided["proposal"]["action"]["kind"] == "push" and decided["state_after"] == state
+    humans = [e for e in decided["events"] if e["kind"] == "human_decided"]
+    assert [(h["approved"], h["by"]) for h in humans] == [(approved, f"policy:{policy}")]
+    assert (decided["tool_result"] is not None) is approved
+    assert lines[-1]["final_state"] == ("BLOCKED" if not approved else lines[-1]["final_state"])
+    assert "waiting_for" not in lines[-1]
+
+
+@pytest.mark.parametrize("kind", ["dangling symlink", "directory"])
+def test_an_unreadable_evidence_note_is_a_config_error_naming_it(tmp_path, kind: str) -> None:
+    from harness_lab.evidence import EvidenceCatalogue
+
+    (tmp_path / "fine.md").write_text("note")
+    bad = tmp_path / "broken.md"
+    if kind == "directory":
+        bad.mkdir()
+    else:
+        bad.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match=r"broken\.md: cannot read evidence note"):
+        EvidenceCatalogue.from_dir(tmp_path)
+
+
+def test_an_empty_run_id_is_refused_not_replaced(tmp_path, capsys) -> None:
+    # `--run-id "$ID"` with ID unset stored the run under the scenario id instead, silently.
+    db = tmp_path / "runs.sqlite"
+    assert main(["run", "conforming_report", "--db", str(db), "--run-id", ""]) == 2
+    assert "--run-id: empty" in capsys.readouterr().err and not db.exists()

@@ -8,8 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ..contract import load_contract
+from ..paths import data_dir
 from ..run import Run
 from ..scenarios import load_scenario
+from ._output import publish
 
 __all__ = ["SEED_SCENARIOS", "ScenarioResult", "render_table", "run_experiment", "run_scenario", "write_experiment"]
 
@@ -86,6 +89,19 @@ def _cell(r: ScenarioResult) -> str:
     return text
 
 
+def _budget(results: list[ScenarioResult]) -> dict[str, int]:
+    """The decision and tool-call limits the scenarios' contracts set (one budget: the seed's table has one)."""
+    root = data_dir()
+    budgets = {load_contract(root / "contracts" / f"{load_scenario(n).contract}.yaml").budget
+               for n in dict.fromkeys(r.scenario for r in results)}
+    if not budgets:
+        return {}
+    if len(budgets) > 1:
+        raise ValueError("the scenarios' contracts set different budgets; one table needs one budget")
+    budget = budgets.pop()
+    return {"max_decisions": budget.max_decisions, "max_tool_calls": budget.max_tool_calls}
+
+
 def render_table(results: list[ScenarioResult]) -> str:
     by_key = {(r.scenario, r.validation): r for r in results}
     names = list(dict.fromkeys(r.scenario for r in results))
@@ -96,19 +112,26 @@ def render_table(results: list[ScenarioResult]) -> str:
     for name in names:
         off, on = by_key[(name, False)], by_key[(name, True)]
         lines.append(f"| {off.title} | {_cell(off)} | {_cell(on)} |")
+    budget = _budget(results)
+    limits = f"Budget: {budget['max_decisions']} decisions, {budget['max_tool_calls']} tool calls; " if budget else ""
     lines.append("")
     lines.append(
-        "REVIEW_READY means the mechanical checks passed, not that the report is true. "
-        "Budget: 8 decisions, 5 tool calls; scripted inputs, not a model."
+        f"REVIEW_READY means the mechanical checks passed, not that the report is true. {limits}"
+        "scripted inputs, not a model."
     )
     return "\n".join(lines) + "\n"
 
 
 def write_experiment(output: str | Path) -> dict[str, Any]:
-    out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
+    """Write results.json and table.md into ``output``, both or neither."""
     results = run_experiment()
-    payload = {"budget": {"max_decisions": 8, "max_tool_calls": 5}, "results": [r.model_dump() for r in results]}
-    (out / "results.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out / "table.md").write_text(render_table(results), encoding="utf-8")
+    payload = {"budget": _budget(results), "results": [r.model_dump() for r in results]}
+    texts = {"results.json": json.dumps(payload, indent=2, ensure_ascii=False) + "\n", "table.md": render_table(results)}
+
+    def make(staging: Path) -> list[Path]:
+        for name, text in texts.items():
+            (staging / name).write_text(text, encoding="utf-8")
+        return [staging / name for name in texts]
+
+    publish(Path(output), make)
     return payload

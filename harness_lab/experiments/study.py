@@ -160,6 +160,12 @@ def study_tasks(
     unknown = [g for g in groups if g not in GROUPS]
     if unknown:
         raise ValueError(f"unknown group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
+    for what, given in (("group", groups), ("scenario", scenarios)):
+        if not given:
+            raise ValueError(f"no {what}s to run")
+        twice = sorted({n for n in given if list(given).count(n) > 1})
+        if twice:  # summaries are per name: a repeat would count its runs twice
+            raise ValueError(f"{what}(s) {', '.join(twice)} given twice")
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     root = data_dir()

@@ -15,13 +15,14 @@ same list on every executor.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from typing import TextIO, TypeVar
 
-__all__ = ["ProgressLine", "sweep"]
+__all__ = ["ProgressLine", "local_pool", "sweep"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -57,6 +58,16 @@ class ProgressLine:
         self.stream.flush()
 
 
+def _leave_sigint_to_the_parent() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def local_pool(max_workers: int | None = None) -> ProcessPoolExecutor:
+    """A process pool whose workers ignore Ctrl-C: the parent stops the sweep and cancels what is queued,
+    instead of every worker printing its own KeyboardInterrupt traceback."""
+    return ProcessPoolExecutor(max_workers=max_workers, initializer=_leave_sigint_to_the_parent)
+
+
 def sweep(
     fn: Callable[[T], R],
     tasks: Sequence[T],
@@ -73,17 +84,23 @@ def sweep(
     if not tasks:
         return []
     own = executor is None
-    pool: Executor = executor if executor is not None else ProcessPoolExecutor(
-        max_workers=min(len(tasks), os.cpu_count() or 1))
+    pool: Executor = executor if executor is not None else local_pool(min(len(tasks), os.cpu_count() or 1))
     bar = None if progress is False else ProgressLine(
         len(tasks), label=label, stream=None if progress is True else progress)
+    futures: dict[Future[R], int] = {}
     try:
-        futures: dict[Future[R], int] = {pool.submit(fn, task): i for i, task in enumerate(tasks)}
+        futures.update((pool.submit(fn, task), i) for i, task in enumerate(tasks))
         results: list[R | None] = [None] * len(tasks)
         for future in as_completed(futures):
             results[futures[future]] = future.result()
             if bar is not None:
                 bar.advance()
+    except BaseException:
+        # A failed task or Ctrl-C: what is still queued will not be used, on any executor (a given
+        # one's shutdown() would otherwise run all of it first).
+        for future in futures:
+            future.cancel()
+        raise
     finally:
         if bar is not None:
             bar.close()

@@ -6,10 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ._output import publish
 from .metrics import METRIC_DEFINITIONS
 from .study import GROUPS, StudyResult
 
 __all__ = ["render_scenario_table", "render_study_table", "study_payload", "write_study"]
+
+_PLOTS = ("study.png", "study.svg")  # what plot_study writes with its default stem
 
 
 def _pct(part: int, whole: int) -> str:
@@ -65,15 +68,22 @@ def study_payload(result: StudyResult) -> dict[str, Any]:
 
 
 def write_study(result: StudyResult, output: str | Path, *, plots: bool = True) -> list[Path]:
-    """Write results.json, table.md, scenarios.md and (if matplotlib is installed) PNG + SVG plots."""
-    out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / "results.json", out / "table.md", out / "scenarios.md"]
-    written[0].write_text(json.dumps(study_payload(result), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    written[1].write_text(render_study_table(result), encoding="utf-8")
-    written[2].write_text(render_scenario_table(result), encoding="utf-8")
-    if plots:
-        from .plots import plot_study
+    """Write results.json, table.md, scenarios.md and (if ``plots``) PNG + SVG plots, all or none."""
+    texts = {
+        "results.json": json.dumps(study_payload(result), indent=1, ensure_ascii=False) + "\n",
+        "table.md": render_study_table(result),
+        "scenarios.md": render_scenario_table(result),
+    }
 
-        written += plot_study(result, out)
-    return written
+    def make(staging: Path) -> list[Path]:
+        written = []
+        for name, text in texts.items():
+            written.append(staging / name)
+            written[-1].write_text(text, encoding="utf-8")
+        if plots:
+            from .plots import plot_study
+
+            written += plot_study(result, staging)
+        return written
+
+    return publish(Path(output), make, stale=() if plots else _PLOTS)

@@ -20,10 +20,12 @@ runtime feeds back as a malformed proposal, so the loop gates still decide when 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -79,6 +81,12 @@ class OpenAICompatConfig:
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"{ENV_PREFIX}BASE_URL: {self.base_url!r} is not an http(s) URL")
+        if problem := _url_problem(self.base_url):
+            raise ConfigError(f"{ENV_PREFIX}BASE_URL: {self.base_url!r} {problem}")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"timeout_s: must be > 0 seconds, got {self.timeout_s}")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries: must be >= 0, got {self.max_retries}")
         if not self.model:
             raise ConfigError(f"{ENV_PREFIX}MODEL: empty model name")
 
@@ -90,6 +98,23 @@ class OpenAICompatConfig:
             raise ConfigError(f"environment: {', '.join(missing)} not set (the OpenAI-compatible proposer needs them)")
         return cls(base_url=source[f"{ENV_PREFIX}BASE_URL"].rstrip("/"), model=source[f"{ENV_PREFIX}MODEL"],
                    api_key=source.get(f"{ENV_PREFIX}API_KEY") or None)
+
+
+def _url_problem(url: str) -> str:
+    """Why urllib could not send to ``url`` (told at configuration, not at the first step), or ''."""
+    if any(c.isspace() or ord(c) < 32 for c in url):
+        return "contains whitespace or a control character"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        return f"is not a valid URL: {exc}"
+    return "" if parts.hostname else "names no host"
+
+
+def _count(value: object) -> int | None:
+    """A token count as reported, or None when it is not one (never a bool, never negative)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def urllib_transport(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> tuple[int, bytes]:
@@ -134,7 +159,7 @@ class OpenAICompatProposer:
             self.calls += 1
             try:
                 status, payload = self._transport(url, body, headers, self._config.timeout_s)
-            except (OSError, TimeoutError) as exc:
+            except (OSError, http.client.HTTPException) as exc:  # no reply, or bytes that are not HTTP
                 status, payload = 0, f"{type(exc).__name__}: {exc}".encode()
             if status == 200:
                 return self._parse(payload)
@@ -160,17 +185,20 @@ class OpenAICompatProposer:
         try:
             data = json.loads(payload)
             message = data["choices"][0]["message"]
-        except (ValueError, KeyError, IndexError, TypeError):
+            calls = message.get("tool_calls") or []
+            function = (calls[0].get("function") or {}) if calls else {}
+            if not isinstance(calls, list) or not isinstance(function, dict):
+                raise TypeError("tool_calls")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             return ProposerOutput(raw=self._mask(f"endpoint reply is not a chat completion: {payload[:200]!r}"), tokens=0)
-        usage = data.get("usage") or {}
-        tokens = usage.get("total_tokens")
-        if not isinstance(tokens, int):
-            parts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
-            tokens = sum(parts) if all(isinstance(p, int) for p in parts) else None  # type: ignore[arg-type]
-        calls = message.get("tool_calls") or []
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        tokens = _count(usage.get("total_tokens"))
+        if tokens is None:
+            parts = [_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))]
+            tokens = parts[0] + parts[1] if parts[0] is not None and parts[1] is not None else None
         if not calls:  # prose instead of a tool call: the runtime answers with a malformed-proposal error
             return ProposerOutput(raw=self._mask(str(message.get("content") or "")), tokens=tokens)
-        function = calls[0].get("function") or {}
         name, arguments = function.get("name"), function.get("arguments") or "{}"
         try:
             args = json.loads(arguments) if isinstance(arguments, str) else arguments

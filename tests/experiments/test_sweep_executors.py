@@ -70,3 +70,40 @@ def test_progress_line_reaches_the_total() -> None:
 def test_a_failing_task_propagates() -> None:
     with ThreadPoolExecutor(max_workers=2) as pool, pytest.raises(ZeroDivisionError):
         sweep(lambda x: 1 // x, [1, 0, 2], executor=pool, progress=False)
+
+
+def test_a_failure_on_a_given_executor_cancels_the_sweeps_queued_tasks() -> None:
+    # Ctrl-C in `harness-lab study --workers N` used to wait for every queued run (minutes) before exiting.
+    import threading
+
+    ran: list[int] = []
+    gate = threading.Event()
+
+    def task(i: int) -> int:
+        if i == 0:
+            raise ValueError("broken task")
+        gate.wait(5)
+        ran.append(i)
+        return i
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with pytest.raises(ValueError, match="broken task"):
+            sweep(task, list(range(50)), executor=pool, progress=False)
+        gate.set()
+    assert len(ran) <= 1, f"{len(ran)} queued tasks still ran after the sweep had failed"
+
+
+def _sigint_handler(_: int) -> str:
+    import signal
+
+    return "ignored" if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else "raises"
+
+
+def test_pool_workers_leave_ctrl_c_to_the_parent() -> None:
+    # Ctrl-C reaches the whole process group: each worker printed its own KeyboardInterrupt traceback
+    # under the parent's one-line "interrupted"; the parent alone decides (it cancels what is queued).
+    from harness_lab.experiments.sweep import local_pool
+
+    with local_pool(2) as pool:
+        assert set(sweep(_sigint_handler, [1, 2, 3], executor=pool, progress=False)) == {"ignored"}
+    assert set(sweep(_sigint_handler, [1, 2, 3], progress=False)) == {"ignored"}  # the default pool too

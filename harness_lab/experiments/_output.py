@@ -1,0 +1,34 @@
+"""Writing an output folder all at once: every file is made in a hidden staging folder first.
+
+An interruption or a failure (Ctrl-C, a full disk, a plot that fails) then leaves the folder as it
+was, never a truncated ``results.json`` or new results beside an older run's plots.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+__all__ = ["publish"]
+
+
+def publish(out: Path, make: Callable[[Path], Iterable[Path]], *, stale: Iterable[str] = ()) -> list[Path]:
+    """Create ``out``, let ``make(staging)`` write its files, then move them into ``out``.
+
+    ``stale`` names files of this output set that this run does not make (e.g. plots skipped):
+    they are removed, so the folder never mixes two runs. Returns the paths in ``out``.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=out))
+    try:
+        made = [Path(p) for p in make(staging)]
+        for name in stale:
+            (out / name).unlink(missing_ok=True)
+        for path in made:  # renames within one folder: each is atomic, all of them take microseconds
+            os.replace(path, out / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / p.name for p in made]
