@@ -173,19 +173,34 @@ def dump_step_row(record: StepRecord) -> str:
     said = "null" if proposal is None else _proposal_json(proposal)
     verdict = d["verdict"]
     checked = "" if verdict is None else f',"verdict":{pieces.text(verdict, full=True)}'
-    events = []
-    for event in d["events"]:
+    events = d["events"]
+    if len(events) == 2 and type(first := events[0]) is Proposed and type(then := events[1]) is ToolCalled:
+        e, f = first.__dict__, then.__dict__  # the usual step: its proposal, then its tool's result
+        if (e["proposal"] is proposal and e["decision"] is decision and f["result"] is result
+                and e["step"] == step == f["step"]):
+            listed = (f'{{"seq":{e["seq"]},"kind":"proposed","same":true}},{{"seq":{f["seq"]},'
+                      f'"kind":"tool_called","tool":{_name_json(f["tool"])},"same":true}}')
+        else:
+            listed = _events_json(events, step, proposal, decision, result)
+    else:
+        listed = _events_json(events, step, proposal, decision, result)
+    return (f'{{"kind":"step","step":{step},"state_before":{states},"proposal":{said}'
+            f'{pieces.outcome(decision, result)}{checked},"usage":{pieces.usage(d["usage"])},"events":[{listed}]}}')
+
+
+def _events_json(events: tuple[Event, ...], step: int, proposal: Proposal | None, decision: Decision,
+                 result: ToolResult | None) -> str:
+    texts = []
+    for event in events:
         e, kind = event.__dict__, type(event)
         at = "" if e["step"] == step else f',"step":{e["step"]}'
         if kind is Proposed and e["proposal"] is proposal and e["decision"] is decision:
-            events.append(f'{{"seq":{e["seq"]}{at},"kind":"proposed","same":true}}')
+            texts.append(f'{{"seq":{e["seq"]}{at},"kind":"proposed","same":true}}')
         elif kind is ToolCalled and e["result"] is result:
-            events.append(f'{{"seq":{e["seq"]}{at},"kind":"tool_called","tool":{_name_json(e["tool"])},"same":true}}')
+            texts.append(f'{{"seq":{e["seq"]}{at},"kind":"tool_called","tool":{_name_json(e["tool"])},"same":true}}')
         else:
-            events.append(_event_json(event, at))
-    return (f'{{"kind":"step","step":{step},"state_before":{states},"proposal":{said}'
-            f'{pieces.outcome(decision, result)}{checked},"usage":{pieces.usage(d["usage"])},'
-            f'"events":[{",".join(events)}]}}')
+            texts.append(_event_json(event, at))
+    return ",".join(texts)
 
 
 def _event_json(event: Event, at: str) -> str:
