@@ -171,6 +171,8 @@ def dump_step_row(record: StepRecord) -> str:
     pieces, before, after = _PIECES, d["state_before"], d["state_after"]
     states = _STATE_JSON[before] if after is before else f'{_STATE_JSON[before]},"state_after":{_STATE_JSON[after]}'
     said = "null" if proposal is None else _proposal_json(proposal)
+    last = pieces.last  # most steps pair the decision and result of the step before
+    outcome = last[2] if last[0] is decision and last[1] is result else pieces.outcome(decision, result)
     verdict = d["verdict"]
     checked = "" if verdict is None else f',"verdict":{pieces.text(verdict, full=True)}'
     events = d["events"]
@@ -185,7 +187,7 @@ def dump_step_row(record: StepRecord) -> str:
     else:
         listed = _events_json(events, step, proposal, decision, result)
     return (f'{{"kind":"step","step":{step},"state_before":{states},"proposal":{said}'
-            f'{pieces.outcome(decision, result)}{checked},"usage":{pieces.usage(d["usage"])},"events":[{listed}]}}')
+            f'{outcome}{checked},"usage":{pieces.usage(d["usage"])},"events":[{listed}]}}')
 
 
 def _events_json(events: tuple[Event, ...], step: int, proposal: Proposal | None, decision: Decision,
@@ -313,6 +315,7 @@ class _Pieces:
         self._texts: dict[int, tuple[BaseModel, str]] = {}
         self._usage: tuple[Usage | None, str] = (None, "")
         self._outcomes: dict[tuple[int, int], tuple[Decision, ToolResult | None, str]] = {}
+        self.last: tuple[Decision | None, ToolResult | None, str] = (None, None, "")  # the latest outcome
 
     def usage(self, usage: Usage) -> str:
         """``_usage_json(usage)``; a run's usage record is new only when a step spent something, and
@@ -327,13 +330,14 @@ class _Pieces:
         key = (id(decision), id(result))
         hit = self._outcomes.get(key)
         if hit is not None and hit[0] is decision and hit[1] is result:
+            self.last = hit
             return hit[2]
         text = f',"decision":{self.text(decision)}'
         if result is not None:
             text += f',"tool_result":{self.text(result)}'
         if len(self._outcomes) >= self._MAX:
             self._outcomes.clear()
-        self._outcomes[key] = (decision, result, text)
+        self._outcomes[key] = self.last = (decision, result, text)
         return text
 
     def text(self, record: BaseModel, *, full: bool = False) -> str:
