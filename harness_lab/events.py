@@ -256,14 +256,14 @@ def _proposal_json(proposal: Proposal) -> str:
     # a template: no action dump and no second text to compare (_full_proposal_json's outcome).
     if type(raw) is dict and (row := _FLAT_ROWS.get(type(action))) is not None and not p["claims"]:
         names, head, fields = row
-        if raw == action.__dict__ and list(raw) == names:  # (a proposal with an action has no error)
+        if raw == action.__dict__ and [*raw] == names:  # (a proposal with an action has no error)
             text = head
             for before, name in fields:
                 value = raw[name]
                 if type(value) is not str or not value.isascii():  # pydantic's own text for the others
                     return _full_proposal_json(proposal)
-                text += before + _encode(value)  # json's escapes of an ASCII str are serde's: same text
-            return text + '},"action":"raw"}'
+                text = f"{text}{before}{_encode(value)}"  # json's escapes of an ASCII str are serde's: same text
+            return f'{text}}},"action":"raw"}}'
     return _full_proposal_json(proposal)
 
 
