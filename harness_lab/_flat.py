@@ -17,8 +17,8 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 from annotated_types import MinLen
 from pydantic import BaseModel
 
-__all__ = ["MISSING", "REQUIRED", "FlatSpec", "JsonTemplate", "SharedFieldsSet", "built", "flat_dump", "flat_json",
-           "flat_spec", "json_template", "shared_fields"]
+__all__ = ["MISSING", "RECORD_SLOTS", "REQUIRED", "FlatSpec", "JsonTemplate", "SharedFieldsSet", "built", "flat_dump",
+           "flat_json", "flat_spec", "json_template", "shared_fields"]
 
 _M = TypeVar("_M", bound=BaseModel)
 REQUIRED = object()
@@ -107,9 +107,11 @@ def built(model: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
 
 
 _new = object.__new__
-_set_dict, _set_fields_set, _set_extra, _set_private = (
-    BaseModel.__dict__[slot].__set__ for slot in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__",
-                                                  "__pydantic_private__"))
+# The setters of pydantic's four slots (__dict__, fields set, extra, private); the step's record
+# builders (harness_lab._step_records) inline built() with them.
+RECORD_SLOTS = tuple(BaseModel.__dict__[slot].__set__ for slot in (
+    "__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
+_set_dict, _set_fields_set, _set_extra, _set_private = RECORD_SLOTS
 
 
 # A flat kind's sorted-key JSON as constant text around its str values: for think

@@ -6,12 +6,14 @@ store boundary (JSON in, typed records out).
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring as _encode
 from math import isfinite
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import from_json, to_json
 
+from .actions import _FLAT, _MODELS
 from .proposal import Proposal
 from .states import RunState
 from .tools import ToolResult
@@ -162,40 +164,60 @@ def dump_step_row(record: StepRecord) -> str:
     proposal, decision, tool result and usage leave out the fields at their defaults (``kind`` too:
     their fields are not unions); a proposal whose action is spelled exactly like its raw form says
     ``"action": "raw"``. Shared frozen records (a run's decisions, the result of ``think``) are
-    dumped once (see :class:`_Pieces`)."""
-    step, pieces = record.step, _PIECES
-    before, after = record.state_before, record.state_after
-    out = [f'{{"kind":"step","step":{step},"state_before":{_STATE_JSON[before]}']
-    if after is not before:
-        out.append(f',"state_after":{_STATE_JSON[after]}')
-    proposal = record.proposal
-    out.append(',"proposal":null' if proposal is None else f',"proposal":{_proposal_json(proposal)}')
-    out.append(f',"decision":{pieces.text(record.decision)}')
-    if record.tool_result is not None:
-        out.append(f',"tool_result":{pieces.text(record.tool_result)}')
-    if record.verdict is not None:
-        out.append(f',"verdict":{pieces.text(record.verdict, full=True)}')
-    out.append(f',"usage":{pieces.usage(record.usage)},"events":[')
-    first = True
-    for event in record.events:
-        at = "" if event.step == step else f',"step":{event.step}'
-        if type(event) is Proposed and event.proposal is record.proposal and event.decision is record.decision:
-            text = f'{{"seq":{event.seq}{at},"kind":"proposed","same":true}}'
-        elif type(event) is ToolCalled and event.result is record.tool_result:
-            tool = event.tool  # a name: JSON spells an identifier as it is
-            tool = f'"{tool}"' if tool.isidentifier() else to_json(tool).decode()
-            text = f'{{"seq":{event.seq}{at},"kind":"tool_called","tool":{tool},"same":true}}'
+    dumped once (see :class:`_Pieces`). Fields are read from the records' ``__dict__`` (what
+    validation stored): a store writes one row per step."""
+    d = record.__dict__
+    step, proposal, decision, result = d["step"], d["proposal"], d["decision"], d["tool_result"]
+    pieces, before, after = _PIECES, d["state_before"], d["state_after"]
+    states = _STATE_JSON[before] if after is before else f'{_STATE_JSON[before]},"state_after":{_STATE_JSON[after]}'
+    said = "null" if proposal is None else _proposal_json(proposal)
+    last = pieces.last  # most steps pair the decision and result of the step before
+    outcome = last[2] if last[0] is decision and last[1] is result else pieces.outcome(decision, result)
+    verdict = d["verdict"]
+    checked = "" if verdict is None else f',"verdict":{pieces.text(verdict, full=True)}'
+    events = d["events"]
+    if len(events) == 2 and type(first := events[0]) is Proposed and type(then := events[1]) is ToolCalled:
+        e, f = first.__dict__, then.__dict__  # the usual step: its proposal, then its tool's result
+        if (e["proposal"] is proposal and e["decision"] is decision and f["result"] is result
+                and e["step"] == step == f["step"]):
+            listed = (f'{{"seq":{e["seq"]},"kind":"proposed","same":true}},{{"seq":{f["seq"]},'
+                      f'"kind":"tool_called","tool":{_name_json(f["tool"])},"same":true}}')
         else:
-            data = event.model_dump(mode="json")
-            if type(event) is Proposed:
-                data["proposal"] = from_json(_proposal_json(event.proposal))
-            if not at:
-                del data["step"]
-            text = to_json(data).decode()
-        out.append(text if first else "," + text)
-        first = False
-    out.append("]}")
-    return "".join(out)
+            listed = _events_json(events, step, proposal, decision, result)
+    else:
+        listed = _events_json(events, step, proposal, decision, result)
+    return (f'{{"kind":"step","step":{step},"state_before":{states},"proposal":{said}'
+            f'{outcome}{checked},"usage":{pieces.usage(d["usage"])},"events":[{listed}]}}')
+
+
+def _events_json(events: tuple[Event, ...], step: int, proposal: Proposal | None, decision: Decision,
+                 result: ToolResult | None) -> str:
+    texts = []
+    for event in events:
+        e, kind = event.__dict__, type(event)
+        at = "" if e["step"] == step else f',"step":{e["step"]}'
+        if kind is Proposed and e["proposal"] is proposal and e["decision"] is decision:
+            texts.append(f'{{"seq":{e["seq"]}{at},"kind":"proposed","same":true}}')
+        elif kind is ToolCalled and e["result"] is result:
+            texts.append(f'{{"seq":{e["seq"]}{at},"kind":"tool_called","tool":{_name_json(e["tool"])},"same":true}}')
+        else:
+            texts.append(_event_json(event, at))
+    return ",".join(texts)
+
+
+def _event_json(event: Event, at: str) -> str:
+    """An event carried in full (``at``: its ``step`` when it differs from the record's)."""
+    data = event.model_dump(mode="json")
+    if type(event) is Proposed:
+        data["proposal"] = from_json(_proposal_json(event.proposal))
+    if not at:
+        del data["step"]
+    return to_json(data).decode()
+
+
+def _name_json(name: str) -> str:
+    # a tool's name: JSON spells an identifier as it is
+    return f'"{name}"' if name.isidentifier() else to_json(name).decode()
 
 
 def load_step_row(text: str) -> StepRecord:
@@ -227,6 +249,37 @@ def _expand_proposal(data: object) -> None:
 
 
 def _proposal_json(proposal: Proposal) -> str:
+    p = proposal.__dict__
+    raw, action = p["raw"], p["action"]
+    # The usual proposal: a flat action (plain str fields, see _flat) parsed from a raw dict that holds
+    # exactly its fields, in field order, and nothing else. Both texts are then the raw's, spelled from
+    # a template: no action dump and no second text to compare (_full_proposal_json's outcome).
+    if type(raw) is dict and (row := _FLAT_ROWS.get(type(action))) is not None and not p["claims"]:
+        names, head, fields = row
+        if raw == action.__dict__ and [*raw] == names:  # (a proposal with an action has no error)
+            text = head
+            for before, name in fields:
+                value = raw[name]
+                if type(value) is not str or not value.isascii():  # pydantic's own text for the others
+                    return _full_proposal_json(proposal)
+                text = f"{text}{before}{_encode(value)}"  # json's escapes of an ASCII str are serde's: same text
+            return f'{text}}},"action":"raw"}}'
+    return _full_proposal_json(proposal)
+
+
+def _flat_rows() -> dict[type[BaseModel], tuple[list[str], str, tuple[tuple[str, str], ...]]]:
+    """Per flat action class whose ``kind`` comes first: its field names, the row text up to its first
+    str value and, per value, the text before it."""
+    rows: dict[type[BaseModel], tuple[list[str], str, tuple[tuple[str, str], ...]]] = {}
+    for kind, spec in _FLAT.items():
+        names = list(_MODELS[kind].model_fields)
+        if names[0] == "kind" and all(name.isidentifier() for name in names):
+            fields = tuple((f',"{name}":', name) for name, _, _ in spec)
+            rows[_MODELS[kind]] = (names, f'{{"raw":{{"kind":{_encode(kind)}', fields)
+    return rows
+
+
+def _full_proposal_json(proposal: Proposal) -> str:
     raw = to_json(proposal.raw).decode()
     out = [f'{{"raw":{raw}']
     if proposal.action is not None:
@@ -243,10 +296,11 @@ def _proposal_json(proposal: Proposal) -> str:
 
 
 def _usage_json(usage: Usage) -> str:
-    elapsed = usage.elapsed_s
+    u = usage.__dict__
+    elapsed = u["elapsed_s"]
     if not isfinite(elapsed):  # no JSON number spells these
         return to_json(usage.model_dump(mode="json", exclude={"kind"})).decode()
-    return (f'{{"decisions":{usage.decisions},"tool_calls":{usage.tool_calls},"tokens":{usage.tokens},'
+    return (f'{{"decisions":{u["decisions"]},"tool_calls":{u["tool_calls"]},"tokens":{u["tokens"]},'
             f'"elapsed_s":{to_json(elapsed).decode()}}}')  # (the shortest text that reads back the same)
 
 
@@ -260,6 +314,8 @@ class _Pieces:
     def __init__(self) -> None:
         self._texts: dict[int, tuple[BaseModel, str]] = {}
         self._usage: tuple[Usage | None, str] = (None, "")
+        self._outcomes: dict[tuple[int, int], tuple[Decision, ToolResult | None, str]] = {}
+        self.last: tuple[Decision | None, ToolResult | None, str] = (None, None, "")  # the latest outcome
 
     def usage(self, usage: Usage) -> str:
         """``_usage_json(usage)``; a run's usage record is new only when a step spent something, and
@@ -267,6 +323,22 @@ class _Pieces:
         if self._usage[0] is not usage:
             self._usage = (usage, _usage_json(usage))
         return self._usage[1]
+
+    def outcome(self, decision: Decision, result: ToolResult | None) -> str:
+        """The row's ``,"decision":...`` and ``,"tool_result":...`` (when there is one): a step of a run
+        pairs one of its few decision objects with one of its few results, so a pair is usually met before."""
+        key = (id(decision), id(result))
+        hit = self._outcomes.get(key)
+        if hit is not None and hit[0] is decision and hit[1] is result:
+            self.last = hit
+            return hit[2]
+        text = f',"decision":{self.text(decision)}'
+        if result is not None:
+            text += f',"tool_result":{self.text(result)}'
+        if len(self._outcomes) >= self._MAX:
+            self._outcomes.clear()
+        self._outcomes[key] = self.last = (decision, result, text)
+        return text
 
     def text(self, record: BaseModel, *, full: bool = False) -> str:
         hit = self._texts.get(id(record))
@@ -287,4 +359,5 @@ class _Pieces:
 
 
 _PIECES = _Pieces()
+_FLAT_ROWS = _flat_rows()
 _STATE_JSON = {state: to_json(state.value).decode() for state in RunState}  # Enum.value is a slow descriptor
