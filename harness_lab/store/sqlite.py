@@ -11,6 +11,8 @@ Settings, on purpose:
   only a power cut or kernel crash can lose the last few commits (never corrupt the file). That
   is the failure this store is built and tested for, at ~10x less cost per step than ``FULL``,
   which fsyncs the log on every commit. Pass ``synchronous="FULL"`` to survive power cuts too.
+* the write-ahead log is copied back into the file by a thread of the store's own, not inside the
+  ``COMMIT`` of whichever step crosses SQLite's automatic checkpoint (see ``store/_wal.py``).
 * ``busy_timeout``: a second process (a watchdog, ``trace``) waits for the lock instead of failing.
 
 Each step is one transaction (the step row, the blobs it made, its ledger updates; a lone statement
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import StoreError
+from ._wal import LogCopier
 from .base import (
     SCHEMA_VERSION,
     EffectEntry,
@@ -110,6 +113,9 @@ class SQLiteStore:
             self._run_nos: dict[str, int] = {}
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
+            # The log is copied back into the file off the step's path (see store/_wal.py).
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
+            self._log = LogCopier(self, self.path, self._db)
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise StoreError(f"{self.path}: not a usable harness-lab checkpoint database ({exc})") from exc
@@ -220,6 +226,8 @@ class SQLiteStore:
         if settle_effects:
             statements.append((_COMMIT_EFFECTS, (run_id, step)))
         self._tx(statements)
+        with self._lock:
+            self._log.committed()
 
     def _run_no(self, run_id: str) -> int | None:
         run_no = self._run_nos.get(run_id)
@@ -320,6 +328,7 @@ class SQLiteStore:
         return "; ".join(str(r[0]) for r in self._q("PRAGMA integrity_check"))
 
     def close(self) -> None:
+        self._log.close()  # first: the last connection to close copies the log in and removes it
         with self._lock:
             self._db.close()
 
