@@ -107,7 +107,10 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
     checkpoint, context = load_checkpoint(store, run_id)
+    made = _first_missing(Path(info.spec["workspace"]))
     run = _rebuild(info, proposer, evidence, approver, effects, clock)
+    if made is not None:  # Run made the missing workspace: take it away again, so the check reports it
+        _unmake(run.workspace, made)
     in_flight = [e for e in store.effects(run_id, checkpoint.step + 1) if e.status == "intent"]
     flight = in_flight[0] if in_flight else None
     checks = [_trigger(run.contract), _workspace(run, checkpoint, flight), _scope(checkpoint),
@@ -252,6 +255,26 @@ def _rebuild(info: RunInfo, proposer: Proposer | None, evidence: EvidenceCatalog
               clock=clock, effects=effects, run_id=info.run_id, resume=True)
     run.scenario = scenario
     return run
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist (what ``mkdir(parents=True)`` makes)."""
+    missing = None
+    while not path.exists() and path != path.parent:
+        missing, path = path, path.parent
+    return missing
+
+
+def _unmake(path: Path, top: Path) -> None:
+    """Remove the empty directories from ``path`` up to ``top`` (a resume that refuses makes nothing)."""
+    while True:
+        try:
+            path.rmdir()
+        except OSError:
+            return
+        if path == top:
+            return
+        path = path.parent
 
 
 def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, source: str,
