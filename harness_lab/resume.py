@@ -134,10 +134,39 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
 
 def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
              workspace: str | Path | None = None) -> Run:
-    """See :meth:`Run.fork <harness_lab.run.Run.fork>`."""
+    """See :meth:`Run.fork <harness_lab.run.Run.fork>`. A refused fork (an unknown checkpoint or
+    snapshot, a run id taken, no copy of the files) raises and leaves no row, folder or file behind."""
+    store = run.checkpoints.store if run.checkpoints is not None else None
+    match = _CHECKPOINT_ID.match(checkpoint_id)
+    # What can be refused is refused before anything is made.
+    if new_run_id is not None and store is not None and store.has_run(new_run_id):
+        raise StoreError(f"run id {new_run_id!r} exists already in the store; choose another id for the fork")
+    if match is None and checkpoint_id not in {s.id for s in run.sandbox.snapshots()}:
+        raise RunStateError(f"{checkpoint_id!r} is neither a checkpoint '<run>@<step>' nor a snapshot of run "
+                            f"{run.run_id}")
+    if match is not None and store is None:
+        raise RunStateError(f"run {run.run_id} has no store: checkpoint {checkpoint_id} does not exist")
+    loaded = _load(store, match["run"], int(match["step"])) if match is not None and store is not None else None
+    target = Path(workspace) if workspace is not None else None
+    if target is not None and target.is_dir() and any(target.iterdir()):
+        raise RunStateError(f"{target}: a fork needs an empty workspace")
+    made = _first_missing(target) if target is not None else None
+    fork = _new_fork(run, new_run_id, workspace)
+    try:
+        return _fill_fork(run, fork, checkpoint_id, loaded, new_run_id or _fork_id(run.run_id, store), store)
+    except BaseException:
+        fork.close()
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        elif target is not None:  # it was empty: empty it again
+            for child in target.iterdir():
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        raise
+
+
+def _new_fork(run: Run, new_run_id: str | None, workspace: str | Path | None) -> Run:
     from .run import Run
 
-    store = run.checkpoints.store if run.checkpoints is not None else None
     proposer: Proposer = run.proposer
     if isinstance(proposer, ScriptedProposer):  # its own copy: the original's position is untouched
         proposer = ScriptedProposer(proposer.actions, then=proposer.then)
@@ -148,18 +177,21 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
     if any(fork.workspace.iterdir()):
         fork.close()
         raise RunStateError(f"{fork.workspace}: a fork needs an empty workspace")
-    match = _CHECKPOINT_ID.match(checkpoint_id)
-    if match is not None:
-        if store is None:
-            raise RunStateError(f"run {run.run_id} has no store: checkpoint {checkpoint_id} does not exist")
-        checkpoint, context, texts = _load(store, match["run"], int(match["step"]))
+    return fork
+
+
+def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
+               loaded: tuple[Checkpoint, dict[str, Any] | None, dict[str, str]] | None, fork_id: str,
+               store: Store | None) -> Run:
+    if loaded is not None:
+        checkpoint, context, texts = loaded
         _fork_files(run, checkpoint, fork)
         _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
         # Its own rows were redacted under this contract (the fork's): their item texts stand as they
         # are, and its first row can name the checkpoint instead of storing the context again.
-        own = match["run"] == run.run_id and context is not None
-        loaded = texts if own else None
-        source = f"{match['run']}@{checkpoint.step}" if own else None
+        own = checkpoint.run_id == run.run_id and context is not None
+        items = texts if own else None
+        source = checkpoint.id if own else None
     else:
         snap = run.sandbox.materialize(checkpoint_id, fork.workspace)
         fork.sandbox.adopt_blobs(run.sandbox, checkpoint_id)
@@ -167,10 +199,10 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
             raise RunStateError(f"snapshot {checkpoint_id} holds no run state")
         fork.continue_from(snap.run_state, step=run.step_no, seq=run.events[-1].seq if run.events else 0,
                            usage=run.usage, source=f"fork of snapshot {checkpoint_id}")
-        loaded, source = None, None
-    fork.run_id = new_run_id or _fork_id(run.run_id, store)
+        items, source = None, None
+    fork.run_id = fork_id
     if store is not None:
-        fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=loaded, like=run.checkpoints,
+        fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=items, like=run.checkpoints,
                                         context_from=source)
     return fork
 

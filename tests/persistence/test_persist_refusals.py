@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
+import pytest
 from persisthelpers import CountingOutbox, push_run
 
 from harness_lab import Run, RunState
+from harness_lab.errors import RunStateError, StoreError
 from harness_lab.store import SQLiteStore
 
 
@@ -26,3 +29,26 @@ def test_resume_with_the_workspace_deleted_says_so_and_does_not_recreate_it(tmp_
     assert not (tmp_path / "gone").exists()  # the refused resume made no directory
     assert [s.checkpoint for s in store.steps("R1", start=0)] == rows
     resumed.close()
+
+
+@pytest.mark.parametrize(("checkpoint_id", "new_id", "error", "message"), [
+    ("R1@99", None, StoreError, "run 'R1' has no step 99"),
+    ("NOPE@2", None, StoreError, "unknown run id 'NOPE'"),
+    ("snap-9999", None, RunStateError, "'snap-9999' is neither a checkpoint"),
+    ("R1@3", "R1", StoreError, "run id 'R1' exists already"),
+])
+def test_a_refused_fork_leaves_no_workspace_and_no_rows(tmp_path: Path, checkpoint_id: str, new_id: str | None,
+                                                        error: type[Exception], message: str) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.run(max_steps=3)
+    ids = store.run_ids()
+    with pytest.raises(error, match=re.escape(message)) as caught:
+        run.fork(checkpoint_id, new_run_id=new_id, workspace=tmp_path / "new" / "fork")
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(error, match=re.escape(message)):
+        run.fork(checkpoint_id, new_run_id=new_id, workspace=tmp_path / "empty")
+    assert list((tmp_path / "empty").iterdir()) == []  # an empty folder given stays empty
+    assert store.run_ids() == ids
