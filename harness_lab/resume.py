@@ -147,6 +147,10 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
     if match is not None and store is None:
         raise RunStateError(f"run {run.run_id} has no store: checkpoint {checkpoint_id} does not exist")
     loaded = _load(store, match["run"], int(match["step"])) if match is not None and store is not None else None
+    if loaded is not None and loaded[0].contract_version != run.contract.version:
+        # The fork runs under this run's contract: another run's checkpoint may hold another one.
+        raise RunStateError(f"checkpoint {loaded[0].id} was taken under contract {loaded[0].contract_version[:12]}; "
+                            f"run {run.run_id}'s is {run.contract.version[:12]}: fork it from its own run")
     target = Path(workspace) if workspace is not None else None
     if target is not None and target.is_dir() and any(target.iterdir()):
         raise RunStateError(f"{target}: a fork needs an empty workspace")

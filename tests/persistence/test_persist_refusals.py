@@ -52,3 +52,17 @@ def test_a_refused_fork_leaves_no_workspace_and_no_rows(tmp_path: Path, checkpoi
         run.fork(checkpoint_id, new_run_id=new_id, workspace=tmp_path / "empty")
     assert list((tmp_path / "empty").iterdir()) == []  # an empty folder given stays empty
     assert store.run_ids() == ids
+
+
+def test_a_fork_from_a_checkpoint_taken_under_another_contract_is_refused(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    a = push_run(tmp_path / "a", store, CountingOutbox(), run_id="A", max_decisions=12)
+    b = push_run(tmp_path / "b", store, CountingOutbox(), run_id="B", max_decisions=3)
+    assert a.contract.version != b.contract.version
+    with pytest.raises(RunStateError, match=re.escape(
+            f"checkpoint B@0 was taken under contract {b.contract.version[:12]}; run A's is "
+            f"{a.contract.version[:12]}")):
+        a.fork("B@0", workspace=tmp_path / "fork")  # both workspaces are empty: the files would match
+    assert not (tmp_path / "fork").exists() and store.run_ids() == ["A", "B"]
+    fork = b.fork("B@0", workspace=tmp_path / "fork")  # its own run's contract: fine
+    assert fork.contract.budget.max_decisions == 3
