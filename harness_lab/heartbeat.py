@@ -4,6 +4,7 @@
   tens of ms): which step the run is at and when it last *completed* a step.
 * :class:`Watchdog` (default 90 s) marks a run ``stuck`` in the store when its beats stop (the process
   is gone or hung) or when beats keep coming but no step completed for that long (alive but stuck).
+  A run whose last checkpoint is terminal or waits for a human is ``settled``: no beat is expected.
 * :class:`GracefulStop` turns SIGTERM into a request the loop sees between steps: the last step is
   checkpointed already, a progress report is written, and the loop stops; if the current step does
   not finish within ``window_s`` (default 30 s) the process exits anyway (status 143).
@@ -20,7 +21,9 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Literal
 
+from .checkpoint_record import Checkpoint
 from .events import StepRecord
+from .states import RunState
 from .store import Heartbeat, Store
 
 if TYPE_CHECKING:
@@ -57,9 +60,11 @@ class HeartbeatThread:
         return self
 
     def stop(self) -> None:
+        """Stop beating, with one last beat: where the run stands now (not where the last beat found it)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+            self.beat()
 
     def __enter__(self) -> HeartbeatThread:
         return self.start()
@@ -71,7 +76,7 @@ class HeartbeatThread:
 @dataclass(frozen=True)
 class WatchdogVerdict:
     run_id: str
-    status: Literal["alive", "stuck", "no_heartbeat"]
+    status: Literal["alive", "stuck", "no_heartbeat", "settled"]  # settled: finished, or waiting for a human
     reason: str
 
 
@@ -88,6 +93,9 @@ class Watchdog:
         beat = self.store.last_beat(run_id)
         if beat is None:
             return WatchdogVerdict(run_id, "no_heartbeat", "the run never beat (not started with a heartbeat)")
+        settled = self._settled(run_id)
+        if settled is not None:
+            return WatchdogVerdict(run_id, "settled", settled)
         if now - beat.at > self.timeout_s:
             reason = f"no heartbeat for {now - beat.at:.1f}s (limit {self.timeout_s}s); last: {beat.doing}"
         elif now - beat.progress_at > self.timeout_s:
@@ -96,6 +104,19 @@ class Watchdog:
             return WatchdogVerdict(run_id, "alive", beat.doing)
         self.store.set_status(run_id, "stuck", reason)
         return WatchdogVerdict(run_id, "stuck", reason)
+
+    def _settled(self, run_id: str) -> str | None:
+        """Why no beat is expected, from the last checkpoint: the run ended, or it waits for a human."""
+        row = self.store.last_step(run_id)
+        if row is None:
+            return None
+        checkpoint = Checkpoint.from_row(row)
+        if checkpoint.state.terminal:
+            return f"{checkpoint.state.value} at step {checkpoint.step}: the run has ended; nothing should beat"
+        if checkpoint.state is RunState.WAITING_FOR_HUMAN:
+            return (f"{checkpoint.state.value} at step {checkpoint.step}: parked at a human gate; "
+                    "nothing runs until it is decided")
+        return None
 
 
 def progress_report(run: Run, why: str) -> str:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 from persisthelpers import CountingOutbox, push_run
 
 from harness_lab import Run, RunState
+from harness_lab.approval import Approver, AskHuman, AutoApprove
 from harness_lab.errors import RunStateError, StoreError
+from harness_lab.heartbeat import HeartbeatThread, Watchdog
 from harness_lab.store import SQLiteStore
 
 
@@ -66,3 +69,19 @@ def test_a_fork_from_a_checkpoint_taken_under_another_contract_is_refused(tmp_pa
     assert not (tmp_path / "fork").exists() and store.run_ids() == ["A", "B"]
     fork = b.fork("B@0", workspace=tmp_path / "fork")  # its own run's contract: fine
     assert fork.contract.budget.max_decisions == 3
+
+
+@pytest.mark.parametrize("approver", [AutoApprove(), AskHuman()])
+def test_the_watchdog_does_not_call_a_finished_or_waiting_run_stuck(tmp_path: Path, approver: Approver) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.approver = approver
+    with HeartbeatThread(store, run, interval_s=3600):
+        while not run.state.terminal and run.waiting is None:
+            run.step()
+    beat = store.last_beat("R1")
+    assert beat is not None and beat.step == run.step_no  # the last beat says where the run stopped
+    verdict = Watchdog(store, timeout_s=90).check("R1", now=time.time() + 1000)
+    assert verdict.status == "settled"
+    assert verdict.reason.startswith(f"{run.state.value} at step {run.step_no}")
+    assert store.run_info("R1").status == "active"
