@@ -15,6 +15,8 @@ Seed 000's order, each step a :class:`ResumeCheck` in ``run.resume_report``:
                   send_message, a command that changed files) ends the run BLOCKED as uncertain.
 
 A refused resume returns the run BLOCKED (``resume_refused``) in memory; the store is not written.
+A workspace path where no folder can be (a file stands there or above it) raises
+:class:`~harness_lab.errors.WorkspaceError` instead: no run can be made on it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from .checkpoint_record import Checkpoint
 from .clock import Clock
 from .contract import ControlContract, load_contract
 from .effect_classes import effect_of_tool
-from .errors import RunStateError, StoreError
+from .errors import RunStateError, StoreError, WorkspaceError
 from .events import Usage
 from .evidence import EvidenceCatalogue
 from .executor import ExternalEffects
@@ -107,7 +109,10 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
     checkpoint, context = load_checkpoint(store, run_id)
-    made = _first_missing(Path(info.spec["workspace"]))
+    made = _first_missing(workspace := Path(info.spec["workspace"]))
+    there = made.parent if made is not None else workspace
+    if not there.is_dir():  # a file where the workspace (or a folder above it) was: Run cannot even be made
+        raise WorkspaceError(f"run {run_id!r}: its workspace {workspace} cannot be used: {there} is not a directory")
     run = _rebuild(info, proposer, evidence, approver, effects, clock)
     if made is not None:  # Run made the missing workspace: take it away again, so the check reports it
         _unmake(run.workspace, made)

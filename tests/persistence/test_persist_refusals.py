@@ -12,7 +12,7 @@ from persisthelpers import CountingOutbox, push_run
 
 from harness_lab import Run, RunState
 from harness_lab.approval import Approver, AskHuman, AutoApprove
-from harness_lab.errors import RunStateError, StoreError
+from harness_lab.errors import RunStateError, StoreError, WorkspaceError
 from harness_lab.heartbeat import HeartbeatThread, Watchdog
 from harness_lab.store import SQLiteStore
 
@@ -85,3 +85,20 @@ def test_the_watchdog_does_not_call_a_finished_or_waiting_run_stuck(tmp_path: Pa
     assert verdict.status == "settled"
     assert verdict.reason.startswith(f"{run.state.value} at step {run.step_no}")
     assert store.run_info("R1").status == "active"
+
+
+@pytest.mark.parametrize("where", ["ws", "."])
+def test_resume_with_the_workspace_replaced_by_a_file_is_one_line(tmp_path: Path, where: str) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    ws = tmp_path / "box" / "ws"
+    run = push_run(ws, store, CountingOutbox())
+    run.run(max_steps=2)
+    run.close()
+    shutil.rmtree(tmp_path / "box")
+    blocker = tmp_path / "box" / "ws" if where == "ws" else tmp_path / "box"
+    blocker.parent.mkdir(exist_ok=True)
+    blocker.write_text("not a folder")
+    with pytest.raises(WorkspaceError, match=re.escape(f"run 'R1': its workspace {ws} cannot be used: {blocker} "
+                                                       "is not a directory")):
+        Run.resume(store, "R1", effects=CountingOutbox())
+    assert blocker.read_text() == "not a folder"
