@@ -97,6 +97,9 @@ class Checkpointer:
         redaction (same patterns, and the memo of texts it found clean) this one shares.
         ``context_from``: the checkpoint ("run@step") of ``store`` the run's context was just restored
         from, unchanged; the first row names it instead of writing the whole state again."""
+        if fresh and (not run.run_id.strip() or not run.run_id.isprintable()):
+            raise StoreError(f"run id {run.run_id!r}: empty, blank or holding a control character (a newline, "
+                             "a tab, NUL); it names the run's checkpoints ('<run>@<step>') and every message")
         if fresh and store.has_run(run.run_id):
             raise StoreError(f"run id {run.run_id!r} exists already in the store; resume it or choose another id")
         self.store, self.run = store, run

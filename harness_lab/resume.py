@@ -54,7 +54,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ResumeCheck", "ResumeReport", "fork_run", "load_checkpoint", "resume_run"]
 
-_CHECKPOINT_ID = re.compile(r"^(?P<run>.+)@(?P<step>\d+)$")
+# The step is the digits after the last '@' (a run id may hold '@'; an old store's, even a newline).
+_CHECKPOINT_ID = re.compile(r"(?P<run>.+)@(?P<step>\d+)\Z", re.DOTALL)
 
 
 class ResumeCheck(BaseModel):

@@ -14,6 +14,7 @@ from harness_lab import Run, RunState
 from harness_lab.approval import Approver, AskHuman, AutoApprove
 from harness_lab.errors import RunStateError, StoreError, WorkspaceError
 from harness_lab.heartbeat import HeartbeatThread, Watchdog
+from harness_lab.resume import _CHECKPOINT_ID
 from harness_lab.store import SQLiteStore
 
 
@@ -102,3 +103,28 @@ def test_resume_with_the_workspace_replaced_by_a_file_is_one_line(tmp_path: Path
                                                        "is not a directory")):
         Run.resume(store, "R1", effects=CountingOutbox())
     assert blocker.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("run_id", ["", "  ", "a\nb", "R1@3\n", "nul\x00", "tab\there"])
+def test_a_run_id_that_cannot_name_a_checkpoint_on_one_line_is_refused(tmp_path: Path, run_id: str) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    with pytest.raises(StoreError, match=re.escape(f"run id {run_id!r}:")) as caught:
+        push_run(tmp_path / "ws", store, CountingOutbox(), run_id=run_id)
+    assert "\n" not in str(caught.value) and store.run_ids() == []
+
+
+@pytest.mark.parametrize("run_id", ["x@5", "é/../ü", "'; DROP TABLE runs; --"])
+def test_odd_but_printable_run_ids_resume_and_fork(tmp_path: Path, run_id: str) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox(), run_id=run_id)
+    run.run(max_steps=2)
+    assert Run.resume(store, run_id, effects=CountingOutbox()).resume_report.ok  # type: ignore[union-attr]
+    fork = run.fork(f"{run_id}@2", workspace=tmp_path / "fork")
+    assert fork.run_id == f"{run_id}-fork1" and fork.step_no == 2
+
+
+def test_a_checkpoint_id_with_a_newline_in_its_run_id_still_parses() -> None:
+    # Stores written before run ids were checked may hold one; the step is the digits after the last '@'.
+    match = _CHECKPOINT_ID.match("a\nb@3")
+    assert match is not None and match["run"] == "a\nb" and match["step"] == "3"
+    assert _CHECKPOINT_ID.match("R1@3\n") is None
