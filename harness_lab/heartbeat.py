@@ -29,7 +29,36 @@ from .store import Heartbeat, Store
 if TYPE_CHECKING:
     from .run import Run
 
-__all__ = ["GracefulStop", "HeartbeatThread", "Watchdog", "WatchdogVerdict", "drive", "progress_report"]
+__all__ = ["GracefulStop", "HeartbeatThread", "Watchdog", "WatchdogVerdict", "drive", "driver_of", "process_alive",
+           "progress_report"]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this machine has this id (a zombie, killed but not yet reaped, is not alive)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def driver_of(store: Store, run_id: str, within_s: float = 90.0, now: float | None = None) -> Heartbeat | None:
+    """The last beat of ``run_id`` if it says another live process drives the run now: it came from a
+    process of this machine that still exists (not this one) less than ``within_s`` ago (a reused
+    process id stops counting then)."""
+    beat = store.last_beat(run_id)
+    now = time.time() if now is None else now
+    if beat is None or beat.pid == os.getpid() or not 0 <= now - beat.at < within_s:
+        return None
+    return beat if process_alive(beat.pid) else None
 
 
 class HeartbeatThread:
@@ -98,6 +127,8 @@ class Watchdog:
             return WatchdogVerdict(run_id, "settled", settled)
         if now - beat.at > self.timeout_s:
             reason = f"no heartbeat for {now - beat.at:.1f}s (limit {self.timeout_s}s); last: {beat.doing}"
+        elif beat.pid != os.getpid() and not process_alive(beat.pid):
+            reason = f"process {beat.pid} that beat {now - beat.at:.1f}s ago is gone; last: {beat.doing}"
         elif now - beat.progress_at > self.timeout_s:
             reason = f"alive but no step completed for {now - beat.progress_at:.1f}s (limit {self.timeout_s}s); {beat.doing}"
         else:

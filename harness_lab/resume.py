@@ -15,7 +15,10 @@ Seed 000's order, each step a :class:`ResumeCheck` in ``run.resume_report``:
                   send_message, a command that changed files) ends the run BLOCKED as uncertain.
 
 A refused resume returns the run BLOCKED (``resume_refused``) in memory; the store is not written.
-A workspace path where no folder can be (a file stands there or above it) raises
+A run another live process of this machine is driving (its heartbeat, :func:`~harness_lab.heartbeat.driver_of`)
+is refused with :class:`~harness_lab.errors.RunStateError` before anything is built: the heartbeat is
+no lock (two resumes in the same instant both pass), but a second ``harness-lab resume`` of a running
+run no longer takes step N+1 alongside it. A workspace path where no folder can be (a file stands there or above it) raises
 :class:`~harness_lab.errors.WorkspaceError` instead: no run can be made on it.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,6 +45,7 @@ from .errors import RunStateError, StoreError, WorkspaceError
 from .events import Usage
 from .evidence import EvidenceCatalogue
 from .executor import ExternalEffects
+from .heartbeat import driver_of
 from .paths import data_dir
 from .proposers.base import Proposer
 from .proposers.scripted import ScriptedProposer
@@ -110,6 +115,10 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
     checkpoint, context = load_checkpoint(store, run_id)
+    if not checkpoint.state.terminal and (beat := driver_of(store, run_id)) is not None:
+        # Two processes on one run would both take step N+1: the loser's effect lands, its row cannot.
+        raise RunStateError(f"run {run_id!r} is being driven by process {beat.pid} (it beat {time.time() - beat.at:.0f}s "
+                            f"ago: {beat.doing}); stop that process first, or resume once it is gone")
     made = _first_missing(workspace := Path(info.spec["workspace"]))
     there = made.parent if made is not None else workspace
     if not there.is_dir():  # a file where the workspace (or a folder above it) was: Run cannot even be made

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -128,3 +131,37 @@ def test_a_checkpoint_id_with_a_newline_in_its_run_id_still_parses() -> None:
     match = _CHECKPOINT_ID.match("a\nb@3")
     assert match is not None and match["run"] == "a\nb" and match["step"] == "3"
     assert _CHECKPOINT_ID.match("R1@3\n") is None
+
+
+_BEATER = """
+import os, sys, time
+from harness_lab.store import Heartbeat, SQLiteStore
+store = SQLiteStore(sys.argv[1], create=False)
+store.beat(Heartbeat("R1", time.time(), 3, time.time(), os.getpid(), "RUNNING at step 3"))
+print("beat", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_resume_is_refused_while_another_live_process_drives_the_run(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.run(max_steps=3)
+    rows = [s.checkpoint for s in store.steps("R1", start=0)]
+    child = subprocess.Popen([sys.executable, "-c", _BEATER, str(tmp_path / "runs.sqlite")], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"beat\n"
+        with pytest.raises(RunStateError, match=rf"run 'R1' is being driven by process {child.pid} \(it beat \d+s "
+                                                r"ago: RUNNING at step 3\); stop that process first"):
+            Run.resume(store, "R1", effects=CountingOutbox())
+        verdict = Watchdog(store).check("R1")
+        assert verdict.status == "alive"
+    finally:
+        child.communicate(b"")
+    assert [s.checkpoint for s in store.steps("R1", start=0)] == rows
+    # The process is gone: its fresh beat no longer holds the run, and the watchdog says so.
+    verdict = Watchdog(store).check("R1")
+    assert verdict.status == "stuck" and f"process {child.pid} that beat" in verdict.reason
+    resumed = Run.resume(store, "R1", effects=CountingOutbox())
+    assert resumed.resume_report is not None and resumed.resume_report.ok
