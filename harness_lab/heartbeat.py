@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import threading
 import time
@@ -150,8 +151,10 @@ class Watchdog:
         return None
 
 
-def progress_report(run: Run, why: str) -> str:
-    """What was done, where it stands, what is next: written when a run is stopped from outside."""
+def progress_report(run: Run, why: str, db: str | os.PathLike[str] | None = None) -> str:
+    """What was done, where it stands, what is next: written when a run is stopped from outside.
+    ``db``: the store's file, so the resume command it names can be pasted as it is."""
+    where = f"--db {shlex.quote(os.fspath(db))} " if db is not None else ""
     last = run.records[-1].summary() if run.records else "no step taken"
     pending = "approve() or reject() the parked proposal" if run.waiting is not None else "the next proposal"
     return (f"# Progress report: {run.run_id}\n\nStopped: {why}\n\n- state: {run.state.value}\n"
@@ -159,7 +162,7 @@ def progress_report(run: Run, why: str) -> str:
             f"- evidence read: {', '.join(sorted(run.executor.observed)) or 'none'}\n"
             f"- report accepted: {'yes' if run.receipt else 'no'}\n- last step: {last}\n"
             f"- next: {'nothing (terminal)' if run.state.terminal else pending}; resume with "
-            f"`harness-lab resume --run-id {run.run_id}`\n")
+            f"`harness-lab resume {where}--run-id {shlex.quote(run.run_id)}`\n")
 
 
 class GracefulStop:
@@ -198,7 +201,8 @@ def drive(run: Run, store: Store, on_step: Callable[[StepRecord], None], *, hear
     with HeartbeatThread(store, run, heartbeat_s), GracefulStop(grace_s) as stop:
         while not run.state.terminal and run.waiting is None:
             if stop.requested:
-                store.add_report(run.run_id, time.time(), progress_report(run, "SIGTERM: graceful stop"))
+                store.add_report(run.run_id, time.time(),
+                                 progress_report(run, "SIGTERM: graceful stop", getattr(store, "path", None)))
                 store.set_status(run.run_id, "stopped", f"SIGTERM after step {run.step_no}")
                 return True
             on_step(run.step())

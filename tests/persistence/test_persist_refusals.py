@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -16,7 +18,7 @@ from persisthelpers import CountingOutbox, push_run
 from harness_lab import Run, RunState
 from harness_lab.approval import Approver, AskHuman, AutoApprove
 from harness_lab.errors import RunStateError, StoreError, WorkspaceError
-from harness_lab.heartbeat import HeartbeatThread, Watchdog
+from harness_lab.heartbeat import HeartbeatThread, Watchdog, drive
 from harness_lab.resume import _CHECKPOINT_ID
 from harness_lab.store import SQLiteStore
 
@@ -165,3 +167,15 @@ def test_resume_is_refused_while_another_live_process_drives_the_run(tmp_path: P
     assert verdict.status == "stuck" and f"process {child.pid} that beat" in verdict.reason
     resumed = Run.resume(store, "R1", effects=CountingOutbox())
     assert resumed.resume_report is not None and resumed.resume_report.ok
+
+
+def test_the_sigterm_progress_report_names_a_resume_command_that_works(tmp_path: Path) -> None:
+    db = tmp_path / "my runs.sqlite"
+    store = SQLiteStore(db)
+    run = push_run(tmp_path / "ws", store, CountingOutbox(), run_id="R 1")
+    stopped = drive(run, store, lambda record: os.kill(os.getpid(), signal.SIGTERM), heartbeat_s=3600, grace_s=3600)
+    assert stopped and run.step_no == 1
+    (report,) = store.reports("R 1")
+    assert f"`harness-lab resume --db {shlex.quote(str(db))} --run-id 'R 1'`" in report
+    args = shlex.split(report.split("resume with `")[1].split("`")[0])
+    assert args[args.index("--db") + 1] == str(db) and args[args.index("--run-id") + 1] == "R 1"
