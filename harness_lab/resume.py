@@ -140,6 +140,8 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
             run.halt("resume_refused", "resume refused: " + "; ".join(c.detail for c in checks if not c.ok))
         return run
     run.context.add_resume_note(_note(checkpoint), round=checkpoint.step)
+    if info.status != "active":  # 'stuck' (watchdog) or 'stopped' (SIGTERM) described the process that is gone
+        store.set_status(run_id, "active", f"resumed from checkpoint {checkpoint.id}")
     run.checkpoints = Checkpointer(store, run, fresh=False)
     run.checkpoints.adopt(checkpoint)
     if flight is not None:

@@ -179,3 +179,18 @@ def test_the_sigterm_progress_report_names_a_resume_command_that_works(tmp_path:
     assert f"`harness-lab resume --db {shlex.quote(str(db))} --run-id 'R 1'`" in report
     args = shlex.split(report.split("resume with `")[1].split("`")[0])
     assert args[args.index("--db") + 1] == str(db) and args[args.index("--run-id") + 1] == "R 1"
+
+
+def test_a_resumed_run_is_no_longer_marked_stuck_or_stopped(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.run(max_steps=3)
+    store.set_status("R1", "stuck", "no heartbeat for 120.0s")
+    refused_ws = tmp_path / "ws" / "stray.txt"
+    refused_ws.write_text("an outside edit")
+    refused = Run.resume(store, "R1", effects=CountingOutbox())
+    assert refused.state is RunState.BLOCKED and store.run_info("R1").status == "stuck"  # refused: store as it was
+    refused_ws.unlink()
+    Run.resume(store, "R1", effects=CountingOutbox())
+    info = store.run_info("R1")
+    assert (info.status, info.status_reason) == ("active", "resumed from checkpoint R1@3")
