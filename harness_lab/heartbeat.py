@@ -120,6 +120,7 @@ class Watchdog:
 
     def check(self, run_id: str, now: float | None = None) -> WatchdogVerdict:
         now = time.time() if now is None else now
+        self.store.run_info(run_id)  # an unknown id (a typo) is an error, not a run that never beat
         beat = self.store.last_beat(run_id)
         if beat is None:
             return WatchdogVerdict(run_id, "no_heartbeat", "the run never beat (not started with a heartbeat)")

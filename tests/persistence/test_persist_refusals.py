@@ -194,3 +194,10 @@ def test_a_resumed_run_is_no_longer_marked_stuck_or_stopped(tmp_path: Path) -> N
     Run.resume(store, "R1", effects=CountingOutbox())
     info = store.run_info("R1")
     assert (info.status, info.status_reason) == ("active", "resumed from checkpoint R1@3")
+
+
+def test_the_watchdog_names_an_unknown_run_id(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    push_run(tmp_path / "ws", store, CountingOutbox())
+    with pytest.raises(StoreError, match=re.escape("unknown run id 'R2'; known: R1")):
+        Watchdog(store).check("R2")
