@@ -12,7 +12,9 @@ Seed 000's order, each step a :class:`ResumeCheck` in ``run.resume_report``:
 5. ``harness``    only when all of the above pass: the run state is restored, a resume note goes
                   into the context, and an effect in flight at the crash is settled: a workspace
                   write is redone (same bytes), anything whose outcome cannot be checked (push,
-                  send_message, a command that changed files) ends the run BLOCKED as uncertain.
+                  send_message, a command that changed files) ends the run BLOCKED as uncertain. A
+                  delete_file whose target is gone (the rest as its intent found it) landed: the
+                  next step records it as done, without deleting again.
 
 A refused resume returns the run BLOCKED (``resume_refused``) in memory; the store is not written.
 A run another live process of this machine is driving (its heartbeat, :func:`~harness_lab.heartbeat.driver_of`)
@@ -343,7 +345,7 @@ def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, 
 
 def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged: bool) -> None:
     kind = effect_of_tool(flight.tool)
-    if kind == "redoable" or (kind == "workspace" and workspace_unchanged):
+    if kind == "redoable" or (kind == "workspace" and (workspace_unchanged or _delete_landed(run, flight))):
         if not workspace_unchanged:  # the check above proved these were not there at the checkpoint
             for path in _debris(flight, run.sandbox.manifest()):
                 run.sandbox.call("delete_file", path=path)
@@ -353,6 +355,14 @@ def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged:
     run.halt("effect_uncertain", (
         f"{flight.tool} (idempotency key {flight.key}) was in flight when the process died; its outcome is "
         "unknown, so it is not retried: a human must check before it is tried again"))
+
+
+def _delete_landed(run: Run, flight: EffectEntry) -> bool:
+    """A delete_file whose target is gone, the rest as its intent found it (the workspace check proved
+    that): its outcome is known. Resolved, the next step answers it without deleting again."""
+    path, pre = flight.detail.get("path"), flight.detail.get("pre") or {}
+    return (flight.tool == "delete_file" and isinstance(path, str) and pre.get(path) is not None
+            and path not in run.sandbox.manifest())
 
 
 def _debris(flight: EffectEntry, paths: Iterable[str]) -> list[str]:
