@@ -190,6 +190,9 @@ class ExternalLoop:
             self.run.context.reselect()
             self._stale_keys = []
             return self._finish(before, RoundFacts(run_state=self.run.state, stale=True), ())
+        if first is None and (self.run.state.terminal or self.run.waiting is not None):
+            # A run that arrives settled (resumed from a store, say): the round only classifies it.
+            return self._finish(before, RoundFacts(run_state=self.run.state), ())
         record = first
         while True:
             if record is not None:

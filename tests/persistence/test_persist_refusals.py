@@ -20,6 +20,8 @@ from harness_lab.approval import Approver, AskHuman, AutoApprove
 from harness_lab.errors import RunStateError, StoreError, WorkspaceError
 from harness_lab.heartbeat import HeartbeatThread, Watchdog, drive
 from harness_lab.resume import _CHECKPOINT_ID
+from harness_lab.scheduler import ExternalLoop, RoundOutcome
+from harness_lab.states import LoopState
 from harness_lab.store import SQLiteStore
 
 
@@ -201,3 +203,20 @@ def test_the_watchdog_names_an_unknown_run_id(tmp_path: Path) -> None:
     push_run(tmp_path / "ws", store, CountingOutbox())
     with pytest.raises(StoreError, match=re.escape("unknown run id 'R2'; known: R1")):
         Watchdog(store).check("R2")
+
+
+def test_the_external_loop_takes_a_resumed_run_that_is_waiting_or_finished(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    outbox = CountingOutbox()
+    run = push_run(tmp_path / "ws", store, outbox)
+    run.approver = AskHuman()
+    while run.waiting is None:
+        run.step()
+    resumed = Run.resume(store, "R1", effects=outbox)  # parked at the push's gate
+    loop = ExternalLoop(resumed)
+    assert loop.run_until_settled() is LoopState.WAITING_FOR_HUMAN
+    assert loop.rounds[-1].outcome is RoundOutcome.HUMAN_GATE and loop.rounds[-1].steps == ()
+    loop.approve()
+    assert loop.run_until_settled() is LoopState.COMPLETED and outbox.applied == ["R1:gate:4:" + outbox.applied[0][10:]]
+    finished = ExternalLoop(Run.resume(store, "R1", effects=outbox))
+    assert finished.run_until_settled() is LoopState.COMPLETED and finished.final_evidence is not None
