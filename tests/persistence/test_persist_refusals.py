@@ -220,3 +220,11 @@ def test_the_external_loop_takes_a_resumed_run_that_is_waiting_or_finished(tmp_p
     assert loop.run_until_settled() is LoopState.COMPLETED and outbox.applied == ["R1:gate:4:" + outbox.applied[0][10:]]
     finished = ExternalLoop(Run.resume(store, "R1", effects=outbox))
     assert finished.run_until_settled() is LoopState.COMPLETED and finished.final_evidence is not None
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [({"max_rounds": 0}, "max_rounds: must be >= 1, got 0"),
+                                                 ({"steps_per_round": -1}, "steps_per_round: must be >= 1, got -1")])
+def test_the_external_loop_refuses_a_round_budget_below_one(tmp_path: Path, kwargs: dict[str, int], message: str) -> None:
+    run = push_run(tmp_path / "ws", None, CountingOutbox())
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ExternalLoop(run, **kwargs)
