@@ -66,8 +66,8 @@ class HeartbeatThread:
     """Beats for one run from a daemon thread until :meth:`stop` (also a context manager)."""
 
     def __init__(self, store: Store, run: Run, interval_s: float = 30.0) -> None:
-        if interval_s <= 0:
-            raise ValueError("interval_s must be positive")
+        if not interval_s > 0:
+            raise ValueError(f"interval_s: must be > 0 seconds, got {interval_s!r}")
         self.store, self.run, self.interval_s = store, run, interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run.run_id}", daemon=True)
@@ -83,7 +83,7 @@ class HeartbeatThread:
     def _loop(self) -> None:
         while not self._stop.is_set():
             self.beat()
-            self._stop.wait(self.interval_s)
+            self._stop.wait(min(self.interval_s, threading.TIMEOUT_MAX))  # inf: only the first and last beat
 
     def start(self) -> HeartbeatThread:
         self._thread.start()
@@ -114,8 +114,8 @@ class Watchdog:
     """Judges one run from its last beat; :meth:`check` marks a silent run ``stuck`` in the store."""
 
     def __init__(self, store: Store, timeout_s: float = 90.0) -> None:
-        if timeout_s <= 0:
-            raise ValueError("timeout_s must be positive")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s: must be > 0 seconds, got {timeout_s!r}")
         self.store, self.timeout_s = store, timeout_s
 
     def check(self, run_id: str, now: float | None = None) -> WatchdogVerdict:
@@ -170,6 +170,8 @@ class GracefulStop:
     """``with GracefulStop(window_s=30) as stop: while not stop.requested: run.step()``."""
 
     def __init__(self, window_s: float = 30.0, signum: int = signal.SIGTERM) -> None:
+        if not window_s >= 0:
+            raise ValueError(f"window_s: must be >= 0 seconds, got {window_s!r}")
         self.window_s, self.signum = window_s, signum
         self.requested = False
         self._timer: threading.Timer | None = None
@@ -180,7 +182,7 @@ class GracefulStop:
             return
         self.requested = True
         # The step in progress gets the window to finish and checkpoint; after it, exit regardless.
-        self._timer = threading.Timer(self.window_s, os._exit, args=(128 + signum,))
+        self._timer = threading.Timer(min(self.window_s, threading.TIMEOUT_MAX), os._exit, args=(128 + signum,))
         self._timer.daemon = True
         self._timer.start()
 

@@ -18,7 +18,7 @@ from persisthelpers import CountingOutbox, push_run
 from harness_lab import Run, RunState
 from harness_lab.approval import Approver, AskHuman, AutoApprove
 from harness_lab.errors import RunStateError, StoreError, WorkspaceError
-from harness_lab.heartbeat import HeartbeatThread, Watchdog, drive
+from harness_lab.heartbeat import GracefulStop, HeartbeatThread, Watchdog, drive
 from harness_lab.resume import _CHECKPOINT_ID
 from harness_lab.scheduler import ExternalLoop, RoundOutcome
 from harness_lab.states import LoopState
@@ -228,3 +228,21 @@ def test_the_external_loop_refuses_a_round_budget_below_one(tmp_path: Path, kwar
     run = push_run(tmp_path / "ws", None, CountingOutbox())
     with pytest.raises(ValueError, match=re.escape(message)):
         ExternalLoop(run, **kwargs)
+
+
+def test_an_infinite_heartbeat_interval_or_grace_window_means_never_not_a_thread_traceback(tmp_path: Path) -> None:
+    # Tests run with warnings as errors: an exception in the heartbeat or timer thread fails this test.
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    stopped = drive(run, store, lambda record: os.kill(os.getpid(), signal.SIGTERM) if record.step == 2 else None,
+                    heartbeat_s=float("inf"), grace_s=float("inf"))
+    assert stopped and run.step_no == 2
+    beat = store.last_beat("R1")
+    assert beat is not None and beat.step == 2
+    for bad in (float("nan"), 0.0, -1.0):
+        with pytest.raises(ValueError, match="must be > 0"):
+            HeartbeatThread(store, run, bad)
+        with pytest.raises(ValueError, match="must be > 0"):
+            Watchdog(store, bad)
+    with pytest.raises(ValueError, match=re.escape("window_s: must be >= 0 seconds, got nan")):
+        GracefulStop(float("nan"))
