@@ -19,10 +19,10 @@ from harness_lab import Run, RunState
 from harness_lab.approval import Approver, AskHuman, AutoApprove
 from harness_lab.errors import RunStateError, StoreError, WorkspaceError
 from harness_lab.heartbeat import GracefulStop, HeartbeatThread, Watchdog, drive
-from harness_lab.resume import _CHECKPOINT_ID
+from harness_lab.resume import _CHECKPOINT_ID, load_checkpoint
 from harness_lab.scheduler import ExternalLoop, RoundOutcome
 from harness_lab.states import LoopState
-from harness_lab.store import SQLiteStore
+from harness_lab.store import InMemoryStore, SQLiteStore
 
 
 def test_resume_with_the_workspace_deleted_says_so_and_does_not_recreate_it(tmp_path: Path) -> None:
@@ -246,3 +246,19 @@ def test_an_infinite_heartbeat_interval_or_grace_window_means_never_not_a_thread
             Watchdog(store, bad)
     with pytest.raises(ValueError, match=re.escape("window_s: must be >= 0 seconds, got nan")):
         GracefulStop(float("nan"))
+
+
+def test_a_fork_of_a_fork_a_hundred_generations_deep_resumes_and_forks(tmp_path: Path) -> None:
+    # Each fork taken at once: its first row names its source's checkpoint, a chain 100 rows long.
+    store = InMemoryStore()
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.run(max_steps=2)
+    current = run
+    for generation in range(100):
+        fork = current.fork(f"{current.run_id}@2", new_run_id=f"F{generation}", workspace=tmp_path / f"f{generation}")
+        if current is not run:
+            current.close()
+        current = fork
+    resumed = Run.resume(store, "F99", effects=CountingOutbox())
+    assert resumed.resume_report is not None and resumed.resume_report.ok
+    assert load_checkpoint(store, "F99")[1] == load_checkpoint(store, "R1", 2)[1] is not None
