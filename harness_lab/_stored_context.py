@@ -20,53 +20,65 @@ __all__ = ["item_texts", "stored_context"]
 
 
 def stored_context(store: Store, run_id: str, step: int, base: int | None, text: str | None, *,
-                   texts: bool = True, source: str | None = None,
-                   _depth: int = 0) -> tuple[dict[str, Any] | None, dict[str, str]]:
+                   texts: bool = True, source: str | None = None) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """The context state at ``step`` and (``texts``) the stored text of most of its items, by id:
     the whole state of row ``base`` with the change logs of the rows after it replayed (at most
     FULL_EVERY rows, whatever the history's length). Items a change log rewrote have no text here.
     ``source`` (a fork's checkpoint field ``context_from``): the base row holds no state of its own but
-    stands for the context of that checkpoint ("run@step"), read the same way."""
-    if base is None or base == step:
+    stands for the context of that checkpoint ("run@step"), read the same way: a fork of a fork of
+    ... is followed back however long the chain (iteratively; a chain that comes back on itself is an error)."""
+    layers: list[tuple[list[Any], str | None]] = []  # change logs to replay on the state found, outermost first
+    seen: set[str] = set()
+    while True:
+        if base is None or base == step:
+            if text is None:
+                if source is None:
+                    if layers:
+                        raise ValueError(f"the context that a row stands for ({layers[-1][1]}) is empty")
+                    return None, {}
+                run_id, step, base, text, source = _follow(store, source, seen)
+                continue
+            state: dict[str, Any] = _loads(text)
+            found = item_texts(text, state) if texts else {}
+            break
         if text is None:
-            return _source_context(store, source, texts, _depth) if source is not None else (None, {})
-        state: dict[str, Any] = _loads(text)
-        return state, item_texts(text, state) if texts else {}
-    if text is None:
-        return None, {}
-    rows = store.contexts(run_id, base, step)
-    if not rows or rows[0][0] != base or rows[-1][0] != step or len(rows) != step - base + 1:
-        raise ValueError(f"the context rows {base}..{step} are incomplete")
-    if any(c is None for _, c in rows[1:]) or (rows[0][1] is None and source is None):
-        raise ValueError(f"a context row between steps {base} and {step} is empty")
-    changes = [_loads(c or "null") for _, c in rows[1:]]
-    if rows[0][1] is None:
-        referenced, found = _source_context(store, source, texts, _depth)
-        if referenced is None:
-            raise ValueError(f"the context that row {base} stands for ({source}) is empty")
-        first: dict[str, Any] = referenced
-    else:
-        first = _loads(rows[0][1])
-        found = item_texts(rows[0][1], first) if texts else {}
-    state, before = replay(first, changes)
-    if found:  # a rewritten or retired item's stored text is not its text now: keep an item's text
-        kept = set(map(id, state["items"]))  # only while its dict is the one the base state held
-        found = {i: t for i, t in found.items() if (d := before.get(i)) is not None and id(d) in kept}
+            if layers:
+                raise ValueError(f"the context that a row stands for ({layers[-1][1]}) is empty")
+            return None, {}
+        rows = store.contexts(run_id, base, step)
+        if not rows or rows[0][0] != base or rows[-1][0] != step or len(rows) != step - base + 1:
+            raise ValueError(f"the context rows {base}..{step} are incomplete")
+        if any(c is None for _, c in rows[1:]) or (rows[0][1] is None and source is None):
+            raise ValueError(f"a context row between steps {base} and {step} is empty")
+        layers.append(([_loads(c or "null") for _, c in rows[1:]], source))
+        if rows[0][1] is None:  # the base row stands for another checkpoint's context: read that one
+            run_id, step, base, text, source = _follow(store, source, seen)
+            continue
+        state = _loads(rows[0][1])
+        found = item_texts(rows[0][1], state) if texts else {}
+        break
+    for changes, _ in reversed(layers):
+        state, before = replay(state, changes)
+        if found:  # a rewritten or retired item's stored text is not its text now: keep an item's text
+            kept = set(map(id, state["items"]))  # only while its dict is the one the base state held
+            found = {i: t for i, t in found.items() if (d := before.get(i)) is not None and id(d) in kept}
     return state, found
 
 
-def _source_context(store: Store, source: str | None, texts: bool,
-                    depth: int) -> tuple[dict[str, Any] | None, dict[str, str]]:
-    """The context of the checkpoint a fork's base row stands for (a fork of a fork: once more)."""
+def _follow(store: Store, source: str | None,
+            seen: set[str]) -> tuple[str, int, int | None, str | None, str | None]:
+    """The row of the checkpoint a fork's base row stands for: its run, step, base, context and source."""
     from .checkpoint_record import Checkpoint
 
     run_id, _, step = (source or "").rpartition("@")
-    if not run_id or not step.isdigit() or depth > 64:
-        raise ValueError(f"a base row stands for {source!r}, not a checkpoint of this store")
+    if not run_id or not step.isdigit():
+        raise ValueError(f"a base row stands for {source!r}, not a checkpoint '<run>@<step>'")
+    if source in seen:
+        raise ValueError(f"the chain of forked contexts comes back to {source!r}")
+    seen.add(source or "")
     row = store.step(run_id, int(step))
     checkpoint = Checkpoint.from_row(row)
-    return stored_context(store, run_id, row.step, checkpoint.context_base, row.context, texts=texts,
-                          source=checkpoint.context_from, _depth=depth + 1)
+    return run_id, row.step, checkpoint.context_base, row.context, checkpoint.context_from
 
 
 def _loads(text: str) -> Any:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_json
 
 from ._context_rows import ContextRows, _dumps
-from .actions import WriteReport, _Action
+from .actions import DeleteFile, WriteReport, _Action
 from .checkpoint_record import ROW_FORM, RUN_STATE_EMPTY, Checkpoint
 from .effect_classes import EffectClass, effect_class, effect_of_tool
 from .errors import StoreError
@@ -97,6 +97,9 @@ class Checkpointer:
         redaction (same patterns, and the memo of texts it found clean) this one shares.
         ``context_from``: the checkpoint ("run@step") of ``store`` the run's context was just restored
         from, unchanged; the first row names it instead of writing the whole state again."""
+        if fresh and (not run.run_id.strip() or not run.run_id.isprintable()):
+            raise StoreError(f"run id {run.run_id!r}: empty, blank or holding a control character (a newline, "
+                             "a tab, NUL); it names the run's checkpoints ('<run>@<step>') and every message")
         if fresh and store.has_run(run.run_id):
             raise StoreError(f"run id {run.run_id!r} exists already in the store; resume it or choose another id")
         self.store, self.run = store, run
@@ -156,8 +159,10 @@ class Checkpointer:
             detail["pre"] = {p: manifest.get(p) for p in _with_ancestors(path)}
         entry = EffectEntry(key, self.run.run_id, self.run.step_no, action.kind, "intent", detail)
         existing = self.store.record_intent(entry)
-        if existing is None or existing.status == "resolved":
+        if existing is None:
             return None
+        if existing.status == "resolved":
+            return _landed_delete(action, existing, detail.get("path"), self.run)
         if existing.status == "intent" and cls == "redoable":
             return None  # re-writing the same bytes is the same effect
         why = ("was applied and committed before; it is never applied twice" if existing.status == "committed"
@@ -290,6 +295,18 @@ class Checkpointer:
             self._failure = f"{result.tool}: {result.reason}"
         if self.run.stop_reason is not None and self.run.state is not RunState.REVIEW_READY:
             self._failure = f"{self.run.stop_reason.code}: {self.run.stop_reason.message}"
+
+
+def _landed_delete(action: _Action, entry: EffectEntry, path: object, run: Run) -> ToolResult | None:
+    """The result of a delete_file that landed before a crash (resume resolved its intent and its target
+    is still gone): what it returned then, so it is not done twice. Anything else is redone."""
+    pre = entry.detail.get("pre") or {}
+    if (not isinstance(action, DeleteFile) or not isinstance(path, str) or path != entry.detail.get("path")
+            or pre.get(path) is None or path in run.sandbox.manifest()):
+        return None
+    kind = "dir" if pre[path][0] == "d" else "file"
+    return ToolResult.success("delete_file", f"deleted {path}", path=path, kind=kind,
+                              landed="before a crash; found done on resume, not repeated")
 
 
 def _read(path: os.PathLike[str]) -> bytes | None:

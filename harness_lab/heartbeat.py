@@ -4,6 +4,7 @@
   tens of ms): which step the run is at and when it last *completed* a step.
 * :class:`Watchdog` (default 90 s) marks a run ``stuck`` in the store when its beats stop (the process
   is gone or hung) or when beats keep coming but no step completed for that long (alive but stuck).
+  A run whose last checkpoint is terminal or waits for a human is ``settled``: no beat is expected.
 * :class:`GracefulStop` turns SIGTERM into a request the loop sees between steps: the last step is
   checkpointed already, a progress report is written, and the loop stops; if the current step does
   not finish within ``window_s`` (default 30 s) the process exits anyway (status 143).
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import threading
 import time
@@ -20,21 +22,52 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Literal
 
+from .checkpoint_record import Checkpoint
 from .events import StepRecord
+from .states import RunState
 from .store import Heartbeat, Store
 
 if TYPE_CHECKING:
     from .run import Run
 
-__all__ = ["GracefulStop", "HeartbeatThread", "Watchdog", "WatchdogVerdict", "drive", "progress_report"]
+__all__ = ["GracefulStop", "HeartbeatThread", "Watchdog", "WatchdogVerdict", "drive", "driver_of", "process_alive",
+           "progress_report"]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this machine has this id (a zombie, killed but not yet reaped, is not alive)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def driver_of(store: Store, run_id: str, within_s: float = 90.0, now: float | None = None) -> Heartbeat | None:
+    """The last beat of ``run_id`` if it says another live process drives the run now: it came from a
+    process of this machine that still exists (not this one) less than ``within_s`` ago (a reused
+    process id stops counting then)."""
+    beat = store.last_beat(run_id)
+    now = time.time() if now is None else now
+    if beat is None or beat.pid == os.getpid() or not 0 <= now - beat.at < within_s:
+        return None
+    return beat if process_alive(beat.pid) else None
 
 
 class HeartbeatThread:
     """Beats for one run from a daemon thread until :meth:`stop` (also a context manager)."""
 
     def __init__(self, store: Store, run: Run, interval_s: float = 30.0) -> None:
-        if interval_s <= 0:
-            raise ValueError("interval_s must be positive")
+        if not interval_s > 0:
+            raise ValueError(f"interval_s: must be > 0 seconds, got {interval_s!r}")
         self.store, self.run, self.interval_s = store, run, interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run.run_id}", daemon=True)
@@ -50,16 +83,18 @@ class HeartbeatThread:
     def _loop(self) -> None:
         while not self._stop.is_set():
             self.beat()
-            self._stop.wait(self.interval_s)
+            self._stop.wait(min(self.interval_s, threading.TIMEOUT_MAX))  # inf: only the first and last beat
 
     def start(self) -> HeartbeatThread:
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop beating, with one last beat: where the run stands now (not where the last beat found it)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+            self.beat()
 
     def __enter__(self) -> HeartbeatThread:
         return self.start()
@@ -71,7 +106,7 @@ class HeartbeatThread:
 @dataclass(frozen=True)
 class WatchdogVerdict:
     run_id: str
-    status: Literal["alive", "stuck", "no_heartbeat"]
+    status: Literal["alive", "stuck", "no_heartbeat", "settled"]  # settled: finished, or waiting for a human
     reason: str
 
 
@@ -79,17 +114,23 @@ class Watchdog:
     """Judges one run from its last beat; :meth:`check` marks a silent run ``stuck`` in the store."""
 
     def __init__(self, store: Store, timeout_s: float = 90.0) -> None:
-        if timeout_s <= 0:
-            raise ValueError("timeout_s must be positive")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s: must be > 0 seconds, got {timeout_s!r}")
         self.store, self.timeout_s = store, timeout_s
 
     def check(self, run_id: str, now: float | None = None) -> WatchdogVerdict:
         now = time.time() if now is None else now
+        self.store.run_info(run_id)  # an unknown id (a typo) is an error, not a run that never beat
         beat = self.store.last_beat(run_id)
         if beat is None:
             return WatchdogVerdict(run_id, "no_heartbeat", "the run never beat (not started with a heartbeat)")
+        settled = self._settled(run_id)
+        if settled is not None:
+            return WatchdogVerdict(run_id, "settled", settled)
         if now - beat.at > self.timeout_s:
             reason = f"no heartbeat for {now - beat.at:.1f}s (limit {self.timeout_s}s); last: {beat.doing}"
+        elif beat.pid != os.getpid() and not process_alive(beat.pid):
+            reason = f"process {beat.pid} that beat {now - beat.at:.1f}s ago is gone; last: {beat.doing}"
         elif now - beat.progress_at > self.timeout_s:
             reason = f"alive but no step completed for {now - beat.progress_at:.1f}s (limit {self.timeout_s}s); {beat.doing}"
         else:
@@ -97,9 +138,24 @@ class Watchdog:
         self.store.set_status(run_id, "stuck", reason)
         return WatchdogVerdict(run_id, "stuck", reason)
 
+    def _settled(self, run_id: str) -> str | None:
+        """Why no beat is expected, from the last checkpoint: the run ended, or it waits for a human."""
+        row = self.store.last_step(run_id)
+        if row is None:
+            return None
+        checkpoint = Checkpoint.from_row(row)
+        if checkpoint.state.terminal:
+            return f"{checkpoint.state.value} at step {checkpoint.step}: the run has ended; nothing should beat"
+        if checkpoint.state is RunState.WAITING_FOR_HUMAN:
+            return (f"{checkpoint.state.value} at step {checkpoint.step}: parked at a human gate; "
+                    "nothing runs until it is decided")
+        return None
 
-def progress_report(run: Run, why: str) -> str:
-    """What was done, where it stands, what is next: written when a run is stopped from outside."""
+
+def progress_report(run: Run, why: str, db: str | os.PathLike[str] | None = None) -> str:
+    """What was done, where it stands, what is next: written when a run is stopped from outside.
+    ``db``: the store's file, so the resume command it names can be pasted as it is."""
+    where = f"--db {shlex.quote(os.fspath(db))} " if db is not None else ""
     last = run.records[-1].summary() if run.records else "no step taken"
     pending = "approve() or reject() the parked proposal" if run.waiting is not None else "the next proposal"
     return (f"# Progress report: {run.run_id}\n\nStopped: {why}\n\n- state: {run.state.value}\n"
@@ -107,13 +163,15 @@ def progress_report(run: Run, why: str) -> str:
             f"- evidence read: {', '.join(sorted(run.executor.observed)) or 'none'}\n"
             f"- report accepted: {'yes' if run.receipt else 'no'}\n- last step: {last}\n"
             f"- next: {'nothing (terminal)' if run.state.terminal else pending}; resume with "
-            f"`harness-lab resume --run-id {run.run_id}`\n")
+            f"`harness-lab resume {where}--run-id {shlex.quote(run.run_id)}`\n")
 
 
 class GracefulStop:
     """``with GracefulStop(window_s=30) as stop: while not stop.requested: run.step()``."""
 
     def __init__(self, window_s: float = 30.0, signum: int = signal.SIGTERM) -> None:
+        if not window_s >= 0:
+            raise ValueError(f"window_s: must be >= 0 seconds, got {window_s!r}")
         self.window_s, self.signum = window_s, signum
         self.requested = False
         self._timer: threading.Timer | None = None
@@ -124,7 +182,7 @@ class GracefulStop:
             return
         self.requested = True
         # The step in progress gets the window to finish and checkpoint; after it, exit regardless.
-        self._timer = threading.Timer(self.window_s, os._exit, args=(128 + signum,))
+        self._timer = threading.Timer(min(self.window_s, threading.TIMEOUT_MAX), os._exit, args=(128 + signum,))
         self._timer.daemon = True
         self._timer.start()
 
@@ -146,7 +204,8 @@ def drive(run: Run, store: Store, on_step: Callable[[StepRecord], None], *, hear
     with HeartbeatThread(store, run, heartbeat_s), GracefulStop(grace_s) as stop:
         while not run.state.terminal and run.waiting is None:
             if stop.requested:
-                store.add_report(run.run_id, time.time(), progress_report(run, "SIGTERM: graceful stop"))
+                store.add_report(run.run_id, time.time(),
+                                 progress_report(run, "SIGTERM: graceful stop", getattr(store, "path", None)))
                 store.set_status(run.run_id, "stopped", f"SIGTERM after step {run.step_no}")
                 return True
             on_step(run.step())

@@ -1,4 +1,4 @@
-"""Resume a checkpointed run in the seed's order, and fork a run from a checkpoint or snapshot.
+"""Resume a checkpointed run in the seed's order (a fork from a checkpoint or snapshot: :mod:`harness_lab.fork`).
 
 Seed 000's order, each step a :class:`ResumeCheck` in ``run.resume_report``:
 
@@ -12,16 +12,23 @@ Seed 000's order, each step a :class:`ResumeCheck` in ``run.resume_report``:
 5. ``harness``    only when all of the above pass: the run state is restored, a resume note goes
                   into the context, and an effect in flight at the crash is settled: a workspace
                   write is redone (same bytes), anything whose outcome cannot be checked (push,
-                  send_message, a command that changed files) ends the run BLOCKED as uncertain.
+                  send_message, a command that changed files) ends the run BLOCKED as uncertain. A
+                  delete_file whose target is gone (the rest as its intent found it) landed: the
+                  next step records it as done, without deleting again.
 
 A refused resume returns the run BLOCKED (``resume_refused``) in memory; the store is not written.
+A run another live process of this machine is driving (its heartbeat, :func:`~harness_lab.heartbeat.driver_of`)
+is refused with :class:`~harness_lab.errors.RunStateError` before anything is built: the heartbeat is
+no lock (two resumes in the same instant both pass), but a second ``harness-lab resume`` of a running
+run no longer takes step N+1 alongside it. A workspace path where no folder can be (a file stands there or above it) raises
+:class:`~harness_lab.errors.WorkspaceError` instead: no run can be made on it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-import shutil
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,10 +42,11 @@ from .checkpoint_record import Checkpoint
 from .clock import Clock
 from .contract import ControlContract, load_contract
 from .effect_classes import effect_of_tool
-from .errors import RunStateError, StoreError
+from .errors import RunStateError, StoreError, WorkspaceError
 from .events import Usage
 from .evidence import EvidenceCatalogue
 from .executor import ExternalEffects
+from .heartbeat import driver_of
 from .paths import data_dir
 from .proposers.base import Proposer
 from .proposers.scripted import ScriptedProposer
@@ -52,7 +60,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ResumeCheck", "ResumeReport", "fork_run", "load_checkpoint", "resume_run"]
 
-_CHECKPOINT_ID = re.compile(r"^(?P<run>.+)@(?P<step>\d+)$")
+# The step is the digits after the last '@' (a run id may hold '@'; an old store's, even a newline).
+_CHECKPOINT_ID = re.compile(r"(?P<run>.+)@(?P<step>\d+)\Z", re.DOTALL)
 
 
 class ResumeCheck(BaseModel):
@@ -107,7 +116,17 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
     checkpoint, context = load_checkpoint(store, run_id)
+    if not checkpoint.state.terminal and (beat := driver_of(store, run_id)) is not None:
+        # Two processes on one run would both take step N+1: the loser's effect lands, its row cannot.
+        raise RunStateError(f"run {run_id!r} is being driven by process {beat.pid} (it beat {time.time() - beat.at:.0f}s "
+                            f"ago: {beat.doing}); stop that process first, or resume once it is gone")
+    made = _first_missing(workspace := Path(info.spec["workspace"]))
+    there = made.parent if made is not None else workspace
+    if not there.is_dir():  # a file where the workspace (or a folder above it) was: Run cannot even be made
+        raise WorkspaceError(f"run {run_id!r}: its workspace {workspace} cannot be used: {there} is not a directory")
     run = _rebuild(info, proposer, evidence, approver, effects, clock)
+    if made is not None:  # Run made the missing workspace: take it away again, so the check reports it
+        _unmake(run.workspace, made)
     in_flight = [e for e in store.effects(run_id, checkpoint.step + 1) if e.status == "intent"]
     flight = in_flight[0] if in_flight else None
     checks = [_trigger(run.contract), _workspace(run, checkpoint, flight), _scope(checkpoint),
@@ -122,6 +141,8 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
             run.halt("resume_refused", "resume refused: " + "; ".join(c.detail for c in checks if not c.ok))
         return run
     run.context.add_resume_note(_note(checkpoint), round=checkpoint.step)
+    if info.status != "active":  # 'stuck' (watchdog) or 'stopped' (SIGTERM) described the process that is gone
+        store.set_status(run_id, "active", f"resumed from checkpoint {checkpoint.id}")
     run.checkpoints = Checkpointer(store, run, fresh=False)
     run.checkpoints.adopt(checkpoint)
     if flight is not None:
@@ -131,45 +152,10 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
 
 def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
              workspace: str | Path | None = None) -> Run:
-    """See :meth:`Run.fork <harness_lab.run.Run.fork>`."""
-    from .run import Run
+    """See :meth:`Run.fork <harness_lab.run.Run.fork>` (the fork lives in :mod:`harness_lab.fork`)."""
+    from .fork import fork_run as fork
 
-    store = run.checkpoints.store if run.checkpoints is not None else None
-    proposer: Proposer = run.proposer
-    if isinstance(proposer, ScriptedProposer):  # its own copy: the original's position is untouched
-        proposer = ScriptedProposer(proposer.actions, then=proposer.then)
-    fork = Run(contract=run.contract, proposer=proposer, evidence=run.evidence, workspace=workspace,
-               validation=run.validation, approver=run.approver, clock=run.clock, run_id=new_run_id or "fork",
-               resume=True)
-    fork.scenario = run.scenario
-    if any(fork.workspace.iterdir()):
-        fork.close()
-        raise RunStateError(f"{fork.workspace}: a fork needs an empty workspace")
-    match = _CHECKPOINT_ID.match(checkpoint_id)
-    if match is not None:
-        if store is None:
-            raise RunStateError(f"run {run.run_id} has no store: checkpoint {checkpoint_id} does not exist")
-        checkpoint, context, texts = _load(store, match["run"], int(match["step"]))
-        _fork_files(run, checkpoint, fork)
-        _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
-        # Its own rows were redacted under this contract (the fork's): their item texts stand as they
-        # are, and its first row can name the checkpoint instead of storing the context again.
-        own = match["run"] == run.run_id and context is not None
-        loaded = texts if own else None
-        source = f"{match['run']}@{checkpoint.step}" if own else None
-    else:
-        snap = run.sandbox.materialize(checkpoint_id, fork.workspace)
-        fork.sandbox.adopt_blobs(run.sandbox, checkpoint_id)
-        if snap.run_state is None:
-            raise RunStateError(f"snapshot {checkpoint_id} holds no run state")
-        fork.continue_from(snap.run_state, step=run.step_no, seq=run.events[-1].seq if run.events else 0,
-                           usage=run.usage, source=f"fork of snapshot {checkpoint_id}")
-        loaded, source = None, None
-    fork.run_id = new_run_id or _fork_id(run.run_id, store)
-    if store is not None:
-        fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=loaded, like=run.checkpoints,
-                                        context_from=source)
-    return fork
+    return fork(run, checkpoint_id, new_run_id=new_run_id, workspace=workspace)
 
 
 # -- the five checks -------------------------------------------------------------------------------
@@ -254,6 +240,26 @@ def _rebuild(info: RunInfo, proposer: Proposer | None, evidence: EvidenceCatalog
     return run
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist (what ``mkdir(parents=True)`` makes)."""
+    missing = None
+    while not path.exists() and path != path.parent:
+        missing, path = path, path.parent
+    return missing
+
+
+def _unmake(path: Path, top: Path) -> None:
+    """Remove the empty directories from ``path`` up to ``top`` (a resume that refuses makes nothing)."""
+    while True:
+        try:
+            path.rmdir()
+        except OSError:
+            return
+        if path == top:
+            return
+        path = path.parent
+
+
 def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, source: str,
               store: Store | None = None) -> None:
     captured = run.capture(context=context is None)  # fills whatever memory.exclude kept out of the checkpoint
@@ -267,7 +273,7 @@ def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, 
 
 def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged: bool) -> None:
     kind = effect_of_tool(flight.tool)
-    if kind == "redoable" or (kind == "workspace" and workspace_unchanged):
+    if kind == "redoable" or (kind == "workspace" and (workspace_unchanged or _delete_landed(run, flight))):
         if not workspace_unchanged:  # the check above proved these were not there at the checkpoint
             for path in _debris(flight, run.sandbox.manifest()):
                 run.sandbox.call("delete_file", path=path)
@@ -277,6 +283,14 @@ def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged:
     run.halt("effect_uncertain", (
         f"{flight.tool} (idempotency key {flight.key}) was in flight when the process died; its outcome is "
         "unknown, so it is not retried: a human must check before it is tried again"))
+
+
+def _delete_landed(run: Run, flight: EffectEntry) -> bool:
+    """A delete_file whose target is gone, the rest as its intent found it (the workspace check proved
+    that): its outcome is known. Resolved, the next step answers it without deleting again."""
+    path, pre = flight.detail.get("path"), flight.detail.get("pre") or {}
+    return (flight.tool == "delete_file" and isinstance(path, str) and pre.get(path) is not None
+            and path not in run.sandbox.manifest())
 
 
 def _debris(flight: EffectEntry, paths: Iterable[str]) -> list[str]:
@@ -291,26 +305,3 @@ def _note(checkpoint: Checkpoint) -> str:
             f"report: {'written' if checkpoint.artifact_sha256 else 'not yet written'}. "
             f"Pending: {', '.join(checkpoint.pending) or 'nothing'}. "
             f"Last failure: {checkpoint.failure_root_cause or 'none'}. Next: {checkpoint.next_step}.")
-
-
-def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run) -> None:
-    # The fork's first checkpoint hashes every copied file (proven, not remembered); sharing the
-    # source's blobs spares it storing each file's bytes again.
-    if run.sandbox.workspace_hash() == checkpoint.workspace_hash:
-        shutil.copytree(run.workspace, fork.workspace, symlinks=True, dirs_exist_ok=True)
-        fork.sandbox.adopt_blobs(run.sandbox)
-        return
-    for snap in reversed(run.sandbox.snapshots()):
-        if snap.workspace_hash == checkpoint.workspace_hash:
-            run.sandbox.materialize(snap.id, fork.workspace)
-            fork.sandbox.adopt_blobs(run.sandbox, snap.id)
-            return
-    raise RunStateError(f"no copy of the workspace as it was at checkpoint {checkpoint.id} (the workspace moved on "
-                        "and no snapshot matches its hash); fork from a snapshot id instead")
-
-
-def _fork_id(run_id: str, store: Store | None) -> str:
-    n = 1
-    while store is not None and store.has_run(f"{run_id}-fork{n}"):
-        n += 1
-    return f"{run_id}-fork{n}"

@@ -135,6 +135,9 @@ class ExternalLoop:
     """Drives one run in rounds; ``state`` is the loop state, ``rounds`` the record of each round."""
 
     def __init__(self, run: Run, *, max_rounds: int = 5, steps_per_round: int = 20) -> None:
+        for name, value in (("max_rounds", max_rounds), ("steps_per_round", steps_per_round)):
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name}: must be >= 1, got {value!r}")
         self.run = run
         self.max_rounds = max_rounds
         self.steps_per_round = steps_per_round
@@ -190,6 +193,9 @@ class ExternalLoop:
             self.run.context.reselect()
             self._stale_keys = []
             return self._finish(before, RoundFacts(run_state=self.run.state, stale=True), ())
+        if first is None and (self.run.state.terminal or self.run.waiting is not None):
+            # A run that arrives settled (resumed from a store, say): the round only classifies it.
+            return self._finish(before, RoundFacts(run_state=self.run.state), ())
         record = first
         while True:
             if record is not None:

@@ -1,0 +1,125 @@
+"""Fork a run from a checkpoint ``"<run>@<step>"`` or a snapshot of it (see :meth:`Run.fork
+<harness_lab.run.Run.fork>`): a new run id and workspace; the original run, its rows and its files are
+left untouched. A refused fork (an unknown checkpoint or snapshot, a run id taken, another contract,
+no copy of the files) raises one line and leaves no row, folder or file behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .checkpoint import Checkpointer
+from .checkpoint_record import Checkpoint
+from .errors import RunStateError, StoreError
+from .proposers.base import Proposer
+from .proposers.scripted import ScriptedProposer
+from .resume import _CHECKPOINT_ID, _continue, _first_missing, _load
+from .store import Store
+
+if TYPE_CHECKING:
+    from .run import Run
+
+__all__ = ["fork_run"]
+
+
+def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
+             workspace: str | Path | None = None) -> Run:
+    """See :meth:`Run.fork <harness_lab.run.Run.fork>` and the module docstring."""
+    store = run.checkpoints.store if run.checkpoints is not None else None
+    match = _CHECKPOINT_ID.match(checkpoint_id)
+    # What can be refused is refused before anything is made.
+    if new_run_id is not None and store is not None and store.has_run(new_run_id):
+        raise StoreError(f"run id {new_run_id!r} exists already in the store; choose another id for the fork")
+    if match is None and checkpoint_id not in {s.id for s in run.sandbox.snapshots()}:
+        raise RunStateError(f"{checkpoint_id!r} is neither a checkpoint '<run>@<step>' nor a snapshot of run "
+                            f"{run.run_id}")
+    if match is not None and store is None:
+        raise RunStateError(f"run {run.run_id} has no store: checkpoint {checkpoint_id} does not exist")
+    loaded = _load(store, match["run"], int(match["step"])) if match is not None and store is not None else None
+    if loaded is not None and loaded[0].contract_version != run.contract.version:
+        # The fork runs under this run's contract: another run's checkpoint may hold another one.
+        raise RunStateError(f"checkpoint {loaded[0].id} was taken under contract {loaded[0].contract_version[:12]}; "
+                            f"run {run.run_id}'s is {run.contract.version[:12]}: fork it from its own run")
+    target = Path(workspace) if workspace is not None else None
+    if target is not None and target.is_dir() and any(target.iterdir()):
+        raise RunStateError(f"{target}: a fork needs an empty workspace")
+    made = _first_missing(target) if target is not None else None
+    fork = _new_fork(run, new_run_id, workspace)
+    try:
+        return _fill_fork(run, fork, checkpoint_id, loaded, new_run_id or _fork_id(run.run_id, store), store)
+    except BaseException:
+        fork.close()
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        elif target is not None:  # it was empty: empty it again
+            for child in target.iterdir():
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        raise
+
+
+def _new_fork(run: Run, new_run_id: str | None, workspace: str | Path | None) -> Run:
+    from .run import Run
+
+    proposer: Proposer = run.proposer
+    if isinstance(proposer, ScriptedProposer):  # its own copy: the original's position is untouched
+        proposer = ScriptedProposer(proposer.actions, then=proposer.then)
+    fork = Run(contract=run.contract, proposer=proposer, evidence=run.evidence, workspace=workspace,
+               validation=run.validation, approver=run.approver, clock=run.clock, run_id=new_run_id or "fork",
+               resume=True)
+    fork.scenario = run.scenario
+    if any(fork.workspace.iterdir()):
+        fork.close()
+        raise RunStateError(f"{fork.workspace}: a fork needs an empty workspace")
+    return fork
+
+
+def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
+               loaded: tuple[Checkpoint, dict[str, Any] | None, dict[str, str]] | None, fork_id: str,
+               store: Store | None) -> Run:
+    if loaded is not None:
+        checkpoint, context, texts = loaded
+        _fork_files(run, checkpoint, fork)
+        _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
+        # Its own rows were redacted under this contract (the fork's): their item texts stand as they
+        # are, and its first row can name the checkpoint instead of storing the context again.
+        own = checkpoint.run_id == run.run_id and context is not None
+        items = texts if own else None
+        source = checkpoint.id if own else None
+    else:
+        snap = run.sandbox.materialize(checkpoint_id, fork.workspace)
+        fork.sandbox.adopt_blobs(run.sandbox, checkpoint_id)
+        if snap.run_state is None:
+            raise RunStateError(f"snapshot {checkpoint_id} holds no run state")
+        fork.continue_from(snap.run_state, step=run.step_no, seq=run.events[-1].seq if run.events else 0,
+                           usage=run.usage, source=f"fork of snapshot {checkpoint_id}")
+        items, source = None, None
+    fork.run_id = fork_id
+    if store is not None:
+        fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=items, like=run.checkpoints,
+                                        context_from=source)
+    return fork
+
+
+def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run) -> None:
+    # The fork's first checkpoint hashes every copied file (proven, not remembered); sharing the
+    # source's blobs spares it storing each file's bytes again.
+    if run.sandbox.workspace_hash() == checkpoint.workspace_hash:
+        shutil.copytree(run.workspace, fork.workspace, symlinks=True, dirs_exist_ok=True)
+        fork.sandbox.adopt_blobs(run.sandbox)
+        return
+    for snap in reversed(run.sandbox.snapshots()):
+        if snap.workspace_hash == checkpoint.workspace_hash:
+            run.sandbox.materialize(snap.id, fork.workspace)
+            fork.sandbox.adopt_blobs(run.sandbox, snap.id)
+            return
+    raise RunStateError(f"no copy of the workspace as it was at checkpoint {checkpoint.id} (the workspace moved on "
+                        "and no snapshot matches its hash); fork from a snapshot id instead")
+
+
+def _fork_id(run_id: str, store: Store | None) -> str:
+    n = 1
+    while store is not None and store.has_run(f"{run_id}-fork{n}"):
+        n += 1
+    return f"{run_id}-fork{n}"
