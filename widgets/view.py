@@ -74,7 +74,6 @@ class LabView:
         self.last_changed: list[str] = []
         self.widget = self._layout()
         self.refresh(force=True)
-        self.status.value = esc(self.summary())
 
     # -- the buttons, as Python calls -------------------------------------------------------------
     def step(self) -> StepRecord:
@@ -143,12 +142,15 @@ class LabView:
         return self._act("inject", {"name": fault}, inject)
 
     def _act(self, name: str, args: dict[str, Any], call: Callable[[], _T]) -> _T:
-        """Every button's shape: make the run's call, redraw (even when it raised), and record it in
-        the session once it succeeded (a failed call is not replayed)."""
+        """Every button's shape: make the run's call, redraw (even when it raised, showing the error in
+        the status line), and record it in the session once it succeeded (a failed call is not replayed)."""
         try:
             result = call()
-        finally:
+        except Exception as exc:
             self.refresh()
+            self.show_error(exc)
+            raise
+        self.refresh()
         self.session.record(self.run, name, args)
         return result
 
@@ -159,16 +161,20 @@ class LabView:
         terminal = self.run.state.terminal
         self.step_button.disabled = self.gate_button.disabled = self.end_button.disabled = (
             terminal or self.run.waiting is not None)
+        # a call from a notebook cell redraws the status line too, not only a click
+        self.status.value = f"<span>{esc(self.summary())}</span>"
         return self.last_changed
+
+    def show_error(self, exc: BaseException) -> None:
+        """Show a failed call in the status line (a click has no cell to raise into)."""
+        self.status.value = f"<span style='color:#c62828'>{esc(exc)}</span>"
 
     def _clicked(self, action: Callable[[], object]) -> Callable[[w.Button], None]:
         def handler(_button: w.Button) -> None:
             try:
                 action()
             except (HarnessLabError, ValueError, KeyError) as exc:  # a click never raises into the page
-                self.status.value = f"<span style='color:#c62828'>{esc(exc)}</span>"
-            else:
-                self.status.value = f"<span>{esc(self.summary())}</span>"
+                self.show_error(exc)
         return handler
 
     def summary(self) -> str:
