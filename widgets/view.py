@@ -18,7 +18,7 @@ from harness_lab.errors import HarnessLabError
 from harness_lab.events import StepRecord
 from harness_lab.states import RunState
 
-from ._panel import Panel, esc
+from ._panel import Panel, describe_error, esc
 from .budget_panel import BudgetPanel
 from .context_panel import ContextPanel
 from .fault_panel import FaultPanel
@@ -167,13 +167,13 @@ class LabView:
 
     def show_error(self, exc: BaseException) -> None:
         """Show a failed call in the status line (a click has no cell to raise into)."""
-        self.status.value = f"<span style='color:#c62828'>{esc(exc)}</span>"
+        self.status.value = f"<span style='color:#c62828'>{esc(describe_error(exc))}</span>"
 
     def _clicked(self, action: Callable[[], object]) -> Callable[[w.Button], None]:
         def handler(_button: w.Button) -> None:
             try:
                 action()
-            except (HarnessLabError, ValueError, KeyError) as exc:  # a click never raises into the page
+            except Exception as exc:  # a click never raises into the page: ipywidgets would only log it
                 self.show_error(exc)
         return handler
 

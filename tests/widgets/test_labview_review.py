@@ -19,3 +19,35 @@ def test_a_python_call_updates_the_status_line_as_a_click_does(make_run):
         view.approve()  # raised in the cell, and shown in the dashboard too
     assert "nothing waits for approval" in view.status.value
     assert run.state is RunState.REVIEW_READY
+
+
+def _flaky_run(make_run, fail_on: set[int]):
+    from harness_lab import EvidenceCatalogue, FakeClock, FunctionProposer, Run, load_contract
+    from harness_lab.paths import data_dir
+
+    calls = []
+
+    def propose(view: object) -> dict[str, str]:
+        calls.append(1)
+        if len(calls) in fail_on:
+            raise RuntimeError("the model server is down")
+        return {"kind": "read_evidence", "id": ("harness-boundary", "budget-gates", "acceptance-snapshot")[len(calls) % 3]}
+
+    probe = make_run(scenario="conforming_report")  # only for a fresh workspace path under tmp_path
+    return Run(contract=load_contract(data_dir() / "contracts" / "report_task.yaml"),
+               proposer=FunctionProposer(propose), evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"),
+               workspace=probe.workspace.parent / "flaky", clock=FakeClock())
+
+
+def test_a_proposer_that_raises_is_shown_in_the_dashboard_not_lost(make_run):
+    run = _flaky_run(make_run, fail_on={2, 3})
+    view = LabView(run)
+    view.step_button.click()  # step 1 runs; asking for the next proposal (to show it) fails
+    assert run.step_no == 1
+    assert "RUNNING after step 1" in view.status.value  # the status line is not left at step 0
+    assert "RuntimeError: the model server is down" in view.pending.html.value
+    view.step_button.click()  # the step asks the proposer itself, which raises again: shown, not lost
+    assert "RuntimeError: the model server is down" in view.status.value
+    view.step_button.click()
+    assert run.records[-1].tool_result is not None and run.records[-1].tool_result.ok
+    assert "read_evidence" in view.pending.html.value and "RuntimeError" not in view.status.value
