@@ -70,6 +70,7 @@ class LabView:
             button.add_class("hl-" + button.description.lower().replace(" ", "-"))
             button.on_click(self._clicked(action))
         self.forks: list[LabView] = []
+        self.forks_box = w.VBox()  # each fork's own dashboard, newest last
         self.session = Session()  # every call below, replayable headless (Session.replay)
         self.last_changed: list[str] = []
         self.widget = self._layout()
@@ -128,7 +129,11 @@ class LabView:
         target = snapshot_id or self.snapshots.picker.value
         child = LabView(self.run.fork(target), plot=self.plot is not None, trace_rows=self.trace.tail)
         self.forks.append(child)
+        # shown under this dashboard: a click has no cell output to display the returned view in
+        title = w.HTML(f"<b>fork {esc(child.run.run_id)}</b> of {esc(self.run.run_id)} from {esc(target)}")
+        self.forks_box.children = (*self.forks_box.children, w.VBox([title, child.widget]))
         self.refresh()
+        self.status.value = f"<span>{esc(self.summary())}; forked {esc(child.run.run_id)} from {esc(target)} (below)</span>"
         self.session.record(self.run, "fork", {"snapshot_id": target})
         return child
 
@@ -195,7 +200,7 @@ class LabView:
                       layout=w.Layout(width="50%"))
         right_panels = [self.context, self.snapshots, self.faults, *([self.plot] if self.plot else [])]
         right = w.VBox([self._box(p) for p in right_panels], layout=w.Layout(width="50%"))
-        root = w.VBox([controls, w.HBox([left, right]), self._box(self.trace)])
+        root = w.VBox([controls, w.HBox([left, right]), self._box(self.trace), self.forks_box])
         root.add_class("hl-labview")
         return root
 

@@ -51,3 +51,27 @@ def test_a_proposer_that_raises_is_shown_in_the_dashboard_not_lost(make_run):
     view.step_button.click()
     assert run.records[-1].tool_result is not None and run.records[-1].tool_result.ok
     assert "read_evidence" in view.pending.html.value and "RuntimeError" not in view.status.value
+
+
+OVERWRITE_THEN_READ = [
+    {"kind": "write_file", "path": "a.txt", "content": "first"},
+    {"kind": "write_file", "path": "a.txt", "content": "second"},
+    {"kind": "read_evidence", "id": "harness-boundary"},
+]
+
+
+def _descendants(widget):
+    yield widget
+    for child in getattr(widget, "children", ()):
+        yield from _descendants(child)
+
+
+def test_the_fork_button_shows_the_new_run_in_the_dashboard(make_run):
+    run = make_run(OVERWRITE_THEN_READ)
+    view = LabView(run)
+    view.run_to_end(max_steps=3)
+    (snap,) = run.sandbox.snapshots()
+    view.snapshots.fork_button.click()
+    (child,) = view.forks
+    assert any(w is child.widget for w in _descendants(view.widget))  # clicked, and there it is
+    assert child.run.run_id in view.status.value and snap.id in view.status.value
