@@ -127,7 +127,14 @@ class LabView:
         if not hasattr(self.run, "fork"):
             raise HarnessLabError("this runtime has no Run.fork yet")
         target = snapshot_id or self.snapshots.picker.value
-        child = LabView(self.run.fork(target), plot=self.plot is not None, trace_rows=self.trace.tail)
+        try:
+            if not target:
+                raise ValueError("no snapshot to fork from")
+            forked = self.run.fork(target)
+        except Exception as exc:
+            self.show_error(exc)
+            raise
+        child = LabView(forked, plot=self.plot is not None, trace_rows=self.trace.tail)
         self.forks.append(child)
         # shown under this dashboard: a click has no cell output to display the returned view in
         title = w.HTML(f"<b>fork {esc(child.run.run_id)}</b> of {esc(self.run.run_id)} from {esc(target)}")

@@ -75,3 +75,15 @@ def test_the_fork_button_shows_the_new_run_in_the_dashboard(make_run):
     (child,) = view.forks
     assert any(w is child.widget for w in _descendants(view.widget))  # clicked, and there it is
     assert child.run.run_id in view.status.value and snap.id in view.status.value
+
+
+def test_fork_without_a_snapshot_is_a_clear_error_shown_in_the_dashboard(make_run):
+    run = make_run(scenario="conforming_report")
+    view = LabView(run)
+    with pytest.raises(ValueError, match="no snapshot to fork from"):
+        view.fork()  # was a TypeError from deep inside the runtime
+    assert "no snapshot to fork from" in view.status.value
+    with pytest.raises(KeyError):
+        view.fork("snap-9999")
+    assert "unknown snapshot &#x27;snap-9999&#x27;" in view.status.value  # a failed Python call shows like any other
+    assert view.forks == [] and view.session.entries == []
