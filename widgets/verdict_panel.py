@@ -7,7 +7,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from ._panel import Panel, esc, html_table
+from ._panel import Panel, esc, html_table, newer
 
 __all__ = ["CHECKS", "VerdictPanel", "check_rows", "last_verdict"]
 
@@ -58,13 +58,14 @@ class VerdictPanel(Panel):
         self._records: Any = None
 
     def key(self, run: Any) -> Hashable:
-        # Scan only the records added since the last look for a newer verdict.
-        if run.records is not self._records or len(run.records) < self._checked:
+        # Scan only the records numbered after the last one read for a newer verdict (a stored run
+        # trims its list: the verdict shown is kept here).
+        if run.records is not self._records:
             self._records, self._checked, self._last = run.records, 0, None
-        for record in run.records[self._checked:]:
+        for record in newer(run.records, self._checked, "step"):
             if record.verdict is not None:
                 self._last = (record.step, record.verdict)
-        self._checked = len(run.records)
+            self._checked = record.step
         return (self._last[0] if self._last else None, run.receipt, run.validation)
 
     def draw(self, run: Any) -> None:

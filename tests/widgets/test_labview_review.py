@@ -87,3 +87,25 @@ def test_fork_without_a_snapshot_is_a_clear_error_shown_in_the_dashboard(make_ru
         view.fork("snap-9999")
     assert "unknown snapshot &#x27;snap-9999&#x27;" in view.status.value  # a failed Python call shows like any other
     assert view.forks == [] and view.session.entries == []
+
+
+def test_panels_keep_what_they_showed_when_a_stored_run_trims_its_records_and_events(long_run, tmp_path):
+    from harness_lab.checkpoint import Checkpointer
+    from harness_lab.store import SQLiteStore
+
+    long_run.checkpoints = Checkpointer(SQLiteStore(tmp_path / "runs.sqlite"), long_run, fresh=True)
+    long_run.checkpoints.window = 4  # older records and events live in the store (default 64)
+    view = LabView(long_run, plot=False)
+    view.pending.editor.value = '{"kind": "finish"}'
+    view.edit_pending()
+    view.step()  # a rejected finish (no report yet): the verdict panel shows it
+    assert "structural check <b class='hl-verdict'>rejected</b>" in view.verdicts.html.value
+    for _ in range(40):
+        view.step()
+    assert len(long_run.records) < 41 and len(long_run.events) < 80  # trimmed by the run
+    assert "step 1: structural check <b class='hl-verdict'>rejected</b>" in view.verdicts.html.value
+    assert "CREATED &rarr; RUNNING &rarr; VALIDATING &rarr; RUNNING</div>" in view.state.html.value
+    assert view.trace.html.value.startswith(f"<div class='hl-trace'><div>{long_run.events[-1].seq} events;")
+    view.run_to_end(max_steps=30)  # many steps between two redraws
+    assert "step 1: structural check" in view.verdicts.html.value
+    assert "CREATED &rarr; RUNNING &rarr; VALIDATING &rarr; RUNNING</div>" in view.state.html.value
