@@ -109,3 +109,27 @@ def test_panels_keep_what_they_showed_when_a_stored_run_trims_its_records_and_ev
     view.run_to_end(max_steps=30)  # many steps between two redraws
     assert "step 1: structural check" in view.verdicts.html.value
     assert "CREATED &rarr; RUNNING &rarr; VALIDATING &rarr; RUNNING</div>" in view.state.html.value
+
+
+def test_the_budget_plot_shows_every_step_of_a_resumed_or_trimmed_run(tmp_path):
+    from harness_lab import FakeClock, Run
+    from harness_lab.errors import SimulatedCrash
+    from harness_lab.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    crashed = Run.from_scenario("missing_section_then_fixed", workspace=tmp_path / "ws", clock=FakeClock(),
+                                run_id="R1", store=store)
+    crashed.inject("process_crash", at_step=3)
+    with pytest.raises(SimulatedCrash):
+        crashed.run()
+    resumed = Run.resume(store, "R1", clock=FakeClock())
+    resumed.checkpoints.window = 1  # keep almost nothing in memory
+    view = LabView(resumed)
+    while not resumed.state.terminal:
+        view.step()
+    assert len(resumed.records) < 4 and view.plot is not None
+    steps = [float(s) for s in range(3, resumed.step_no + 1)]  # the resumed run's steps: 3 (redone) to 6
+    for line in view.plot._lines.values():
+        assert list(line.get_xdata()) == steps  # none dropped with the records the run trimmed
+    left, right = view.plot._ax.get_xlim()
+    assert left <= steps[0] and right >= steps[-1]  # ...and inside the axes (was 0 to 4.5)
