@@ -87,14 +87,37 @@ class LabView:
             taken: list[StepRecord] = []
             while len(taken) < max_steps and not self.run.state.terminal and self.run.waiting is None:
                 taken.append(self.run.step())
+                self._progress("running to the gate", len(taken))
                 if taken[-1].decision.verdict not in _PLAIN:
                     break
             return taken
-        return self._act("run_to_gate", {"max_steps": max_steps}, until_gate)
+        return self._act("run_to_gate", {"max_steps": max_steps}, self._busy(until_gate))
 
     def run_to_end(self, max_steps: int | None = None) -> RunState:
-        """``run.run()``: to a terminal state; a human gate still stops it (no one approves for you)."""
-        return self._act("run_to_end", {"max_steps": max_steps}, lambda: RunState(self.run.run(max_steps=max_steps)))
+        """What ``run.run(max_steps=...)`` does: to a terminal state; a human gate still stops it (no one
+        approves for you). Taken one ``run.step()`` at a time, so the status line shows progress."""
+        def to_end() -> RunState:
+            taken = 0
+            while not self.run.state.terminal and self.run.waiting is None and (max_steps is None or taken < max_steps):
+                self.run.step()
+                taken += 1
+                self._progress("running to the end", taken)
+            return RunState(self.run.state)
+        return self._act("run_to_end", {"max_steps": max_steps}, self._busy(to_end))
+
+    def _busy(self, work: Callable[[], _T]) -> Callable[[], _T]:
+        """Long work: the run buttons are off meanwhile (a click would only queue behind it);
+        refresh() turns them back on as the run's state allows."""
+        def call() -> _T:
+            self.step_button.disabled = self.gate_button.disabled = self.end_button.disabled = True
+            return work()
+        return call
+
+    def _progress(self, doing: str, taken: int) -> None:
+        # Only the status line: the panels would ask the proposer for the next proposal
+        # (run.pending) in the middle of the loop; they redraw once the call returns.
+        self.status.value = (f"<span>{esc(doing)}: step {self.run.step_no} done ({taken} taken), "
+                             f"{esc(self.run.state.value)}…</span>")
 
     def approve(self, *, by: str = "human") -> StepRecord:
         """``run.approve()``: execute exactly the parked action."""

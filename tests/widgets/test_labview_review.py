@@ -133,3 +133,30 @@ def test_the_budget_plot_shows_every_step_of_a_resumed_or_trimmed_run(tmp_path):
         assert list(line.get_xdata()) == steps  # none dropped with the records the run trimmed
     left, right = view.plot._ax.get_xlim()
     assert left <= steps[0] and right >= steps[-1]  # ...and inside the axes (was 0 to 4.5)
+
+
+def test_run_to_end_shows_progress_while_it_works(make_run):
+    from harness_lab import EvidenceCatalogue, FakeClock, FunctionProposer, Run, load_contract
+    from harness_lab.paths import data_dir
+
+    seen: list[tuple[str, bool]] = []
+    ids = ("harness-boundary", "budget-gates", "acceptance-snapshot", "semantic-review")
+
+    def propose(_view: object) -> dict[str, str]:
+        seen.append((view.status.value, view.step_button.disabled))  # what the dashboard shows meanwhile
+        return {"kind": "read_evidence", "id": ids[len(seen) % 4]}
+
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
+        max_decisions=30, max_tool_calls=30)
+    probe = make_run(scenario="conforming_report")
+    run = Run(contract=contract, proposer=FunctionProposer(propose),
+              evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=probe.workspace.parent / "p",
+              clock=FakeClock())
+    view = LabView(run, plot=False)
+    seen.clear()
+    view.end_button.click()
+    assert run.state is RunState.EXHAUSTED
+    during = seen[5:-1]  # asked before step 7 ... (the last ask is the redraw after the end)
+    assert during and all(disabled for _, disabled in during)  # no second click queued meanwhile
+    assert any("running to the end: step 10 done" in status for status, _ in during)
+    assert view.budget.labels["decisions"].value == "30 / 30" and "running" not in view.status.value
