@@ -125,25 +125,34 @@ class LabView:
 
     def reject(self, reason: str, *, by: str = "human") -> StepRecord:
         """``run.reject(reason)``: the run stops safely with the reason kept."""
-        if not reason.strip():
-            raise ValueError("a rejection needs a reason")
-        return self._act("reject", {"reason": reason, "by": by}, lambda: self.run.reject(reason, by=by))
+        def reject() -> StepRecord:
+            if not reason.strip():
+                raise ValueError("a rejection needs a reason")
+            return self.run.reject(reason, by=by)
+        return self._act("reject", {"reason": reason, "by": by}, reject)
 
     def edit_pending(self, raw: object | None = None, *, by: str = "human") -> Any:
         """``run.edit_pending(raw)``: replace the proposal before it executes (default: the editor's JSON)."""
-        if raw is None:
-            try:
-                raw = json.loads(self.pending.editor.value)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"the edited proposal is not JSON: {exc.msg} at column {exc.colno}") from None
-        return self._act("edit_pending", {"raw": raw, "by": by}, lambda: self.run.edit_pending(raw, by=by))
+        args: dict[str, Any] = {"raw": raw, "by": by}  # the session records the proposal as parsed
+
+        def edit() -> Any:
+            if raw is None:
+                try:
+                    args["raw"] = json.loads(self.pending.editor.value)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"the edited proposal is not JSON: {exc.msg} at column {exc.colno}") from None
+            return self.run.edit_pending(args["raw"], by=by)
+        return self._act("edit_pending", args, edit)
 
     def rollback(self, snapshot_id: str | None = None) -> None:
         """``run.rollback(id)``: files, run state and context go back together (default: the picked one)."""
         target = snapshot_id or self.snapshots.picker.value
-        if not target:
-            raise ValueError("no snapshot to roll back to")
-        self._act("rollback", {"snapshot_id": target}, lambda: self.run.rollback(target))
+
+        def rollback() -> None:
+            if not target:
+                raise ValueError("no snapshot to roll back to")
+            self.run.rollback(target)
+        self._act("rollback", {"snapshot_id": target}, rollback)
 
     def fork(self, snapshot_id: str | None = None) -> LabView:
         """``run.fork(id)``: a new run from a snapshot, shown in its own LabView; this run is untouched."""

@@ -160,3 +160,17 @@ def test_run_to_end_shows_progress_while_it_works(make_run):
     assert during and all(disabled for _, disabled in during)  # no second click queued meanwhile
     assert any("running to the end: step 10 done" in status for status, _ in during)
     assert view.budget.labels["decisions"].value == "30 / 30" and "running" not in view.status.value
+
+
+def test_a_python_call_refused_before_it_reaches_the_run_is_shown_too(make_run):
+    run = make_run()
+    view = LabView(run)
+    view.pending.editor.value = "{not json"
+    with pytest.raises(ValueError, match="not JSON"):
+        view.edit_pending()
+    assert "the edited proposal is not JSON" in view.status.value
+    view.run_to_gate()
+    with pytest.raises(ValueError, match="needs a reason"):
+        view.reject("  ")
+    assert "a rejection needs a reason" in view.status.value
+    assert [e.action for e in view.session.entries] == ["run_to_gate"]  # refused calls are not replayed
