@@ -9,6 +9,7 @@ from typing import Any
 import ipywidgets as w
 
 from ._panel import Panel, newer
+from .budget_panel import enforced_budget
 
 __all__ = ["PlotPanel", "budget_figure", "budget_series"]
 
@@ -16,16 +17,20 @@ __all__ = ["PlotPanel", "budget_figure", "budget_series"]
 def budget_series(run: Any, records: Sequence[Any] | None = None) -> dict[str, list[float]]:
     """Per step: the fraction of each budget used after that step (tokens only when limited), for
     ``records`` (default: the step records the run holds)."""
-    b = run.contract.budget
+    b = enforced_budget(run)
     records = run.records if records is None else records
     series = {
         "step": [float(r.step) for r in records],
-        "decisions": [r.usage.decisions / b.max_decisions for r in records],
-        "tool calls": [r.usage.tool_calls / b.max_tool_calls for r in records],
+        "decisions": [_share(r.usage.decisions, b.max_decisions) for r in records],
+        "tool calls": [_share(r.usage.tool_calls, b.max_tool_calls) for r in records],
     }
-    if b.max_tokens:
-        series["tokens"] = [r.usage.tokens / b.max_tokens for r in records]
+    if b.max_tokens is not None:
+        series["tokens"] = [_share(r.usage.tokens, b.max_tokens) for r in records]
     return series
+
+
+def _share(used: int, limit: int) -> float:
+    return used / limit if limit else 1.0  # a limit cut to 0 is spent
 
 
 def budget_figure(run: Any) -> Any:

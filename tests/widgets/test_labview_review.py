@@ -174,3 +174,17 @@ def test_a_python_call_refused_before_it_reaches_the_run_is_shown_too(make_run):
         view.reject("  ")
     assert "a rejection needs a reason" in view.status.value
     assert [e.action for e in view.session.entries] == ["run_to_gate"]  # refused calls are not replayed
+
+
+def test_the_budget_gauges_show_the_budget_the_gates_enforce(make_run):
+    run = make_run(scenario="conforming_report")
+    view = LabView(run)
+    view.inject("budget_squeeze")  # the scheduler cuts the tool-call budget to what is used: 0
+    view.step()
+    assert run.state is RunState.EXHAUSTED and run.stop_reason is not None
+    assert run.stop_reason.code == "tool_budget"
+    # was "0 / 5" (the contract's limit) beside a run stopped for its tool-call budget
+    assert view.budget.labels["tool calls"].value == "0 / 0"
+    assert view.budget.bars["tool calls"].bar_style == "danger"
+    assert view.budget.labels["decisions"].value == "1 / 8"
+    assert view.plot is not None and view.plot.image.value[:4] == b"\x89PNG"
