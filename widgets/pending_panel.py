@@ -17,6 +17,8 @@ __all__ = ["PendingPanel", "what_happens_next"]
 
 def what_happens_next(run: Any, proposal: Any) -> str:
     """A one-line forecast of the harness's decision, read from the contract (no side effect)."""
+    if getattr(run, "crashed", None) is not None:
+        return "the run crashed (simulated): this run object refuses further steps; resume from a checkpoint"
     if run.waiting is not None:
         return f"waiting for a human: {run.waiting.category} needs approval (args sha256 {run.waiting.args_sha256[:12]}…)"
     action = proposal.action
@@ -58,7 +60,7 @@ class PendingPanel(Panel):
             self._proposal, self.error = run.pending, ""
         except Exception as exc:
             self._proposal, self.error = None, describe_error(exc)
-        return (run.step_no, run.state, id(self._proposal), run.waiting, self.error)
+        return (run.step_no, run.state, id(self._proposal), run.waiting, self.error, getattr(run, "crashed", None))
 
     def draw(self, run: Any) -> None:
         waiting = run.waiting is not None

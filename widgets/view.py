@@ -202,9 +202,9 @@ class LabView:
     def refresh(self, *, force: bool = False) -> list[str]:
         """Redraw the panels whose content changed (all with ``force``); returns their names."""
         self.last_changed = [name for name, panel in self.panels.items() if panel.update(self.run, force=force)]
-        terminal = self.run.state.terminal
+        stopped = self.run.state.terminal or getattr(self.run, "crashed", None) is not None
         self.step_button.disabled = self.gate_button.disabled = self.end_button.disabled = (
-            terminal or self.run.waiting is not None)
+            stopped or self.run.waiting is not None)
         # a call from a notebook cell redraws the status line too, not only a click
         self.status.value = f"<span>{esc(self.summary())}</span>"
         return self.last_changed
@@ -225,7 +225,10 @@ class LabView:
         run = self.run
         stop = f" ({run.stop_reason.code})" if run.stop_reason else ""
         waiting = " waiting for a human" if run.waiting is not None else ""
-        return f"{run.run_id}: {run.state.value}{stop} after step {run.step_no}{waiting}"
+        crashed = getattr(run, "crashed", None)
+        # a (simulated) crash leaves the state as it was, but this run object refuses every further step
+        dead = f"; crashed at {getattr(crashed, 'value', crashed)}: resume from a checkpoint" if crashed is not None else ""
+        return f"{run.run_id}: {run.state.value}{stop} after step {run.step_no}{waiting}{dead}"
 
     def _box(self, panel: Panel) -> w.Widget:
         box = w.VBox([w.HTML(f"<b>{esc(panel.title)}</b>"), panel.widget],

@@ -188,3 +188,15 @@ def test_the_budget_gauges_show_the_budget_the_gates_enforce(make_run):
     assert view.budget.bars["tool calls"].bar_style == "danger"
     assert view.budget.labels["decisions"].value == "1 / 8"
     assert view.plot is not None and view.plot.image.value[:4] == b"\x89PNG"
+
+
+def test_after_a_simulated_crash_the_dashboard_says_so_and_offers_no_step(make_run):
+    run = make_run(scenario="conforming_report")
+    view = LabView(run)
+    view.inject("process_crash")
+    view.step_button.click()
+    assert run.crashed is not None and "simulated crash" in view.status.value
+    view.refresh()  # a later redraw must not paint the crashed run as one that steps on
+    assert "crashed" in view.status.value and "resume" in view.status.value
+    assert view.step_button.disabled and view.gate_button.disabled and view.end_button.disabled
+    assert "crashed" in view.pending.html.value and "executes if within budget" not in view.pending.html.value
