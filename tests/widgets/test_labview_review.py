@@ -200,3 +200,18 @@ def test_after_a_simulated_crash_the_dashboard_says_so_and_offers_no_step(make_r
     assert "crashed" in view.status.value and "resume" in view.status.value
     assert view.step_button.disabled and view.gate_button.disabled and view.end_button.disabled
     assert "crashed" in view.pending.html.value and "executes if within budget" not in view.pending.html.value
+
+
+def test_a_finish_that_passed_the_checks_but_was_not_accepted_says_why(make_run):
+    run = make_run(scenario="conforming_report")
+    view = LabView(run)
+    view.run_to_gate(max_steps=3)  # read, read, write the report: the finish is next
+    assert run.pending is not None and run.pending.describe().startswith("finish")
+    view.inject("artifact_changed_after_validation")
+    view.step()
+    assert run.state is RunState.RUNNING and run.receipt is None
+    html = view.verdicts.html.value
+    assert "structural check <b class='hl-verdict'>accepted</b>" in html  # the checks did pass...
+    assert "finish not accepted" in html and "artifact changed after it was validated" in html  # ...and then?
+    view.step()
+    assert run.state is RunState.REVIEW_READY and "finish not accepted" not in view.verdicts.html.value
