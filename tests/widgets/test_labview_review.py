@@ -202,6 +202,14 @@ def test_after_a_simulated_crash_the_dashboard_says_so_and_offers_no_step(make_r
     assert "crashed" in view.pending.html.value and "executes if within budget" not in view.pending.html.value
 
 
+def test_after_a_simulated_crash_no_fault_can_be_armed_from_the_picker(make_run):
+    run = make_run(scenario="conforming_report")
+    view = LabView(run)
+    view.inject("process_crash")
+    view.step_button.click()
+    assert run.crashed is not None and view.faults.inject_button.disabled
+
+
 def test_a_finish_that_passed_the_checks_but_was_not_accepted_says_why(make_run):
     run = make_run(scenario="conforming_report")
     view = LabView(run)
