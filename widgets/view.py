@@ -181,7 +181,7 @@ class LabView:
         fault = name or self.faults.picker.value
         def inject() -> Any:
             result = self.run.inject(fault)
-            self.faults.injected.append(str(fault))
+            self.faults.injected.append(str(getattr(result, "name", fault)))  # a Fault object: its name
             return result
         return self._act("inject", {"name": fault}, inject)
 

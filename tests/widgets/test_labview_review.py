@@ -223,3 +223,11 @@ def test_a_finish_that_passed_the_checks_but_was_not_accepted_says_why(make_run)
     assert "finish not accepted" in html and "artifact changed after it was validated" in html  # ...and then?
     view.step()
     assert run.state is RunState.REVIEW_READY and "finish not accepted" not in view.verdicts.html.value
+
+
+def test_a_fault_object_injected_from_python_is_listed_by_its_name(make_run):
+    from harness_lab.faults import fault_catalogue
+
+    view = LabView(make_run(scenario="conforming_report"))
+    view.inject(fault_catalogue()["tool_timeout"].model_copy())
+    assert "armed from here: tool_timeout</div>" in view.faults.html.value  # was the model's field dump
