@@ -333,6 +333,8 @@ assert reject_reason in gated.stop_reason.message
 assert [a.kind for a in gated.executor.effects.sent.values()] == ["push"]  # the rejected message never went out
 assert looping.stop_reason.code == "no_progress" and looping.records[2].decision.verdict == "refuse"
 assert replayed.identical and [e.action for e in view.session.entries] == ["run_to_gate", "approve", "run_to_gate", "reject"]
+assert fault in [r.fault for r in victim.run.faults], "the picked fault struck the run it was injected into"
+assert all(r.answer for r in victim.run.faults) and victim.run.step_no >= 1
 assert len(outcomes) >= 12
 for name, (run, end) in outcomes.items():
     assert run.faults and all(r.answer for r in run.faults), name  # every fault fired and was answered

@@ -12,7 +12,32 @@ from typing import Any
 
 import ipywidgets as w
 
-__all__ = ["Panel", "esc", "html_table"]
+from harness_lab.errors import HarnessLabError
+
+__all__ = ["Panel", "describe_error", "esc", "html_table", "newer"]
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an error shown in a panel: the message of the lab's own and of argument errors,
+    the exception's type too for anything else (a proposer's RuntimeError, an OSError)."""
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])  # str(KeyError) wraps the message in quotes
+    if isinstance(exc, (HarnessLabError, ValueError)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def newer(trace: Sequence[Any], last: int, attr: str) -> list[Any]:
+    """The entries of a run's trace (``events`` by ``seq``, ``records`` by ``step``) numbered after
+    ``last``. Not by list length: a run with a store trims both lists in place (the rest is in the
+    store), so a length can shrink and grow back past what a panel already read."""
+    out = []
+    for entry in reversed(trace):
+        if getattr(entry, attr) <= last:
+            break
+        out.append(entry)
+    out.reverse()
+    return out
 
 
 def esc(value: object) -> str:

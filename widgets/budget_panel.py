@@ -9,12 +9,19 @@ import ipywidgets as w
 
 from ._panel import Panel
 
-__all__ = ["BudgetPanel", "gauges"]
+__all__ = ["BudgetPanel", "enforced_budget", "gauges"]
+
+
+def enforced_budget(run: Any) -> Any:
+    """The budget the run's gates enforce: the contract's, unless the scheduler cut it mid-run
+    (the ``budget_squeeze`` fault, a resumed run's gate state)."""
+    gates = getattr(run, "gates", None)
+    return getattr(gates, "budget", None) or run.contract.budget
 
 
 def gauges(run: Any) -> list[tuple[str, float, float | None]]:
-    """(name, used, limit or None) for each budget the contract states."""
-    b, u = run.contract.budget, run.usage
+    """(name, used, limit or None) for each budget the gates enforce."""
+    b, u = enforced_budget(run), run.usage
     return [
         ("decisions", float(u.decisions), float(b.max_decisions)),
         ("tool calls", float(u.tool_calls), float(b.max_tool_calls)),
@@ -44,8 +51,8 @@ class BudgetPanel(Panel):
     def draw(self, run: Any) -> None:
         for name, used, limit in gauges(run):
             bar = self.bars[name]
-            if limit:
-                bar.value = min(used / limit, 1.0)
+            if limit is not None:  # a limit of 0 is a spent budget, not "no limit"
+                bar.value = min(used / limit, 1.0) if limit else 1.0
                 bar.bar_style = "danger" if used >= limit else "warning" if used >= 0.8 * limit else "info"
                 self.labels[name].value = f"{used:g} / {limit:g}"
             else:

@@ -42,10 +42,11 @@ class FaultPanel(Panel):
         self.doc.value = f"<i>{esc(self.docs.get(self.picker.value or '', ''))}</i>"
 
     def key(self, run: Any) -> Hashable:
-        return (run.state.terminal, len(run.faults), tuple(self.injected))
+        return (run.state.terminal, getattr(run, "crashed", None), len(run.faults), tuple(self.injected))
 
     def draw(self, run: Any) -> None:
-        self.inject_button.disabled = run.state.terminal
+        # no step will come for a fault to strike: the run ended, or this run object crashed
+        self.inject_button.disabled = run.state.terminal or getattr(run, "crashed", None) is not None
         fired = [(r.step, r.fault, r.effect, r.answer, r.state_after.value if r.state_after else "-")
                  for r in run.faults]
         armed = f"<div>armed from here: {esc(', '.join(self.injected))}</div>" if self.injected else ""

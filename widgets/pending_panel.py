@@ -10,13 +10,15 @@ import ipywidgets as w
 
 from harness_lab.actions import Finish, ForbiddenAction
 
-from ._panel import Panel, esc
+from ._panel import Panel, describe_error, esc
 
 __all__ = ["PendingPanel", "what_happens_next"]
 
 
 def what_happens_next(run: Any, proposal: Any) -> str:
     """A one-line forecast of the harness's decision, read from the contract (no side effect)."""
+    if getattr(run, "crashed", None) is not None:
+        return "the run crashed (simulated): this run object refuses further steps; resume from a checkpoint"
     if run.waiting is not None:
         return f"waiting for a human: {run.waiting.category} needs approval (args sha256 {run.waiting.args_sha256[:12]}…)"
     action = proposal.action
@@ -48,11 +50,17 @@ class PendingPanel(Panel):
         self.widget = w.VBox([self.html, w.HBox([self.approve_button, self.reason, self.reject_button]),
                               w.HBox([self.editor, self.edit_button])])
         self._proposal: Any = None
+        self.error = ""  # what the proposer raised when asked for the next proposal, if it did
 
     def key(self, run: Any) -> Hashable:
         # run.pending asks the proposer at most once per decision; holding it keeps its id stable.
-        self._proposal = run.pending
-        return (run.step_no, run.state, id(self._proposal), run.waiting)
+        # A proposer that raises (a user's function, a dead server) is shown here: the other panels
+        # still redraw, and the next step asks it again.
+        try:
+            self._proposal, self.error = run.pending, ""
+        except Exception as exc:
+            self._proposal, self.error = None, describe_error(exc)
+        return (run.step_no, run.state, id(self._proposal), run.waiting, self.error, getattr(run, "crashed", None))
 
     def draw(self, run: Any) -> None:
         waiting = run.waiting is not None
@@ -60,6 +68,10 @@ class PendingPanel(Panel):
         p = self._proposal
         self.edit_button.disabled = waiting or p is None
         self.editor.value = "" if p is None else json.dumps(p.raw, ensure_ascii=False, default=str)
+        if p is None and self.error:
+            self.html.value = ("<div class='hl-pending'><b style='color:#c62828'>the proposer raised</b>: "
+                               f"{esc(self.error)} (Step asks it again)</div>")
+            return
         if p is None:
             self.html.value = ("<div class='hl-pending'><i>no pending proposal</i> "
                                f"(run is {esc(run.state.value)})</div>")

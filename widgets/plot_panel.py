@@ -3,28 +3,34 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import ipywidgets as w
 
-from ._panel import Panel
+from ._panel import Panel, newer
+from .budget_panel import enforced_budget
 
 __all__ = ["PlotPanel", "budget_figure", "budget_series"]
 
 
-def budget_series(run: Any) -> dict[str, list[float]]:
-    """Per step: the fraction of each budget used after that step (tokens only when limited)."""
-    b = run.contract.budget
-    steps = [float(r.step) for r in run.records]
+def budget_series(run: Any, records: Sequence[Any] | None = None) -> dict[str, list[float]]:
+    """Per step: the fraction of each budget used after that step (tokens only when limited), for
+    ``records`` (default: the step records the run holds)."""
+    b = enforced_budget(run)
+    records = run.records if records is None else records
     series = {
-        "step": steps,
-        "decisions": [r.usage.decisions / b.max_decisions for r in run.records],
-        "tool calls": [r.usage.tool_calls / b.max_tool_calls for r in run.records],
+        "step": [float(r.step) for r in records],
+        "decisions": [_share(r.usage.decisions, b.max_decisions) for r in records],
+        "tool calls": [_share(r.usage.tool_calls, b.max_tool_calls) for r in records],
     }
-    if b.max_tokens:
-        series["tokens"] = [r.usage.tokens / b.max_tokens for r in run.records]
+    if b.max_tokens is not None:
+        series["tokens"] = [_share(r.usage.tokens, b.max_tokens) for r in records]
     return series
+
+
+def _share(used: int, limit: int) -> float:
+    return used / limit if limit else 1.0  # a limit cut to 0 is spent
 
 
 def budget_figure(run: Any) -> Any:
@@ -58,9 +64,13 @@ class PlotPanel(Panel):
         self.widget = self.image
         self._fig: Any = None
         self._lines: dict[str, Any] = {}
+        # the points drawn so far: a stored run keeps only its last records in memory
+        self._records: Any = None
+        self._series: dict[str, list[float]] = {}
 
     def key(self, run: Any) -> Hashable:
-        return (id(run.records), len(run.records))
+        # the last step, not the list's length: a stored run trims its records in place
+        return (id(run.records), run.records[-1].step if run.records else 0)
 
     def _figure(self, run: Any) -> None:
         from matplotlib.figure import Figure
@@ -81,10 +91,17 @@ class PlotPanel(Panel):
     def draw(self, run: Any) -> None:
         if self._fig is None:
             self._figure(run)
-        series = budget_series(run)
+        if run.records is not self._records:
+            self._records, self._series = run.records, {}
+        last = self._series["step"][-1] if self._series.get("step") else 0
+        for name, values in budget_series(run, newer(run.records, int(last), "step")).items():
+            self._series.setdefault(name, []).extend(values)
+        series = self._series
         for name, line in self._lines.items():
             line.set_data(series["step"], series.get(name, []))
-        self._ax.set_xlim(0, max(len(series["step"]), 1) + 0.5)
+        # by step number, not by count: a resumed or forked run's first step is not 1
+        steps = series["step"] or [0.0]
+        self._ax.set_xlim(min(0.0, steps[0] - 1), max(steps[-1], 1) + 0.5)
         buf = io.BytesIO()
         self._fig.savefig(buf, format="png")
         self.image.value = buf.getvalue()

@@ -12,12 +12,26 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = ["ACTIONS", "Session", "SessionEntry", "SessionReplay"]
 
 Action = Literal["step", "run_to_gate", "run_to_end", "approve", "reject", "inject", "rollback", "fork", "edit_pending"]
 ACTIONS: tuple[str, ...] = Action.__args__  # type: ignore[attr-defined]
+
+
+# The arguments each LabView call takes: name -> (accepted types, required). ``raw`` is any JSON.
+_ARGS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "step": {},
+    "run_to_gate": {"max_steps": ((int,), False)},
+    "run_to_end": {"max_steps": ((int, type(None)), False)},
+    "approve": {"by": ((str,), False)},
+    "reject": {"reason": ((str,), True), "by": ((str,), False)},
+    "inject": {"name": ((str,), True)},
+    "rollback": {"snapshot_id": ((str,), True)},
+    "fork": {"snapshot_id": ((str,), True)},
+    "edit_pending": {"raw": ((object,), True), "by": ((str,), False)},
+}
 
 
 class SessionEntry(BaseModel):
@@ -30,6 +44,24 @@ class SessionEntry(BaseModel):
     step_after: int
     last_decision: str = ""  # "<verdict>:<tool status>" of the last step record
     workspace_hash: str
+
+    @model_validator(mode="after")
+    def _args_fit_the_call(self) -> SessionEntry:
+        # Checked on load, so a bad file fails before a replay makes any call, not with a TypeError halfway.
+        spec = _ARGS[self.action]
+        for name in self.args:
+            if name not in spec:
+                raise ValueError(f"{self.action} takes no argument {name!r}")
+        for name, (types, required) in spec.items():
+            if name not in self.args:
+                if required:
+                    raise ValueError(f"{self.action} needs argument {name!r}")
+                continue
+            value = self.args[name]
+            if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+                want = " or ".join("None" if t is type(None) else t.__name__ for t in types)
+                raise ValueError(f"{self.action} argument {name!r} must be {want}, not {type(value).__name__}")
+        return self
 
 
 class SessionReplay(BaseModel):
@@ -59,8 +91,10 @@ class Session:
 
     def record(self, run: Any, action: str, args: dict[str, Any]) -> SessionEntry:
         state, step, decided, ws = outcome(run)
-        entry = SessionEntry.model_validate({"action": action, "args": args, "state_after": state, "step_after": step,
-                                             "last_decision": decided, "workspace_hash": ws})
+        # Not validated: a call that succeeded is recorded as made (view.inject(<a Fault object>)
+        # replays in memory; only a saved file must hold plain arguments, checked when loaded).
+        entry = SessionEntry.model_construct(action=action, args=dict(args), state_after=state, step_after=step,
+                                             last_decision=decided, workspace_hash=ws)
         self.entries.append(entry)
         return entry
 
@@ -81,9 +115,11 @@ class Session:
         for i, raw in enumerate(data["entries"]):
             try:
                 entries.append(SessionEntry.model_validate(raw))
-            except ValueError as exc:
-                first = str(exc).splitlines()[1:2] or [str(exc)]
-                raise ValueError(f"{source}: entry {i}: {first[0].strip()}") from None
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(part) for part in err["loc"])
+                msg = str(err["msg"]).removeprefix("Value error, ")
+                raise ValueError(f"{source}: entry {i}: {where + ': ' if where else ''}{msg}") from None
         return cls(entries)
 
     def save(self, path: str | Path) -> Path:

@@ -9,7 +9,7 @@ import ipywidgets as w
 
 from harness_lab.states import RUN_TRANSITIONS, RunState
 
-from ._panel import Panel, esc
+from ._panel import Panel, esc, newer
 
 __all__ = ["StatePanel", "compress_path"]
 
@@ -41,19 +41,20 @@ class StatePanel(Panel):
         self.html = w.HTML()
         self.widget = self.html
         self._events: Any = None
-        self._seen = 0
+        self._seen = 0  # seq of the last event read
         self.path: list[str] = []
 
     def _scan(self, run: Any) -> None:
-        # Incremental: the trace only grows, so read just the events added since the last scan.
-        if run.events is not self._events or len(run.events) < self._seen:
+        # Incremental: read just the events numbered after the last one read (a stored run trims
+        # its list, so the path is kept here, not rebuilt from what the run still holds).
+        if run.events is not self._events:
             self._events, self._seen, self.path = run.events, 0, [RunState.CREATED.value]
-        for event in run.events[self._seen:]:
+        for event in newer(run.events, self._seen, "seq"):
             if event.kind == "state_changed":
                 self.path.append(event.after.value)
             elif event.kind == "restored":
                 self.path.append(f"{event.state.value} (restored)")
-        self._seen = len(run.events)
+            self._seen = event.seq
 
     def key(self, run: Any) -> Hashable:
         self._scan(run)

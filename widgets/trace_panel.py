@@ -44,11 +44,13 @@ class TracePanel(Panel):
         self.widget = self.html
 
     def key(self, run: Any) -> Hashable:
-        return (id(run.events), len(run.events))
+        # the last event's seq, not the list's length: a stored run trims the list in place
+        return (id(run.events), run.events[-1].seq if run.events else 0)
 
     def draw(self, run: Any) -> None:
         events = run.events[-self.tail:]
-        hidden = len(run.events) - len(events)
-        note = f"<div>{len(run.events)} events; {hidden} earlier not shown</div>" if hidden else f"<div>{len(run.events)} events</div>"
+        total = max(len(run.events), events[-1].seq if events else 0)  # seq counts the trimmed ones too
+        hidden = total - len(events)
+        note = f"<div>{total} events; {hidden} earlier not shown</div>" if hidden else f"<div>{total} events</div>"
         self.html.value = ("<div class='hl-trace'>" + note
                            + html_table(("seq", "step", "kind", "detail"), [event_row(e) for e in events]) + "</div>")

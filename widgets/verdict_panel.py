@@ -7,7 +7,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from ._panel import Panel, esc, html_table
+from ._panel import Panel, esc, html_table, newer
 
 __all__ = ["CHECKS", "VerdictPanel", "check_rows", "last_verdict"]
 
@@ -45,6 +45,15 @@ def last_verdict(run: Any) -> tuple[int, Any] | None:
     return None
 
 
+def _not_accepted(record: Any) -> str:
+    """Why a step whose structural checks passed did not end in REVIEW_READY (e.g. the artifact
+    changed behind the validator), from the step's own state change; "" when it was accepted."""
+    if not record.verdict.accepted or record.state_after.value in ("REVIEW_READY", "VALIDATING"):
+        return ""
+    reasons = [e.reason for e in record.events if e.kind == "state_changed" and e.before.value == "VALIDATING"]
+    return reasons[-1] if reasons else f"the run went on {record.state_after.value}"
+
+
 class VerdictPanel(Panel):
     name = "verdicts"
     title = "Verdicts and receipt"
@@ -55,16 +64,19 @@ class VerdictPanel(Panel):
         self.widget = self.html
         self._checked = 0
         self._last: tuple[int, Any] | None = None
+        self._refused = ""  # why a finish whose checks passed was still not accepted, if it was not
         self._records: Any = None
 
     def key(self, run: Any) -> Hashable:
-        # Scan only the records added since the last look for a newer verdict.
-        if run.records is not self._records or len(run.records) < self._checked:
-            self._records, self._checked, self._last = run.records, 0, None
-        for record in run.records[self._checked:]:
+        # Scan only the records numbered after the last one read for a newer verdict (a stored run
+        # trims its list: the verdict shown is kept here).
+        if run.records is not self._records:
+            self._records, self._checked, self._last, self._refused = run.records, 0, None, ""
+        for record in newer(run.records, self._checked, "step"):
             if record.verdict is not None:
                 self._last = (record.step, record.verdict)
-        self._checked = len(run.records)
+                self._refused = _not_accepted(record)
+            self._checked = record.step
         return (self._last[0] if self._last else None, run.receipt, run.validation)
 
     def draw(self, run: Any) -> None:
@@ -78,6 +90,8 @@ class VerdictPanel(Panel):
             outcome = "accepted" if verdict.accepted else "rejected"
             parts.append(f"<div>step {step}: structural check <b class='hl-verdict'>{outcome}</b>; "
                          f"cited: {esc(', '.join(verdict.cited) or 'none')}</div>")
+            if self._refused:
+                parts.append(f"<div class='hl-not-accepted'><b>finish not accepted</b>: {esc(self._refused)}</div>")
             parts.append(html_table(("check", "result", "why"), check_rows(verdict), cls="hl-checks"))
         r = run.receipt
         if r is not None:

@@ -18,7 +18,7 @@ from harness_lab.errors import HarnessLabError
 from harness_lab.events import StepRecord
 from harness_lab.states import RunState
 
-from ._panel import Panel, esc
+from ._panel import Panel, describe_error, esc
 from .budget_panel import BudgetPanel
 from .context_panel import ContextPanel
 from .fault_panel import FaultPanel
@@ -70,11 +70,11 @@ class LabView:
             button.add_class("hl-" + button.description.lower().replace(" ", "-"))
             button.on_click(self._clicked(action))
         self.forks: list[LabView] = []
+        self.forks_box = w.VBox()  # each fork's own dashboard, newest last
         self.session = Session()  # every call below, replayable headless (Session.replay)
         self.last_changed: list[str] = []
         self.widget = self._layout()
         self.refresh(force=True)
-        self.status.value = esc(self.summary())
 
     # -- the buttons, as Python calls -------------------------------------------------------------
     def step(self) -> StepRecord:
@@ -87,14 +87,37 @@ class LabView:
             taken: list[StepRecord] = []
             while len(taken) < max_steps and not self.run.state.terminal and self.run.waiting is None:
                 taken.append(self.run.step())
+                self._progress("running to the gate", len(taken))
                 if taken[-1].decision.verdict not in _PLAIN:
                     break
             return taken
-        return self._act("run_to_gate", {"max_steps": max_steps}, until_gate)
+        return self._act("run_to_gate", {"max_steps": max_steps}, self._busy(until_gate))
 
     def run_to_end(self, max_steps: int | None = None) -> RunState:
-        """``run.run()``: to a terminal state; a human gate still stops it (no one approves for you)."""
-        return self._act("run_to_end", {"max_steps": max_steps}, lambda: RunState(self.run.run(max_steps=max_steps)))
+        """What ``run.run(max_steps=...)`` does: to a terminal state; a human gate still stops it (no one
+        approves for you). Taken one ``run.step()`` at a time, so the status line shows progress."""
+        def to_end() -> RunState:
+            taken = 0
+            while not self.run.state.terminal and self.run.waiting is None and (max_steps is None or taken < max_steps):
+                self.run.step()
+                taken += 1
+                self._progress("running to the end", taken)
+            return RunState(self.run.state)
+        return self._act("run_to_end", {"max_steps": max_steps}, self._busy(to_end))
+
+    def _busy(self, work: Callable[[], _T]) -> Callable[[], _T]:
+        """Long work: the run buttons are off meanwhile (a click would only queue behind it);
+        refresh() turns them back on as the run's state allows."""
+        def call() -> _T:
+            self.step_button.disabled = self.gate_button.disabled = self.end_button.disabled = True
+            return work()
+        return call
+
+    def _progress(self, doing: str, taken: int) -> None:
+        # Only the status line: the panels would ask the proposer for the next proposal
+        # (run.pending) in the middle of the loop; they redraw once the call returns.
+        self.status.value = (f"<span>{esc(doing)}: step {self.run.step_no} done ({taken} taken), "
+                             f"{esc(self.run.state.value)}…</span>")
 
     def approve(self, *, by: str = "human") -> StepRecord:
         """``run.approve()``: execute exactly the parked action."""
@@ -102,34 +125,54 @@ class LabView:
 
     def reject(self, reason: str, *, by: str = "human") -> StepRecord:
         """``run.reject(reason)``: the run stops safely with the reason kept."""
-        if not reason.strip():
-            raise ValueError("a rejection needs a reason")
-        return self._act("reject", {"reason": reason, "by": by}, lambda: self.run.reject(reason, by=by))
+        def reject() -> StepRecord:
+            if not reason.strip():
+                raise ValueError("a rejection needs a reason")
+            return self.run.reject(reason, by=by)
+        return self._act("reject", {"reason": reason, "by": by}, reject)
 
     def edit_pending(self, raw: object | None = None, *, by: str = "human") -> Any:
         """``run.edit_pending(raw)``: replace the proposal before it executes (default: the editor's JSON)."""
-        if raw is None:
-            try:
-                raw = json.loads(self.pending.editor.value)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"the edited proposal is not JSON: {exc.msg} at column {exc.colno}") from None
-        return self._act("edit_pending", {"raw": raw, "by": by}, lambda: self.run.edit_pending(raw, by=by))
+        args: dict[str, Any] = {"raw": raw, "by": by}  # the session records the proposal as parsed
+
+        def edit() -> Any:
+            if raw is None:
+                try:
+                    args["raw"] = json.loads(self.pending.editor.value)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"the edited proposal is not JSON: {exc.msg} at column {exc.colno}") from None
+            return self.run.edit_pending(args["raw"], by=by)
+        return self._act("edit_pending", args, edit)
 
     def rollback(self, snapshot_id: str | None = None) -> None:
         """``run.rollback(id)``: files, run state and context go back together (default: the picked one)."""
         target = snapshot_id or self.snapshots.picker.value
-        if not target:
-            raise ValueError("no snapshot to roll back to")
-        self._act("rollback", {"snapshot_id": target}, lambda: self.run.rollback(target))
+
+        def rollback() -> None:
+            if not target:
+                raise ValueError("no snapshot to roll back to")
+            self.run.rollback(target)
+        self._act("rollback", {"snapshot_id": target}, rollback)
 
     def fork(self, snapshot_id: str | None = None) -> LabView:
         """``run.fork(id)``: a new run from a snapshot, shown in its own LabView; this run is untouched."""
         if not hasattr(self.run, "fork"):
             raise HarnessLabError("this runtime has no Run.fork yet")
         target = snapshot_id or self.snapshots.picker.value
-        child = LabView(self.run.fork(target), plot=self.plot is not None, trace_rows=self.trace.tail)
+        try:
+            if not target:
+                raise ValueError("no snapshot to fork from")
+            forked = self.run.fork(target)
+        except Exception as exc:
+            self.show_error(exc)
+            raise
+        child = LabView(forked, plot=self.plot is not None, trace_rows=self.trace.tail)
         self.forks.append(child)
+        # shown under this dashboard: a click has no cell output to display the returned view in
+        title = w.HTML(f"<b>fork {esc(child.run.run_id)}</b> of {esc(self.run.run_id)} from {esc(target)}")
+        self.forks_box.children = (*self.forks_box.children, w.VBox([title, child.widget]))
         self.refresh()
+        self.status.value = f"<span>{esc(self.summary())}; forked {esc(child.run.run_id)} from {esc(target)} (below)</span>"
         self.session.record(self.run, "fork", {"snapshot_id": target})
         return child
 
@@ -138,17 +181,20 @@ class LabView:
         fault = name or self.faults.picker.value
         def inject() -> Any:
             result = self.run.inject(fault)
-            self.faults.injected.append(str(fault))
+            self.faults.injected.append(str(getattr(result, "name", fault)))  # a Fault object: its name
             return result
         return self._act("inject", {"name": fault}, inject)
 
     def _act(self, name: str, args: dict[str, Any], call: Callable[[], _T]) -> _T:
-        """Every button's shape: make the run's call, redraw (even when it raised), and record it in
-        the session once it succeeded (a failed call is not replayed)."""
+        """Every button's shape: make the run's call, redraw (even when it raised, showing the error in
+        the status line), and record it in the session once it succeeded (a failed call is not replayed)."""
         try:
             result = call()
-        finally:
+        except Exception as exc:
             self.refresh()
+            self.show_error(exc)
+            raise
+        self.refresh()
         self.session.record(self.run, name, args)
         return result
 
@@ -156,26 +202,33 @@ class LabView:
     def refresh(self, *, force: bool = False) -> list[str]:
         """Redraw the panels whose content changed (all with ``force``); returns their names."""
         self.last_changed = [name for name, panel in self.panels.items() if panel.update(self.run, force=force)]
-        terminal = self.run.state.terminal
+        stopped = self.run.state.terminal or getattr(self.run, "crashed", None) is not None
         self.step_button.disabled = self.gate_button.disabled = self.end_button.disabled = (
-            terminal or self.run.waiting is not None)
+            stopped or self.run.waiting is not None)
+        # a call from a notebook cell redraws the status line too, not only a click
+        self.status.value = f"<span>{esc(self.summary())}</span>"
         return self.last_changed
+
+    def show_error(self, exc: BaseException) -> None:
+        """Show a failed call in the status line (a click has no cell to raise into)."""
+        self.status.value = f"<span style='color:#c62828'>{esc(describe_error(exc))}</span>"
 
     def _clicked(self, action: Callable[[], object]) -> Callable[[w.Button], None]:
         def handler(_button: w.Button) -> None:
             try:
                 action()
-            except (HarnessLabError, ValueError, KeyError) as exc:  # a click never raises into the page
-                self.status.value = f"<span style='color:#c62828'>{esc(exc)}</span>"
-            else:
-                self.status.value = f"<span>{esc(self.summary())}</span>"
+            except Exception as exc:  # a click never raises into the page: ipywidgets would only log it
+                self.show_error(exc)
         return handler
 
     def summary(self) -> str:
         run = self.run
         stop = f" ({run.stop_reason.code})" if run.stop_reason else ""
         waiting = " waiting for a human" if run.waiting is not None else ""
-        return f"{run.run_id}: {run.state.value}{stop} after step {run.step_no}{waiting}"
+        crashed = getattr(run, "crashed", None)
+        # a (simulated) crash leaves the state as it was, but this run object refuses every further step
+        dead = f"; crashed at {getattr(crashed, 'value', crashed)}: resume from a checkpoint" if crashed is not None else ""
+        return f"{run.run_id}: {run.state.value}{stop} after step {run.step_no}{waiting}{dead}"
 
     def _box(self, panel: Panel) -> w.Widget:
         box = w.VBox([w.HTML(f"<b>{esc(panel.title)}</b>"), panel.widget],
@@ -189,7 +242,7 @@ class LabView:
                       layout=w.Layout(width="50%"))
         right_panels = [self.context, self.snapshots, self.faults, *([self.plot] if self.plot else [])]
         right = w.VBox([self._box(p) for p in right_panels], layout=w.Layout(width="50%"))
-        root = w.VBox([controls, w.HBox([left, right]), self._box(self.trace)])
+        root = w.VBox([controls, w.HBox([left, right]), self._box(self.trace), self.forks_box])
         root.add_class("hl-labview")
         return root
 

@@ -26,7 +26,7 @@ PARAMETERS: dict[str, dict[str, object]] = {
     "01_finish_validation": {"scenario": "cites_unknown_id", "validation": False},
     "02_context_layers": {"budget_tokens": 300, "output_rows": 5000},
     "03_sandbox_snapshots": {"escape_path": "/etc/hostname", "budget_decisions": 10},
-    "04_gates_faults": {"reject_reason": "not during the freeze"},
+    "04_gates_faults": {"reject_reason": "not during the freeze", "fault": "empty_result"},
     "05_crash_resume": {"scenario": "missing_section_then_fixed", "crash_step": 5},
     "06_experiments": {"seeds": 2, "noise": 0.1},
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from harness_lab.widgets import LabView, Session
 
@@ -102,3 +104,25 @@ def test_a_session_with_an_edit_replays_identically(tmp_path):
     view.run_to_end()
     replayed = Session.from_json(view.session.to_json()).replay(_fresh(tmp_path, "b"))
     assert replayed.identical, replayed.detail
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({}, "s.json: entry 0: reject needs argument 'reason'"),
+    ({"reason": "x", "bogus": 1}, "s.json: entry 0: reject takes no argument 'bogus'"),
+    ({"reason": 5}, "s.json: entry 0: reject argument 'reason' must be str, not int"),
+])
+def test_a_session_entry_with_arguments_its_call_cannot_take_is_refused_on_load(args, message):
+    # was loaded, then failed mid-replay with a TypeError / AttributeError from inside LabView
+    text = json.dumps({"kind": "session", "entries": [
+        {"action": "reject", "args": args, "state_after": "BLOCKED", "step_after": 1, "workspace_hash": "x"}]})
+    with pytest.raises(ValueError) as info:
+        Session.from_json(text, source="s.json")
+    assert str(info.value) == message
+
+
+def test_a_bad_field_of_a_session_entry_is_named_with_pydantic_s_reason():
+    text = ('{"kind": "session", "entries": [{"action": "explode", "state_after": "RUNNING", "step_after": 1, '
+            '"workspace_hash": "x"}]}')
+    with pytest.raises(ValueError) as info:
+        Session.from_json(text, source="s.json")
+    assert str(info.value).startswith("s.json: entry 0: action: Input should be 'step'")
