@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Literal, TypeVar, overload
 
@@ -145,6 +146,15 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)
 
 def parse_proposal(raw: object) -> Proposal:
     """Parse whatever a proposer returned; never raises."""
+    try:
+        return _parse(raw)
+    except Exception as exc:  # a mapping whose methods raise, say: still data, never a crash
+        return Proposal(raw=_safe_repr(raw), error=ProposalError(
+            code="malformed", message=f"the proposal could not be read: {type(exc).__name__}: {_short(str(exc))}",
+            hint='propose plain JSON data, e.g. {"kind": "read_evidence", "id": "..."}'))
+
+
+def _parse(raw: object) -> Proposal:
     if type(raw) is dict:  # the usual proposal first: a dict of a flat kind (see _parse_flat)
         kind = raw.get("kind")
         if type(kind) is str and (spec := _FLAT.get(kind)) is not None:
@@ -234,9 +244,32 @@ def _jsonable(value: object) -> Any:
     if plain is not _NOT_PLAIN:
         return plain
     try:
-        return json.loads(json.dumps(value, default=repr))
-    except (TypeError, ValueError):
+        return json.loads(json.dumps(value, default=_safe_repr))
+    except (TypeError, ValueError, RecursionError):  # a cycle, or nesting deeper than the encoder goes
+        return _safe_repr(value)
+
+
+class _Repr(reprlib.Repr):
+    """The fallback spelling: depth-limited, and an object whose repr raises is named by its type."""
+
+    def repr_instance(self, obj: Any, level: int) -> str:
+        try:
+            text = repr(obj)
+        except Exception:  # no address in it (reprlib's own fallback has one): hashes stay stable
+            return f"<{type(obj).__name__}: repr failed>"
+        return text if len(text) <= self.maxother else text[: self.maxother - 3] + "..."
+
+
+_FALLBACK = _Repr()
+_FALLBACK.maxlevel, _FALLBACK.maxstring, _FALLBACK.maxother = 8, 200, 200
+
+
+def _safe_repr(value: object) -> str:
+    """``repr(value)``; for an object whose repr raises or recurses too deep, a bounded spelling."""
+    try:
         return repr(value)
+    except Exception:  # RecursionError included
+        return _FALLBACK.repr(value)
 
 
 _NOT_PLAIN = object()
@@ -273,5 +306,5 @@ def _plain_copy(value: object, depth: int = 0) -> Any:
 
 
 def _short(value: object, limit: int = 60) -> str:
-    text = repr(value)
+    text = _safe_repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,48 @@
+"""Adversarial inputs to the step loop, the proposal parser and the fault schedule (a user's review)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness_lab.proposal import parse_proposal
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    root: dict[str, Any] = {"kind": "push"}
+    node = root
+    for _ in range(levels):
+        node["a"] = {}
+        node = node["a"]
+    return root
+
+
+class _BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr broke")
+
+
+class _BrokenMapping(dict):  # type: ignore[type-arg]
+    def get(self, *args: object) -> object:
+        raise RuntimeError("get broke")
+
+
+@pytest.mark.parametrize("raw", [
+    _deep(100_000),
+    {"kind": "write_report", "text": "x", "extra": _deep(100_000)},
+    _BadRepr(),
+    {"kind": "finish", "note": _BadRepr()},
+    {"kind": "push", "what": _BadRepr()},
+    _BrokenMapping(kind="finish"),
+], ids=["deep-gated", "deep-claim", "bad-repr", "bad-repr-claim", "bad-repr-gated-arg", "broken-mapping"])
+def test_parse_proposal_never_raises_on_hostile_structures(raw: object) -> None:
+    proposal = parse_proposal(raw)  # the docstring's promise: never raises
+    assert proposal.canonical and proposal.args_sha256
+    assert proposal.describe()
+
+
+def test_an_unprintable_argument_hashes_the_same_each_time() -> None:
+    # What a human approves is bound by the hash: it must not depend on where the object lives.
+    first, second = parse_proposal({"kind": "push", "what": _BadRepr()}), parse_proposal({"kind": "push", "what": _BadRepr()})
+    assert first.args_sha256 == second.args_sha256 and "repr failed" in first.canonical
