@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from harness_lab.proposal import parse_proposal
+from harness_lab.proposers import ProposerOutput
 
 
 def _deep(levels: int) -> dict[str, Any]:
@@ -46,3 +47,16 @@ def test_an_unprintable_argument_hashes_the_same_each_time() -> None:
     # What a human approves is bound by the hash: it must not depend on where the object lives.
     first, second = parse_proposal({"kind": "push", "what": _BadRepr()}), parse_proposal({"kind": "push", "what": _BadRepr()})
     assert first.args_sha256 == second.args_sha256 and "repr failed" in first.canonical
+
+
+@pytest.mark.parametrize("tokens", [-5, float("nan"), float("inf"), 2.5, "5", True])
+def test_a_proposer_output_with_a_bad_token_count_is_refused_at_construction(tokens: object) -> None:
+    # -5 credited the budget, NaN switched the token budget off (nan >= limit is never true),
+    # "5" crashed the step half-way with a TypeError.
+    with pytest.raises(ValueError, match=r"ProposerOutput\.tokens: .*" + repr(tokens).replace("(", r"\(")[:3]):
+        ProposerOutput({"kind": "think", "thought": "x"}, tokens=tokens)  # type: ignore[arg-type]
+
+
+def test_a_proposer_output_takes_a_plain_token_count() -> None:
+    assert ProposerOutput({"kind": "finish"}, tokens=0).tokens == 0
+    assert ProposerOutput({"kind": "finish"}).tokens is None
