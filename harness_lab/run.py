@@ -14,6 +14,7 @@ from .actions import _MODELS, Finish, ForbiddenAction, GatedAction, ReadEvidence
 from .approval import ApprovalRequest, Approver
 from .checkpoint import Checkpointer
 from .clock import Clock
+from .context import ContextView
 from .contract import ControlContract, load_contract
 from .effect_classes import effect_class
 from .errors import RunStateError
@@ -87,7 +88,15 @@ class Run(RunBase):
         if (stop := self.gates.before_decision(self._used)) is not None:
             return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
         # what `pending` would give: the gates and the state were checked just above
-        pending = self._pending if self._pending is not None else self._ask_proposer()
+        if (pending := self._pending) is None:
+            view = self.context.view()
+            try:
+                out = self.proposer.propose(view)
+            except Exception as exc:  # the policy broke: a recorded step and a safe stop, not a half-open step
+                why = f"the proposer raised {type(exc).__name__}: {exc}; no proposal, the run stopped safely"
+                return self._close(None, Decision(verdict="block", reason=why),
+                                   stop=StopReason(code="proposer_error", message=why))
+            pending = self._parse_output(view, out)
         proposal = self._faults.proposal(self, pending, parse_proposal) if self._faults.armed else pending
         self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.mark()
         self._used.decisions += 1
@@ -234,7 +243,9 @@ class Run(RunBase):
     # -- the five parts of a step ---------------------------------------------------------------
     def _ask_proposer(self) -> Proposal:
         view = self.context.view()
-        out = self.proposer.propose(view)
+        return self._parse_output(view, self.proposer.propose(view))
+
+    def _parse_output(self, view: ContextView, out: object) -> Proposal:
         raw, tokens = (out.raw, out.tokens) if isinstance(out, ProposerOutput) else (out, None)
         proposal = parse_proposal(raw)
         spent = tokens if tokens is not None else view.total_tokens + self.context.counter(str(proposal.raw))

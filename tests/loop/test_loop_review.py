@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from loophelpers import contract, evidence
 
+from harness_lab.errors import RunStateError
 from harness_lab.proposal import parse_proposal
-from harness_lab.proposers import ProposerOutput
+from harness_lab.proposers import FunctionProposer, ProposerOutput
+from harness_lab.run import Run
+from harness_lab.states import RunState
 
 
 def _deep(levels: int) -> dict[str, Any]:
@@ -60,3 +65,42 @@ def test_a_proposer_output_with_a_bad_token_count_is_refused_at_construction(tok
 def test_a_proposer_output_takes_a_plain_token_count() -> None:
     assert ProposerOutput({"kind": "finish"}, tokens=0).tokens == 0
     assert ProposerOutput({"kind": "finish"}).tokens is None
+
+
+def _function_run(tmp_path: Path, fn: Any) -> Run:
+    return Run(contract=contract(), evidence=evidence(), proposer=FunctionProposer(fn), workspace=tmp_path / "ws")
+
+
+def test_a_proposer_that_raises_stops_the_run_with_a_recorded_step(tmp_path: Path) -> None:
+    # Before: step() raised out of the middle of the step: step_no had moved on with no record, so
+    # the trace skipped a step number, and the next step() asked the broken proposer again.
+    def broken(view: object) -> object:
+        raise RuntimeError("model down")
+
+    run = _function_run(tmp_path, broken)
+    record = run.step()
+    assert record.step == 1 and [r.step for r in run.records] == [1]
+    assert record.proposal is None and record.decision.verdict == "block"
+    assert run.state is RunState.BLOCKED and run.stop_reason is not None
+    assert run.stop_reason.code == "proposer_error" and "RuntimeError: model down" in run.stop_reason.message
+    assert "Traceback" not in record.decision.reason
+    assert run.usage.decisions == 0 and run.usage.tool_calls == 0
+    with pytest.raises(RunStateError, match="BLOCKED"):
+        run.step()
+
+
+def test_a_proposer_output_with_a_bad_count_is_a_proposer_error(tmp_path: Path) -> None:
+    run = _function_run(tmp_path, lambda view: ProposerOutput({"kind": "think", "thought": "x"}, tokens=-5))
+    run.step()
+    assert run.stop_reason is not None and run.stop_reason.code == "proposer_error"
+    assert run.usage.tokens == 0, "nothing credited to the budget"
+
+
+def test_pending_leaves_the_run_untouched_when_the_proposer_raises(tmp_path: Path) -> None:
+    def broken(view: object) -> object:
+        raise RuntimeError("model down")
+
+    run = _function_run(tmp_path, broken)
+    with pytest.raises(RuntimeError, match="model down"):
+        _ = run.pending
+    assert run.step_no == 0 and run.state is RunState.CREATED and not run.records
