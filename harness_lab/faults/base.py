@@ -13,7 +13,9 @@ A :class:`Fault` is a frozen, documented record. It acts at one *hook* of a step
 
 A fault armed for a step fires at its hook the first time that hook is reached at or after the
 step (a tool fault waits for the next tool call); ``steps`` > 1 keeps it firing for that many
-consecutive steps. Every firing is a ``fault`` note in the trace and, when the step closes, a
+consecutive steps. Faults that replace something (``proposal``, ``tool``, ``crash``) take turns:
+when two are due at one hook, the one armed first fires and the other waits for the hook's next
+turn, so every firing acts. Every firing is a ``fault`` note in the trace and, when the step closes, a
 :class:`FaultRecord` in ``run.faults`` saying how the harness answered.
 """
 
@@ -152,6 +154,10 @@ class _FaultyExecutor(ToolExecutor):
 
 Emit = Callable[[str, str, dict[str, Any]], None]
 
+# Hooks where a fault replaces something (the proposal, the tool's implementation, the process's
+# life): two at once would leave one without effect, so they take turns in the order armed.
+_ONE_AT_A_TIME: frozenset[FaultHook] = frozenset({"proposal", "tool", "crash"})
+
 
 class FaultSchedule:
     """Armed faults of one run, their firings this step, and the log (``records``)."""
@@ -182,6 +188,8 @@ class FaultSchedule:
             if armed.left <= 0:
                 self.armed.remove(armed)
             due.append(armed.fault)
+            if hook in _ONE_AT_A_TIME:  # the rest would be marked fired but never act: they wait
+                break
         return due
 
     def _fired_note(self, fault: Fault, hook: FaultHook, effect: str) -> None:

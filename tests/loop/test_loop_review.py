@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loophelpers import contract, evidence
+from loophelpers import READ_A, READ_B, READ_C, READ_D, contract, evidence, make_run
 
 from harness_lab.errors import RunStateError
 from harness_lab.proposal import parse_proposal
@@ -104,3 +104,18 @@ def test_pending_leaves_the_run_untouched_when_the_proposer_raises(tmp_path: Pat
     with pytest.raises(RuntimeError, match="model down"):
         _ = run.pending
     assert run.step_no == 0 and run.state is RunState.CREATED and not run.records
+
+
+@pytest.mark.parametrize(("first", "second"), [("tool_exception", "tool_timeout"), ("tool_exception", "tool_exception"),
+                                               ("malformed_proposal", "forbidden_state_write")])
+def test_two_faults_at_one_hook_of_one_step_both_fire_and_are_recorded(tmp_path: Path, first: str, second: str) -> None:
+    # Before: both were marked fired at step 1, but only the first acted; the second vanished
+    # (tool) or was recorded as answered although its replacement overwrote the first's (proposal).
+    run = make_run(tmp_path, [READ_A, READ_B, READ_C, READ_D])
+    run.inject(first, at_step=1)
+    run.inject(second, at_step=1)
+    run.run(max_steps=2)
+    assert [(f.fault, f.step) for f in run.faults] == [(first, 1), (second, 2)]
+    assert not run._faults.armed
+    fired = [e.data["fault"] for e in run.events if e.kind == "note" and e.topic == "fault"]
+    assert fired == [first, second]
