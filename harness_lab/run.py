@@ -217,6 +217,11 @@ class Run(RunBase):
         """Arm a fault (catalogue name or :class:`~harness_lab.faults.Fault`) for the next step or
         step ``at_step``; the step it strikes records it, and ``faults`` how the harness answered."""
         fault = resolve_fault(fault_or_name)
+        if at_step is not None and (not isinstance(at_step, int) or isinstance(at_step, bool)):
+            raise ValueError(f"at_step: a whole step number, got {at_step!r}")
+        if self.crashed is not None or self.state.terminal:  # a fault armed now could never fire
+            why = f"crashed at {self.crashed.value} (simulated)" if self.crashed else self.state.value
+            raise RunStateError(f"run {self.run_id} is {why}: it takes no more steps, so no fault can strike it")
         step = self.step_no + 1 if at_step is None else at_step
         if step <= self.step_no:
             raise ValueError(f"step {step} is past (the run is at step {self.step_no})")

@@ -119,3 +119,22 @@ def test_two_faults_at_one_hook_of_one_step_both_fire_and_are_recorded(tmp_path:
     assert not run._faults.armed
     fired = [e.data["fault"] for e in run.events if e.kind == "note" and e.topic == "fault"]
     assert fired == [first, second]
+
+
+@pytest.mark.parametrize("at_step", [2.5, True, "3"])
+def test_inject_refuses_a_step_that_is_not_a_whole_number(tmp_path: Path, at_step: object) -> None:
+    # Before: 2.5 was armed (and struck step 3); True was "step True is past".
+    run = make_run(tmp_path, [READ_A, READ_B])
+    with pytest.raises(ValueError, match=r"at_step: .*whole step number.*" + repr(at_step)[:2]):
+        run.inject("tool_timeout", at_step=at_step)  # type: ignore[arg-type]
+    assert not run._faults.armed and not run.events
+
+
+def test_inject_refuses_a_run_that_takes_no_more_steps(tmp_path: Path) -> None:
+    # Before: a fault armed on a finished run was accepted and noted as armed, and never fired.
+    run = make_run(tmp_path, [{"kind": "set_run_state", "state": "REVIEW_READY"}])
+    run.step()
+    assert run.state is RunState.BLOCKED
+    with pytest.raises(RunStateError, match="BLOCKED.*no more steps"):
+        run.inject("tool_timeout")
+    assert not run._faults.armed and not [e for e in run.events if e.kind == "note" and e.topic == "fault_armed"]
