@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Literal, TypeVar, overload
@@ -178,6 +179,12 @@ def _parse(raw: object) -> Proposal:
         return Proposal(raw=_jsonable(raw_map), action=ForbiddenAction(requested_kind=kind, args=args))
     if kind in EXTERNAL_KINDS:
         args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
+        # JSON has no NaN/inf: the approval request (JSON) would show null, and its hash be null's,
+        # while the action run carried NaN. What is approved must be what executes: refuse them.
+        if (bad := next((k for k, v in args.items() if not _finite(v)), None)) is not None:
+            return Proposal(raw=_jsonable(raw_map), error=ProposalError(
+                code="bad_arguments", message=f"{kind}: argument {bad}: not a finite number (NaN and infinity are not JSON)",
+                hint="give numbers as finite values, or as strings"))
         return Proposal(raw=_jsonable(raw_map), action=GatedAction.model_validate({"kind": kind, "args": args}))
     model = _MODELS.get(kind)
     if model is None:
@@ -270,6 +277,17 @@ def _safe_repr(value: object) -> str:
         return repr(value)
     except Exception:  # RecursionError included
         return _FALLBACK.repr(value)
+
+
+def _finite(value: object) -> bool:
+    """No NaN or infinity anywhere in JSON-like data (``_jsonable``'s output)."""
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is dict:
+        return all(_finite(item) for item in value.values())
+    if type(value) is list:
+        return all(_finite(item) for item in value)
+    return True
 
 
 _NOT_PLAIN = object()

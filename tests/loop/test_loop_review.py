@@ -138,3 +138,19 @@ def test_inject_refuses_a_run_that_takes_no_more_steps(tmp_path: Path) -> None:
     with pytest.raises(RunStateError, match="BLOCKED.*no more steps"):
         run.inject("tool_timeout")
     assert not run._faults.armed and not [e for e in run.events if e.kind == "note" and e.topic == "fault_armed"]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), [1.0, {"deep": float("-inf")}]])
+def test_a_gated_action_with_a_non_finite_number_is_refused(value: object) -> None:
+    # Before: the approval request showed the argument as null (JSON has no NaN), its hash was the
+    # hash of null, and the action that executed carried NaN: approved was not what executed.
+    proposal = parse_proposal({"kind": "push", "remote": "origin", "x": value})
+    assert proposal.action is None and proposal.error is not None
+    assert proposal.error.code == "bad_arguments" and "push: argument x" in proposal.error.message
+    assert "finite" in proposal.error.message
+
+
+def test_run_command_refuses_an_infinite_timeout() -> None:
+    proposal = parse_proposal({"kind": "run_command", "argv": ["ls"], "timeout": float("inf")})
+    assert proposal.error is not None and proposal.error.code == "bad_arguments"
+    assert "timeout" in proposal.error.message
