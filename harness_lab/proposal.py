@@ -181,9 +181,9 @@ def _parse(raw: object) -> Proposal:
         args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
         # JSON has no NaN/inf: the approval request (JSON) would show null, and its hash be null's,
         # while the action run carried NaN. What is approved must be what executes: refuse them.
-        if (bad := next((k for k, v in args.items() if not _finite(v)), None)) is not None:
+        if (odd := next((k for k, v in args.items() if not _finite(v)), None)) is not None:
             return Proposal(raw=_jsonable(raw_map), error=ProposalError(
-                code="bad_arguments", message=f"{kind}: argument {bad}: not a finite number (NaN and infinity are not JSON)",
+                code="bad_arguments", message=f"{kind}: argument {odd}: not a finite number (NaN and infinity are not JSON)",
                 hint="give numbers as finite values, or as strings"))
         return Proposal(raw=_jsonable(raw_map), action=GatedAction.model_validate({"kind": kind, "args": args}))
     model = _MODELS.get(kind)
