@@ -104,7 +104,7 @@ class Run(RunBase):
         self._append(proposed(self._next_seq(), self.step_no, proposal, decision))
         result = self._execute(proposal) if decision.verdict == "execute" else None
         self._observe(proposal, decision, result)
-        verdict = self._validate() if decision.verdict == "validate" else None
+        verdict = self._validate_step() if decision.verdict == "validate" else None
         return self._close(proposal, decision, result=result, verdict=verdict, stop=stop)
 
     def run(self, *, until: RunState | None = None, max_steps: int | None = None) -> RunState:
@@ -331,6 +331,15 @@ class Run(RunBase):
         if (warning := self.gates.token_warning(self._used)) is not None:
             self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
             self._emit(Note, topic="budget_warning", message=warning)
+
+    def _validate_step(self) -> ReportVerdict | None:
+        """Validation is the finish step's effect: a crash fault may strike either side of it."""
+        if self._faults.armed:
+            self._crash_point(CrashPoint.BEFORE_EFFECT)
+        verdict = self._validate()
+        if self._faults.armed:
+            self._crash_point(CrashPoint.AFTER_EFFECT)
+        return verdict
 
     def _validate(self) -> ReportVerdict | None:
         self._transition(RunState.VALIDATING, "finish proposed: validating the artifact, not the claim")

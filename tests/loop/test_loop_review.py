@@ -6,13 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loophelpers import READ_A, READ_B, READ_C, READ_D, contract, evidence, make_run
+from loophelpers import CONFORMING, READ_A, READ_B, READ_C, READ_D, contract, evidence, make_run
 
-from harness_lab.errors import RunStateError
+from harness_lab.errors import RunStateError, SimulatedCrash
+from harness_lab.faults import CrashPoint, ProcessCrash
 from harness_lab.proposal import parse_proposal
-from harness_lab.proposers import FunctionProposer, ProposerOutput
+from harness_lab.proposers import FunctionProposer, ProposerOutput, ScriptedProposer
 from harness_lab.run import Run
 from harness_lab.states import RunState
+from harness_lab.store import InMemoryStore
 
 
 def _deep(levels: int) -> dict[str, Any]:
@@ -154,3 +156,18 @@ def test_run_command_refuses_an_infinite_timeout() -> None:
     proposal = parse_proposal({"kind": "run_command", "argv": ["ls"], "timeout": float("inf")})
     assert proposal.error is not None and proposal.error.code == "bad_arguments"
     assert "timeout" in proposal.error.message
+
+
+@pytest.mark.parametrize("point", [CrashPoint.BEFORE_EFFECT, CrashPoint.AFTER_EFFECT])
+def test_process_crash_armed_for_the_finish_step_strikes_around_validation(tmp_path: Path, point: CrashPoint) -> None:
+    # CrashPoint's promise: validation is the finish step's effect. Before, a crash armed for the
+    # finish step never fired: the run ended REVIEW_READY with the fault still armed, unrecorded.
+    store = InMemoryStore()
+    run = make_run(tmp_path, CONFORMING, store=store)
+    run.inject(ProcessCrash(point=point), at_step=4)
+    with pytest.raises(SimulatedCrash) as caught:
+        run.run()
+    assert caught.value.step == 4 and run.crashed is point
+    assert [(f.fault, f.step) for f in run.faults] == [("process_crash", 4)]
+    resumed = Run.resume(store, run.run_id, proposer=ScriptedProposer(CONFORMING))
+    assert resumed.run() is RunState.REVIEW_READY and resumed.receipt is not None
