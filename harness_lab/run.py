@@ -179,11 +179,17 @@ class Run(RunBase):
 
     # -- the human gate -------------------------------------------------------------------------
     def approve(self, *, by: str = "human", args_sha256: str | None = None) -> StepRecord:
-        """Execute the parked proposal: exactly the action that was approved."""
+        """Execute the parked proposal: exactly the action that was approved. After the gate's
+        timeout it is too late: the step stops the run safely (human_timeout) and executes nothing."""
         request, proposal = self._require_waiting()
         if proposal.args_sha256 != request.args_sha256 or (args_sha256 is not None and args_sha256 != request.args_sha256):
             raise RunStateError("the approved arguments differ from the pending action's; nothing executed")
         self._open_step()
+        if (timeout := self._gate_timed_out()) is not None:
+            self.waiting, self._pending = None, None
+            self._emit(Note, topic="late_approval", message=f"approval by {by} came after the gate's timeout; nothing executed",
+                       data={"by": by, "args_sha256": request.args_sha256})
+            return self._close(proposal, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
         self._check_external_change()
         self.waiting, self._pending = None, None
         self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)

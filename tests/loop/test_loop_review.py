@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 from loophelpers import CONFORMING, READ_A, READ_B, READ_C, READ_D, contract, evidence, make_run
 
+from harness_lab.clock import FakeClock
 from harness_lab.errors import RunStateError, SimulatedCrash
+from harness_lab.executor import Outbox
 from harness_lab.faults import CrashPoint, ProcessCrash
 from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import FunctionProposer, ProposerOutput, ScriptedProposer
@@ -171,3 +173,22 @@ def test_process_crash_armed_for_the_finish_step_strikes_around_validation(tmp_p
     assert [(f.fault, f.step) for f in run.faults] == [("process_crash", 4)]
     resumed = Run.resume(store, run.run_id, proposer=ScriptedProposer(CONFORMING))
     assert resumed.run() is RunState.REVIEW_READY and resumed.receipt is not None
+
+
+def test_an_approval_after_the_gate_timed_out_executes_nothing(tmp_path: Path) -> None:
+    # Before: the timeout was only applied by step(); approve() after the deadline ran the push.
+    clock = FakeClock()
+    base = contract()
+    gated = base.model_copy(update={"human_gate": base.human_gate.model_copy(update={"timeout_seconds": 30})})
+    outbox = Outbox()
+    run = make_run(tmp_path, [READ_A, {"kind": "push", "ref": "main"}], contract_=gated, clock=clock, effects=outbox)
+    run.run()
+    assert run.state is RunState.WAITING_FOR_HUMAN
+    clock.advance(31)
+    record = run.approve(by="ana")
+    assert outbox.sent == {} and record.tool_result is None
+    assert record.decision.verdict == "rejected" and run.state is RunState.BLOCKED
+    assert run.stop_reason is not None and run.stop_reason.code == "human_timeout"
+    late = [e for e in record.events if e.kind == "note" and e.topic == "late_approval"]
+    assert len(late) == 1 and "ana" in late[0].message
+    assert not [e for e in record.events if e.kind == "human_decided"]
