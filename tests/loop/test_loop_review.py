@@ -11,7 +11,7 @@ from loophelpers import CONFORMING, READ_A, READ_B, READ_C, READ_D, contract, ev
 from harness_lab.clock import FakeClock
 from harness_lab.errors import RunStateError, SimulatedCrash
 from harness_lab.executor import Outbox
-from harness_lab.faults import CrashPoint, ProcessCrash
+from harness_lab.faults import BudgetSqueeze, CrashPoint, ProcessCrash, StaleContext, ToolTimeout
 from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import FunctionProposer, ProposerOutput, ScriptedProposer
 from harness_lab.run import Run
@@ -192,3 +192,42 @@ def test_an_approval_after_the_gate_timed_out_executes_nothing(tmp_path: Path) -
     late = [e for e in record.events if e.kind == "note" and e.topic == "late_approval"]
     assert len(late) == 1 and "ana" in late[0].message
     assert not [e for e in record.events if e.kind == "human_decided"]
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "/tmp/harness-lab-review-abs.txt", "a/../../outside.txt", ""])
+def test_stale_context_refuses_a_path_outside_the_workspace(tmp_path: Path, path: str) -> None:
+    # Before: StaleContext(path="../x") or an absolute path wrote that file, outside the workspace,
+    # when the fault fired ("someone edits a workspace file" clobbered any file the user could write).
+    with pytest.raises(ValueError, match="path"):
+        StaleContext(path=path)
+
+
+@pytest.mark.parametrize(("make", "field"), [
+    (lambda: BudgetSqueeze(tool_calls_left=-3), "tool_calls_left"),
+    (lambda: BudgetSqueeze(context_tokens=0), "context_tokens"),
+    (lambda: ToolTimeout(seconds=float("nan")), "seconds"),
+    (lambda: ToolTimeout(seconds=-1), "seconds"),
+])
+def test_fault_parameters_out_of_range_are_refused(make: Any, field: str) -> None:
+    # Before: BudgetSqueeze(tool_calls_left=-3) cut the budget to a negative number (model_copy
+    # does not validate), ToolTimeout(seconds=nan) reported "no answer within nans".
+    with pytest.raises(ValueError, match=field):
+        make()
+
+
+def test_stale_context_still_writes_inside(tmp_path: Path) -> None:
+    run = make_run(tmp_path, [READ_A, READ_B])
+    run.inject(StaleContext(path="sub/notes.md"))
+    run.step()
+    assert (tmp_path / "ws" / "sub" / "notes.md").exists()
+
+
+def test_stale_context_does_not_write_through_a_planted_symlink(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    run = make_run(tmp_path, [READ_A, READ_B])
+    (tmp_path / "ws" / "link").symlink_to(outside)
+    run.inject(StaleContext(path="link/notes.md"))
+    run.step()
+    assert not (outside / "notes.md").exists()
+    assert "nothing written" in run.faults[0].effect
