@@ -54,8 +54,9 @@ class Run(RunBase):
     # -- the caller drives -------------------------------------------------------------------
     @property
     def pending(self) -> Proposal | None:
-        """The next proposal, inspectable before it executes (asks the proposer at most once)."""
-        if self.state.terminal:
+        """The next proposal, inspectable before it executes (asks the proposer at most once);
+        None when the run takes no more steps (terminal, or crashed)."""
+        if self.state.terminal or self.crashed is not None:
             return None
         if self.waiting is None and self._pending is None and self.gates.before_decision(self._used) is None:
             self._pending = self._ask_proposer()
@@ -66,6 +67,8 @@ class Run(RunBase):
         Refused while a human gate waits: what is approved must be exactly what was requested."""
         if self.waiting is not None:
             raise RunStateError(f"run {self.run_id} waits for a human on this proposal: approve or reject it")
+        if self.crashed is not None:
+            raise RunStateError(f"run {self.run_id} crashed at {self.crashed.value} (simulated); resume from a checkpoint")
         before = self.pending
         if before is None:
             raise RunStateError(f"run {self.run_id} is {self.state.value}: no pending proposal to edit")

@@ -231,3 +231,18 @@ def test_stale_context_does_not_write_through_a_planted_symlink(tmp_path: Path) 
     run.step()
     assert not (outside / "notes.md").exists()
     assert "nothing written" in run.faults[0].effect
+
+
+def test_a_crashed_run_neither_asks_its_proposer_nor_takes_edits(tmp_path: Path) -> None:
+    # Before: run.pending on a dead run asked the proposer (a paid model call, tokens charged to a run
+    # that takes no more steps), and edit_pending recorded an edit no step would ever carry out.
+    run = make_run(tmp_path, [READ_A, READ_B, READ_C])
+    run.inject(ProcessCrash(point=CrashPoint.AFTER_COMMIT))
+    with pytest.raises(SimulatedCrash):
+        run.step()
+    position, tokens, events = run.proposer.position, run.usage.tokens, len(run.events)  # type: ignore[attr-defined]
+    assert run.pending is None
+    with pytest.raises(RunStateError, match="crashed"):
+        run.edit_pending(READ_D)
+    assert run.proposer.position == position and run.usage.tokens == tokens  # type: ignore[attr-defined]
+    assert len(run.events) == events
