@@ -246,3 +246,22 @@ def test_a_crashed_run_neither_asks_its_proposer_nor_takes_edits(tmp_path: Path)
         run.edit_pending(READ_D)
     assert run.proposer.position == position and run.usage.tokens == tokens  # type: ignore[attr-defined]
     assert len(run.events) == events
+
+
+@pytest.mark.parametrize(("args", "kw", "match"), [
+    ([READ_A], {"then": "repeat"}, "then: 'repeat'"),
+    ("finish", {}, "actions: a list"),
+])
+def test_a_scripted_proposer_refuses_a_script_it_would_misread(args: Any, kw: dict[str, Any], match: str) -> None:
+    # Before: then="repeat" (a typo) silently meant "finish"; a string was proposed one letter a step.
+    with pytest.raises(ValueError, match=match):
+        ScriptedProposer(args, **kw)
+
+
+@pytest.mark.parametrize("state", [{"position": -2}, {"position": "x"}, {}, {"position": 1.5}])
+def test_a_scripted_proposer_refuses_a_bad_restored_position(state: dict[str, Any]) -> None:
+    # Before: position -2 proposed the second-to-last action next; "x" and {} raised bare errors.
+    proposer = ScriptedProposer([READ_A, READ_B])
+    with pytest.raises(ValueError, match="position"):
+        proposer.restore(state)
+    assert proposer.position == 0
