@@ -265,3 +265,20 @@ def test_a_scripted_proposer_refuses_a_bad_restored_position(state: dict[str, An
     with pytest.raises(ValueError, match="position"):
         proposer.restore(state)
     assert proposer.position == 0
+
+
+def test_the_wall_clock_is_checked_again_before_the_tool_call(tmp_path: Path) -> None:
+    # Before: the limit was checked only before the proposer was asked; a slow proposer (a model
+    # thinking for a minute) took the run past it, and the tool call was made anyway.
+    clock = FakeClock()
+
+    def slow(view: object) -> object:
+        clock.advance(30)
+        return {"kind": "write_file", "path": "late.md", "content": "x"}
+
+    run = Run(contract=contract(wall_clock_seconds=20), evidence=evidence(), proposer=FunctionProposer(slow),
+              workspace=tmp_path / "ws", clock=clock)
+    record = run.step()
+    assert record.tool_result is None and not (tmp_path / "ws" / "late.md").exists()
+    assert run.state is RunState.EXHAUSTED and run.stop_reason is not None
+    assert run.stop_reason.code == "wall_clock" and "call not made" in run.stop_reason.message
