@@ -11,7 +11,7 @@ from pathlib import Path
 from ._run_base import RunBase, _sha
 from ._step_records import proposed, tool_called
 from .actions import _MODELS, Finish, ForbiddenAction, GatedAction, ReadEvidence, WriteReport, _Action
-from .approval import ApprovalRequest, Approver
+from .approval import ApprovalDecision, ApprovalRequest, Approver
 from .checkpoint import Checkpointer
 from .clock import Clock
 from .context import ContextView
@@ -295,7 +295,12 @@ class Run(RunBase):
             args=proposal.action.model_dump(mode="json"), args_sha256=proposal.args_sha256,
             requested_at=self.clock.now(),
         )
-        answer = self.approver.decide(request)
+        try:
+            answer = self.approver.decide(request)
+        except Exception as exc:  # a failed approver decides nothing: stop safely, never act
+            return _approver_failed(request, f"raised {type(exc).__name__}: {exc}")
+        if answer is not None and not isinstance(answer, ApprovalDecision):
+            return _approver_failed(request, f"answered {answer!r}, not an ApprovalDecision or None")
         if answer is None:  # _close checkpoints once the run is WAITING_FOR_HUMAN
             self.waiting, self._pending = request, proposal
             return Decision(verdict="park", reason=f"{request.category} needs human approval"), None
@@ -390,6 +395,11 @@ class Run(RunBase):
                                       message="mechanical checks passed; ready for human review"
                                       if verdict else "finish accepted without validation")
         return verdict
+
+
+def _approver_failed(request: ApprovalRequest, what: str) -> tuple[Decision, StopReason]:
+    why = f"the approver {what}; {request.category} not executed, the run stopped safely"
+    return Decision(verdict="block", reason=why), StopReason(code="approver_error", message=why)
 
 
 def _state_key(proposal: Proposal, contract: ControlContract) -> str | None:

@@ -282,3 +282,26 @@ def test_the_wall_clock_is_checked_again_before_the_tool_call(tmp_path: Path) ->
     assert record.tool_result is None and not (tmp_path / "ws" / "late.md").exists()
     assert run.state is RunState.EXHAUSTED and run.stop_reason is not None
     assert run.stop_reason.code == "wall_clock" and "call not made" in run.stop_reason.message
+
+
+class _Raising:
+    def decide(self, request: object) -> object:
+        raise ConnectionError("chat service down")
+
+
+class _SaysTrue:
+    def decide(self, request: object) -> object:
+        return True
+
+
+@pytest.mark.parametrize(("approver", "said"), [(_Raising(), "ConnectionError: chat service down"), (_SaysTrue(), "True")])
+def test_a_broken_approver_stops_the_run_safely_with_a_record(tmp_path: Path, approver: Any, said: str) -> None:
+    # Before: the exception (or the AttributeError on True.approved) escaped step() half-way: the
+    # decision was counted and a 'proposed' event emitted for a step that never got a record.
+    outbox = Outbox()
+    run = make_run(tmp_path, [{"kind": "push", "ref": "main"}], approver=approver, effects=outbox)
+    record = run.step()
+    assert [r.step for r in run.records] == [1] and record.tool_result is None and outbox.sent == {}
+    assert record.decision.verdict == "block" and run.state is RunState.BLOCKED
+    assert run.stop_reason is not None and run.stop_reason.code == "approver_error"
+    assert said in run.stop_reason.message
