@@ -305,3 +305,25 @@ def test_a_broken_approver_stops_the_run_safely_with_a_record(tmp_path: Path, ap
     assert record.decision.verdict == "block" and run.state is RunState.BLOCKED
     assert run.stop_reason is not None and run.stop_reason.code == "approver_error"
     assert said in run.stop_reason.message
+
+
+def test_a_fault_the_run_ends_before_reaching_is_reported_unfired(tmp_path: Path) -> None:
+    # A tool fault armed for the finish step waits for a tool call that never comes. Before, the
+    # trace held only 'fault_armed': nothing said the fault never struck.
+    run = make_run(tmp_path, CONFORMING)
+    run.inject("tool_timeout", at_step=4)
+    assert run.run() is RunState.REVIEW_READY
+    assert run.faults == [] and not run._faults.armed
+    unfired = [e for e in run.records[-1].events if e.kind == "note" and e.topic == "fault_unfired"]
+    assert len(unfired) == 1 and unfired[0].data["fault"] == "tool_timeout"
+    assert "never fired" in unfired[0].message and "REVIEW_READY" in unfired[0].message
+
+
+@pytest.mark.parametrize("point", [CrashPoint.BEFORE_COMMIT, CrashPoint.AFTER_COMMIT])
+def test_a_crash_due_at_the_last_steps_commit_still_strikes(tmp_path: Path, point: CrashPoint) -> None:
+    run = make_run(tmp_path, CONFORMING)
+    run.inject(ProcessCrash(point=point), at_step=4)
+    with pytest.raises(SimulatedCrash):
+        run.run()
+    assert [(f.fault, f.step) for f in run.faults] == [("process_crash", 4)]
+    assert not [e for e in run.events if e.kind == "note" and e.topic == "fault_unfired"]
