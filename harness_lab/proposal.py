@@ -176,19 +176,19 @@ def _parse(raw: object) -> Proposal:
             hint="name every argument with a string, as JSON does"))
     if kind in FORBIDDEN_KINDS:
         args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
-        return Proposal(raw=_jsonable(raw_map), action=ForbiddenAction(requested_kind=kind, args=args))
+        return Proposal(raw=_jsonable_map(raw_map), action=ForbiddenAction(requested_kind=kind, args=args))
     if kind in EXTERNAL_KINDS:
         args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
         # JSON has no NaN/inf: the approval request (JSON) would show null, and its hash be null's,
         # while the action run carried NaN. What is approved must be what executes: refuse them.
         if (odd := next((k for k, v in args.items() if not _finite(v)), None)) is not None:
-            return Proposal(raw=_jsonable(raw_map), error=ProposalError(
+            return Proposal(raw=_jsonable_map(raw_map), error=ProposalError(
                 code="bad_arguments", message=f"{kind}: argument {odd}: not a finite number (NaN and infinity are not JSON)",
                 hint="give numbers as finite values, or as strings"))
-        return Proposal(raw=_jsonable(raw_map), action=GatedAction.model_validate({"kind": kind, "args": args}))
+        return Proposal(raw=_jsonable_map(raw_map), action=GatedAction.model_validate({"kind": kind, "args": args}))
     model = _MODELS.get(kind)
     if model is None:
-        return Proposal(raw=_jsonable(raw_map), error=ProposalError(
+        return Proposal(raw=_jsonable_map(raw_map), error=ProposalError(
             code="unknown_kind", message=f"unknown action kind {kind!r}",
             hint="allowed kinds: " + ", ".join(sorted(TOOL_KINDS))))
     fields = _FIELDS[kind]
@@ -200,10 +200,10 @@ def _parse(raw: object) -> Proposal:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or kind
-        return Proposal(raw=_jsonable(raw_map), claims=claims, error=ProposalError(
+        return Proposal(raw=_jsonable_map(raw_map), claims=claims, error=ProposalError(
             code="bad_arguments", message=f"{kind}: argument {where}: {first['msg']}",
             hint=f"{kind} takes: " + ", ".join(sorted(fields - {'kind'})) if fields - {"kind"} else f"{kind} takes no arguments"))
-    return Proposal(raw=_jsonable(raw_map), action=action, claims=claims)
+    return Proposal(raw=_jsonable_map(raw_map), action=action, claims=claims)
 
 
 def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal | None:
@@ -230,7 +230,7 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
                 if type(key) is not str:
                     return None
                 claims[key] = _jsonable(value)
-        copied = _jsonable(raw_map)
+        copied = _jsonable_map(raw_map)
     else:
         for key in raw_map:
             if type(key) is not str:
@@ -254,6 +254,15 @@ def _jsonable(value: object) -> Any:
         return json.loads(json.dumps(value, default=_safe_repr))
     except (TypeError, ValueError, RecursionError):  # a cycle, or nesting deeper than the encoder goes
         return _safe_repr(value)
+
+
+def _jsonable_map(raw_map: Mapping[str, Any]) -> Any:
+    """``_jsonable`` of a mapping with string keys, value by value when the whole will not encode
+    (a cycle): the raw then reads back to the same action, not to one repr string."""
+    plain = _plain_copy(raw_map if type(raw_map) is dict else dict(raw_map))
+    if plain is not _NOT_PLAIN:
+        return plain
+    return {key: _jsonable(value) for key, value in raw_map.items()}
 
 
 class _Repr(reprlib.Repr):

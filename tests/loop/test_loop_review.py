@@ -327,3 +327,27 @@ def test_a_crash_due_at_the_last_steps_commit_still_strikes(tmp_path: Path, poin
         run.run()
     assert [(f.fault, f.step) for f in run.faults] == [("process_crash", 4)]
     assert not [e for e in run.events if e.kind == "note" and e.topic == "fault_unfired"]
+
+
+def _cyclic(raw: dict[str, Any]) -> dict[str, Any]:
+    raw["self"] = raw
+    return raw
+
+
+@pytest.mark.parametrize("raw", [_cyclic({"kind": "push", "ref": "main"}), _cyclic({"kind": "read_file", "path": "a.md"}),
+                                 _cyclic({"kind": "run_command", "argv": ["ls"]})])
+def test_a_proposal_with_a_cyclic_value_keeps_a_raw_that_reads_back_the_same(raw: dict[str, Any]) -> None:
+    # Before: the whole raw became one repr string, so the trace's raw was not the action taken,
+    # and a parked one (re-read from raw by rollback or resume) could never be approved.
+    proposal = parse_proposal(raw)
+    assert proposal.action is not None and isinstance(proposal.raw, dict)
+    again = parse_proposal(proposal.raw)
+    assert again.action == proposal.action and again.args_sha256 == proposal.args_sha256
+
+
+def test_a_parked_cyclic_proposal_can_be_approved_after_a_rollback(tmp_path: Path) -> None:
+    outbox = Outbox()
+    run = make_run(tmp_path, [READ_A, _cyclic({"kind": "push", "ref": "main"})], effects=outbox)
+    run.run()
+    run.rollback(run.sandbox.snapshots()[-1].id)
+    assert run.approve().tool_result is not None and len(outbox.sent) == 1
