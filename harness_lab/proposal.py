@@ -161,8 +161,8 @@ def _parse(raw: object) -> Proposal:
         if type(kind) is str and (spec := _FLAT.get(kind)) is not None:
             if (flat := _parse_flat(raw, kind, spec)) is not None:
                 return flat
-    elif isinstance(raw, Proposal):
-        return raw
+    elif isinstance(raw, Proposal):  # judged by its raw: a hand-built one's action may say otherwise
+        return _parse(raw.raw)
     # type(raw) is dict first: isinstance against the Mapping ABC costs ~0.5 µs, and most are dicts
     if not (type(raw) is dict or isinstance(raw, Mapping)) or not isinstance(raw.get("kind"), str):
         return Proposal(raw=_jsonable(raw), error=ProposalError(

@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 from loophelpers import CONFORMING, READ_A, READ_B, READ_C, READ_D, contract, evidence, make_run
 
+from harness_lab.actions import ReadFile, WriteFile
 from harness_lab.clock import FakeClock
 from harness_lab.errors import RunStateError, SimulatedCrash
 from harness_lab.executor import Outbox
 from harness_lab.faults import BudgetSqueeze, CrashPoint, ProcessCrash, StaleContext, ToolTimeout
-from harness_lab.proposal import parse_proposal
+from harness_lab.proposal import Proposal, parse_proposal
 from harness_lab.proposers import FunctionProposer, ProposerOutput, ScriptedProposer
 from harness_lab.run import Run
 from harness_lab.states import RunState
@@ -351,3 +352,14 @@ def test_a_parked_cyclic_proposal_can_be_approved_after_a_rollback(tmp_path: Pat
     run.run()
     run.rollback(run.sandbox.snapshots()[-1].id)
     assert run.approve().tool_result is not None and len(outbox.sent) == 1
+
+
+def test_a_proposal_object_is_judged_by_its_raw(tmp_path: Path) -> None:
+    # Before: a proposer returning a hand-built Proposal whose raw said read_file but whose action
+    # was write_file got the write executed while the trace (and a checkpoint's pending) said read.
+    liar = Proposal(raw={"kind": "read_file", "path": "notes.md"}, action=WriteFile(path="evil.md", content="x"))
+    assert parse_proposal(liar).action == ReadFile(path="notes.md")
+    run = _function_run(tmp_path, lambda view: liar)
+    record = run.step()
+    assert record.proposal is not None and record.proposal.describe() == "read_file(path='notes.md')"
+    assert not (tmp_path / "ws" / "evil.md").exists()
