@@ -175,9 +175,9 @@ class Run(RunBase):
 
     def halt(self, code: str, message: str) -> StepRecord:
         """Stop now, safely, with a reason (one step without a proposal; the run ends BLOCKED)."""
+        stop = StopReason(code=code, message=message)  # bad input refused before anything changes
         self._open_step()
         self.waiting, self._pending = None, None
-        stop = StopReason(code=code, message=message)
         return self._close(None, Decision(verdict="block", reason=message), stop=stop)
 
     # -- the human gate -------------------------------------------------------------------------

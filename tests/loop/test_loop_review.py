@@ -363,3 +363,14 @@ def test_a_proposal_object_is_judged_by_its_raw(tmp_path: Path) -> None:
     record = run.step()
     assert record.proposal is not None and record.proposal.describe() == "read_file(path='notes.md')"
     assert not (tmp_path / "ws" / "evil.md").exists()
+
+
+def test_halt_with_a_bad_reason_changes_nothing(tmp_path: Path) -> None:
+    # Before: the stop reason was built after the step was opened and the waiting request dropped,
+    # so halt(None, ...) raised with step_no moved on and the human gate gone.
+    run = make_run(tmp_path, [{"kind": "push", "ref": "main"}])
+    run.step()
+    with pytest.raises(ValueError, match="code"):
+        run.halt(None, "stop")  # type: ignore[arg-type]
+    assert run.step_no == 1 and run.waiting is not None and run.state is RunState.WAITING_FOR_HUMAN
+    assert run.halt("operator", "stop now").decision.verdict == "block" and run.state is RunState.BLOCKED
