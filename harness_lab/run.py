@@ -184,6 +184,7 @@ class Run(RunBase):
     def approve(self, *, by: str = "human", args_sha256: str | None = None) -> StepRecord:
         """Execute the parked proposal: exactly the action that was approved. After the gate's
         timeout it is too late: the step stops the run safely (human_timeout) and executes nothing."""
+        _require_text(by=by)
         request, proposal = self._require_waiting()
         if proposal.args_sha256 != request.args_sha256 or (args_sha256 is not None and args_sha256 != request.args_sha256):
             raise RunStateError("the approved arguments differ from the pending action's; nothing executed")
@@ -205,6 +206,7 @@ class Run(RunBase):
 
     def reject(self, reason: str, *, by: str = "human") -> StepRecord:
         """Refuse the parked proposal: the run stops safely, with the reason kept."""
+        _require_text(reason=reason, by=by)
         request, proposal = self._require_waiting()
         self._open_step()
         self.waiting, self._pending = None, None
@@ -395,6 +397,13 @@ class Run(RunBase):
                                       message="mechanical checks passed; ready for human review"
                                       if verdict else "finish accepted without validation")
         return verdict
+
+
+def _require_text(**given: object) -> None:
+    """Who decided and why go into the trace: refused before the step opens, not half-way through it."""
+    for name, value in given.items():
+        if not isinstance(value, str):
+            raise ValueError(f"{name}: a string, got {value!r}")
 
 
 def _approver_failed(request: ApprovalRequest, what: str) -> tuple[Decision, StopReason]:

@@ -374,3 +374,17 @@ def test_halt_with_a_bad_reason_changes_nothing(tmp_path: Path) -> None:
         run.halt(None, "stop")  # type: ignore[arg-type]
     assert run.step_no == 1 and run.waiting is not None and run.state is RunState.WAITING_FOR_HUMAN
     assert run.halt("operator", "stop now").decision.verdict == "block" and run.state is RunState.BLOCKED
+
+
+@pytest.mark.parametrize("call", [lambda run: run.reject(None), lambda run: run.reject("no", by=None),
+                                  lambda run: run.approve(by=None)])
+def test_approve_or_reject_with_bad_input_changes_nothing(tmp_path: Path, call: Any) -> None:
+    # Before: the trace event was built after the step opened and the request was dropped: the
+    # error left the run WAITING_FOR_HUMAN with nothing waiting, so it could be neither approved nor stepped.
+    outbox = Outbox()
+    run = make_run(tmp_path, [{"kind": "push", "ref": "main"}], effects=outbox)
+    run.step()
+    with pytest.raises(ValueError, match="reason|by"):
+        call(run)
+    assert run.step_no == 1 and run.waiting is not None and outbox.sent == {}
+    assert run.approve().tool_result is not None
