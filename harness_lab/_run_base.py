@@ -187,6 +187,8 @@ class RunBase:
                        data={"snapshot": gate.id})
         if self._faults.fired:  # the usual step: no fault fired, nothing to answer
             self._faults.settle(self, decision, result)
+        if self._faults.armed and self.state.terminal:
+            self._faults.expire(self.step_no, self.state)
         if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
             # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
             # in: the hash stays as the step found it, so an outside write during the step (while

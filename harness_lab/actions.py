@@ -101,7 +101,7 @@ class DeleteFile(_Action):
 class RunCommand(_Action):
     kind: Literal["run_command"] = "run_command"
     argv: tuple[str, ...] = Field(min_length=1)
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     tool_type: str = "default"
 
 

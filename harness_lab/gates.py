@@ -76,6 +76,10 @@ class LoopGates:
                 code="tool_budget",
                 message=f"tool-call budget spent ({usage.tool_calls}/{self.budget.max_tool_calls}); call not made",
             )
+        # Again here, not only before the decision: a slow proposer may have taken the run past it.
+        limit = self.budget.wall_clock_seconds
+        if limit is not None and (elapsed := self.elapsed()) >= limit:
+            return StopReason(code="wall_clock", message=f"wall-clock limit reached ({elapsed:.1f}s/{limit}s); call not made")
         return None
 
     def token_warning(self, usage: Spent) -> str | None:

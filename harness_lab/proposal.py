@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Literal, TypeVar, overload
 
@@ -145,13 +147,22 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)
 
 def parse_proposal(raw: object) -> Proposal:
     """Parse whatever a proposer returned; never raises."""
+    try:
+        return _parse(raw)
+    except Exception as exc:  # a mapping whose methods raise, say: still data, never a crash
+        return Proposal(raw=_safe_repr(raw), error=ProposalError(
+            code="malformed", message=f"the proposal could not be read: {type(exc).__name__}: {_short(str(exc))}",
+            hint='propose plain JSON data, e.g. {"kind": "read_evidence", "id": "..."}'))
+
+
+def _parse(raw: object) -> Proposal:
     if type(raw) is dict:  # the usual proposal first: a dict of a flat kind (see _parse_flat)
         kind = raw.get("kind")
         if type(kind) is str and (spec := _FLAT.get(kind)) is not None:
             if (flat := _parse_flat(raw, kind, spec)) is not None:
                 return flat
-    elif isinstance(raw, Proposal):
-        return raw
+    elif isinstance(raw, Proposal):  # judged by its raw: a hand-built one's action may say otherwise
+        return _parse(raw.raw)
     # type(raw) is dict first: isinstance against the Mapping ABC costs ~0.5 µs, and most are dicts
     if not (type(raw) is dict or isinstance(raw, Mapping)) or not isinstance(raw.get("kind"), str):
         return Proposal(raw=_jsonable(raw), error=ProposalError(
@@ -165,13 +176,19 @@ def parse_proposal(raw: object) -> Proposal:
             hint="name every argument with a string, as JSON does"))
     if kind in FORBIDDEN_KINDS:
         args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
-        return Proposal(raw=_jsonable(raw_map), action=ForbiddenAction(requested_kind=kind, args=args))
+        return Proposal(raw=_jsonable_map(raw_map), action=ForbiddenAction(requested_kind=kind, args=args))
     if kind in EXTERNAL_KINDS:
         args = {k: _jsonable(v) for k, v in raw_map.items() if k != "kind"}
-        return Proposal(raw=_jsonable(raw_map), action=GatedAction.model_validate({"kind": kind, "args": args}))
+        # JSON has no NaN/inf: the approval request (JSON) would show null, and its hash be null's,
+        # while the action run carried NaN. What is approved must be what executes: refuse them.
+        if (odd := next((k for k, v in args.items() if not _finite(v)), None)) is not None:
+            return Proposal(raw=_jsonable_map(raw_map), error=ProposalError(
+                code="bad_arguments", message=f"{kind}: argument {odd}: not a finite number (NaN and infinity are not JSON)",
+                hint="give numbers as finite values, or as strings"))
+        return Proposal(raw=_jsonable_map(raw_map), action=GatedAction.model_validate({"kind": kind, "args": args}))
     model = _MODELS.get(kind)
     if model is None:
-        return Proposal(raw=_jsonable(raw_map), error=ProposalError(
+        return Proposal(raw=_jsonable_map(raw_map), error=ProposalError(
             code="unknown_kind", message=f"unknown action kind {kind!r}",
             hint="allowed kinds: " + ", ".join(sorted(TOOL_KINDS))))
     fields = _FIELDS[kind]
@@ -183,10 +200,10 @@ def parse_proposal(raw: object) -> Proposal:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or kind
-        return Proposal(raw=_jsonable(raw_map), claims=claims, error=ProposalError(
+        return Proposal(raw=_jsonable_map(raw_map), claims=claims, error=ProposalError(
             code="bad_arguments", message=f"{kind}: argument {where}: {first['msg']}",
             hint=f"{kind} takes: " + ", ".join(sorted(fields - {'kind'})) if fields - {"kind"} else f"{kind} takes no arguments"))
-    return Proposal(raw=_jsonable(raw_map), action=action, claims=claims)
+    return Proposal(raw=_jsonable_map(raw_map), action=action, claims=claims)
 
 
 def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal | None:
@@ -213,7 +230,7 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
                 if type(key) is not str:
                     return None
                 claims[key] = _jsonable(value)
-        copied = _jsonable(raw_map)
+        copied = _jsonable_map(raw_map)
     else:
         for key in raw_map:
             if type(key) is not str:
@@ -234,9 +251,52 @@ def _jsonable(value: object) -> Any:
     if plain is not _NOT_PLAIN:
         return plain
     try:
-        return json.loads(json.dumps(value, default=repr))
-    except (TypeError, ValueError):
+        return json.loads(json.dumps(value, default=_safe_repr))
+    except (TypeError, ValueError, RecursionError):  # a cycle, or nesting deeper than the encoder goes
+        return _safe_repr(value)
+
+
+def _jsonable_map(raw_map: Mapping[str, Any]) -> Any:
+    """``_jsonable`` of a mapping with string keys, value by value when the whole will not encode
+    (a cycle): the raw then reads back to the same action, not to one repr string."""
+    plain = _plain_copy(raw_map if type(raw_map) is dict else dict(raw_map))
+    if plain is not _NOT_PLAIN:
+        return plain
+    return {key: _jsonable(value) for key, value in raw_map.items()}
+
+
+class _Repr(reprlib.Repr):
+    """The fallback spelling: depth-limited, and an object whose repr raises is named by its type."""
+
+    def repr_instance(self, obj: Any, level: int) -> str:
+        try:
+            text = repr(obj)
+        except Exception:  # no address in it (reprlib's own fallback has one): hashes stay stable
+            return f"<{type(obj).__name__}: repr failed>"
+        return text if len(text) <= self.maxother else text[: self.maxother - 3] + "..."
+
+
+_FALLBACK = _Repr()
+_FALLBACK.maxlevel, _FALLBACK.maxstring, _FALLBACK.maxother = 8, 200, 200
+
+
+def _safe_repr(value: object) -> str:
+    """``repr(value)``; for an object whose repr raises or recurses too deep, a bounded spelling."""
+    try:
         return repr(value)
+    except Exception:  # RecursionError included
+        return _FALLBACK.repr(value)
+
+
+def _finite(value: object) -> bool:
+    """No NaN or infinity anywhere in JSON-like data (``_jsonable``'s output)."""
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is dict:
+        return all(_finite(item) for item in value.values())
+    if type(value) is list:
+        return all(_finite(item) for item in value)
+    return True
 
 
 _NOT_PLAIN = object()
@@ -273,5 +333,5 @@ def _plain_copy(value: object, depth: int = 0) -> Any:
 
 
 def _short(value: object, limit: int = 60) -> str:
-    text = repr(value)
+    text = _safe_repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

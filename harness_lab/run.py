@@ -11,9 +11,10 @@ from pathlib import Path
 from ._run_base import RunBase, _sha
 from ._step_records import proposed, tool_called
 from .actions import _MODELS, Finish, ForbiddenAction, GatedAction, ReadEvidence, WriteReport, _Action
-from .approval import ApprovalRequest, Approver
+from .approval import ApprovalDecision, ApprovalRequest, Approver
 from .checkpoint import Checkpointer
 from .clock import Clock
+from .context import ContextView
 from .contract import ControlContract, load_contract
 from .effect_classes import effect_class
 from .errors import RunStateError
@@ -53,8 +54,9 @@ class Run(RunBase):
     # -- the caller drives -------------------------------------------------------------------
     @property
     def pending(self) -> Proposal | None:
-        """The next proposal, inspectable before it executes (asks the proposer at most once)."""
-        if self.state.terminal:
+        """The next proposal, inspectable before it executes (asks the proposer at most once);
+        None when the run takes no more steps (terminal, or crashed)."""
+        if self.state.terminal or self.crashed is not None:
             return None
         if self.waiting is None and self._pending is None and self.gates.before_decision(self._used) is None:
             self._pending = self._ask_proposer()
@@ -65,6 +67,8 @@ class Run(RunBase):
         Refused while a human gate waits: what is approved must be exactly what was requested."""
         if self.waiting is not None:
             raise RunStateError(f"run {self.run_id} waits for a human on this proposal: approve or reject it")
+        if self.crashed is not None:
+            raise RunStateError(f"run {self.run_id} crashed at {self.crashed.value} (simulated); resume from a checkpoint")
         before = self.pending
         if before is None:
             raise RunStateError(f"run {self.run_id} is {self.state.value}: no pending proposal to edit")
@@ -87,7 +91,15 @@ class Run(RunBase):
         if (stop := self.gates.before_decision(self._used)) is not None:
             return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
         # what `pending` would give: the gates and the state were checked just above
-        pending = self._pending if self._pending is not None else self._ask_proposer()
+        if (pending := self._pending) is None:
+            view = self.context.view()
+            try:
+                out = self.proposer.propose(view)
+            except Exception as exc:  # the policy broke: a recorded step and a safe stop, not a half-open step
+                why = f"the proposer raised {type(exc).__name__}: {exc}; no proposal, the run stopped safely"
+                return self._close(None, Decision(verdict="block", reason=why),
+                                   stop=StopReason(code="proposer_error", message=why))
+            pending = self._parse_output(view, out)
         proposal = self._faults.proposal(self, pending, parse_proposal) if self._faults.armed else pending
         self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.mark()
         self._used.decisions += 1
@@ -95,7 +107,7 @@ class Run(RunBase):
         self._append(proposed(self._next_seq(), self.step_no, proposal, decision))
         result = self._execute(proposal) if decision.verdict == "execute" else None
         self._observe(proposal, decision, result)
-        verdict = self._validate() if decision.verdict == "validate" else None
+        verdict = self._validate_step() if decision.verdict == "validate" else None
         return self._close(proposal, decision, result=result, verdict=verdict, stop=stop)
 
     def run(self, *, until: RunState | None = None, max_steps: int | None = None) -> RunState:
@@ -163,18 +175,25 @@ class Run(RunBase):
 
     def halt(self, code: str, message: str) -> StepRecord:
         """Stop now, safely, with a reason (one step without a proposal; the run ends BLOCKED)."""
+        stop = StopReason(code=code, message=message)  # bad input refused before anything changes
         self._open_step()
         self.waiting, self._pending = None, None
-        stop = StopReason(code=code, message=message)
         return self._close(None, Decision(verdict="block", reason=message), stop=stop)
 
     # -- the human gate -------------------------------------------------------------------------
     def approve(self, *, by: str = "human", args_sha256: str | None = None) -> StepRecord:
-        """Execute the parked proposal: exactly the action that was approved."""
+        """Execute the parked proposal: exactly the action that was approved. After the gate's
+        timeout it is too late: the step stops the run safely (human_timeout) and executes nothing."""
+        _require_text(by=by)
         request, proposal = self._require_waiting()
         if proposal.args_sha256 != request.args_sha256 or (args_sha256 is not None and args_sha256 != request.args_sha256):
             raise RunStateError("the approved arguments differ from the pending action's; nothing executed")
         self._open_step()
+        if (timeout := self._gate_timed_out()) is not None:
+            self.waiting, self._pending = None, None
+            self._emit(Note, topic="late_approval", message=f"approval by {by} came after the gate's timeout; nothing executed",
+                       data={"by": by, "args_sha256": request.args_sha256})
+            return self._close(proposal, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
         self._check_external_change()
         self.waiting, self._pending = None, None
         self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
@@ -187,6 +206,7 @@ class Run(RunBase):
 
     def reject(self, reason: str, *, by: str = "human") -> StepRecord:
         """Refuse the parked proposal: the run stops safely, with the reason kept."""
+        _require_text(reason=reason, by=by)
         request, proposal = self._require_waiting()
         self._open_step()
         self.waiting, self._pending = None, None
@@ -208,6 +228,11 @@ class Run(RunBase):
         """Arm a fault (catalogue name or :class:`~harness_lab.faults.Fault`) for the next step or
         step ``at_step``; the step it strikes records it, and ``faults`` how the harness answered."""
         fault = resolve_fault(fault_or_name)
+        if at_step is not None and (not isinstance(at_step, int) or isinstance(at_step, bool)):
+            raise ValueError(f"at_step: a whole step number, got {at_step!r}")
+        if self.crashed is not None or self.state.terminal:  # a fault armed now could never fire
+            why = f"crashed at {self.crashed.value} (simulated)" if self.crashed else self.state.value
+            raise RunStateError(f"run {self.run_id} is {why}: it takes no more steps, so no fault can strike it")
         step = self.step_no + 1 if at_step is None else at_step
         if step <= self.step_no:
             raise ValueError(f"step {step} is past (the run is at step {self.step_no})")
@@ -234,7 +259,9 @@ class Run(RunBase):
     # -- the five parts of a step ---------------------------------------------------------------
     def _ask_proposer(self) -> Proposal:
         view = self.context.view()
-        out = self.proposer.propose(view)
+        return self._parse_output(view, self.proposer.propose(view))
+
+    def _parse_output(self, view: ContextView, out: object) -> Proposal:
         raw, tokens = (out.raw, out.tokens) if isinstance(out, ProposerOutput) else (out, None)
         proposal = parse_proposal(raw)
         spent = tokens if tokens is not None else view.total_tokens + self.context.counter(str(proposal.raw))
@@ -270,7 +297,12 @@ class Run(RunBase):
             args=proposal.action.model_dump(mode="json"), args_sha256=proposal.args_sha256,
             requested_at=self.clock.now(),
         )
-        answer = self.approver.decide(request)
+        try:
+            answer = self.approver.decide(request)
+        except Exception as exc:  # a failed approver decides nothing: stop safely, never act
+            return _approver_failed(request, f"raised {type(exc).__name__}: {exc}")
+        if answer is not None and not isinstance(answer, ApprovalDecision):
+            return _approver_failed(request, f"answered {answer!r}, not an ApprovalDecision or None")
         if answer is None:  # _close checkpoints once the run is WAITING_FOR_HUMAN
             self.waiting, self._pending = request, proposal
             return Decision(verdict="park", reason=f"{request.category} needs human approval"), None
@@ -316,6 +348,15 @@ class Run(RunBase):
             self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
             self._emit(Note, topic="budget_warning", message=warning)
 
+    def _validate_step(self) -> ReportVerdict | None:
+        """Validation is the finish step's effect: a crash fault may strike either side of it."""
+        if self._faults.armed:
+            self._crash_point(CrashPoint.BEFORE_EFFECT)
+        verdict = self._validate()
+        if self._faults.armed:
+            self._crash_point(CrashPoint.AFTER_EFFECT)
+        return verdict
+
     def _validate(self) -> ReportVerdict | None:
         self._transition(RunState.VALIDATING, "finish proposed: validating the artifact, not the claim")
         report = self.contract.verification.report
@@ -356,6 +397,18 @@ class Run(RunBase):
                                       message="mechanical checks passed; ready for human review"
                                       if verdict else "finish accepted without validation")
         return verdict
+
+
+def _require_text(**given: object) -> None:
+    """Who decided and why go into the trace: refused before the step opens, not half-way through it."""
+    for name, value in given.items():
+        if not isinstance(value, str):
+            raise ValueError(f"{name}: a string, got {value!r}")
+
+
+def _approver_failed(request: ApprovalRequest, what: str) -> tuple[Decision, StopReason]:
+    why = f"the approver {what}; {request.category} not executed, the run stopped safely"
+    return Decision(verdict="block", reason=why), StopReason(code="approver_error", message=why)
 
 
 def _state_key(proposal: Proposal, contract: ControlContract) -> str | None:

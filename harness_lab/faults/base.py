@@ -13,7 +13,9 @@ A :class:`Fault` is a frozen, documented record. It acts at one *hook* of a step
 
 A fault armed for a step fires at its hook the first time that hook is reached at or after the
 step (a tool fault waits for the next tool call); ``steps`` > 1 keeps it firing for that many
-consecutive steps. Every firing is a ``fault`` note in the trace and, when the step closes, a
+consecutive steps. Faults that replace something (``proposal``, ``tool``, ``crash``) take turns:
+when two are due at one hook, the one armed first fires and the other waits for the hook's next
+turn, so every firing acts. Every firing is a ``fault`` note in the trace and, when the step closes, a
 :class:`FaultRecord` in ``run.faults`` saying how the harness answered.
 """
 
@@ -152,6 +154,12 @@ class _FaultyExecutor(ToolExecutor):
 
 Emit = Callable[[str, str, dict[str, Any]], None]
 
+_COMMIT_POINTS = (CrashPoint.BEFORE_COMMIT, CrashPoint.AFTER_COMMIT)
+
+# Hooks where a fault replaces something (the proposal, the tool's implementation, the process's
+# life): two at once would leave one without effect, so they take turns in the order armed.
+_ONE_AT_A_TIME: frozenset[FaultHook] = frozenset({"proposal", "tool", "crash"})
+
 
 class FaultSchedule:
     """Armed faults of one run, their firings this step, and the log (``records``)."""
@@ -182,6 +190,8 @@ class FaultSchedule:
             if armed.left <= 0:
                 self.armed.remove(armed)
             due.append(armed.fault)
+            if hook in _ONE_AT_A_TIME:  # the rest would be marked fired but never act: they wait
+                break
         return due
 
     def _fired_note(self, fault: Fault, hook: FaultHook, effect: str) -> None:
@@ -244,6 +254,18 @@ class FaultSchedule:
             self._emit("fault_answer", f"harness answered {fault.name}: {answer}", {"fault": fault.name})
             self._log(fault, hook, effect, run.step_no, run.state, answer)
         self.fired = []
+
+    def expire(self, step: int, state: RunState) -> None:
+        """The run ended: a fault still armed will never strike; the trace says so. (A crash due at
+        this step's commit points is left: the step's close reaches them next.)"""
+        left = [a for a in self.armed if a.at_step <= step and a.fault.crash_point() in _COMMIT_POINTS]
+        for armed in self.armed:
+            if armed in left:
+                continue
+            self._emit("fault_unfired", f"fault {armed.fault.name} never fired: the run ended {state.value} at step "
+                       f"{step} before its {armed.fault.hook} hook was reached",
+                       {"fault": armed.fault.name, "at_step": armed.at_step, "hook": armed.fault.hook})
+        self.armed = left
 
     def _log(self, fault: Fault, hook: FaultHook, effect: str, step: int, state: RunState | None, answer: str) -> None:
         self.records.append(FaultRecord(

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
 
 from ..actions import _Action
 from ..context import ContextItem
@@ -66,7 +69,7 @@ class ToolTimeout(Fault):
 
     name: Literal["tool_timeout"] = "tool_timeout"
     hook: ClassVar[FaultHook] = "tool"
-    seconds: float = 30.0
+    seconds: float = Field(default=30.0, gt=0, allow_inf_nan=False)
 
     def tool(self, action: _Action) -> ToolImpl:
         def impl(a: _Action) -> ToolResult:
@@ -127,8 +130,19 @@ class StaleContext(Fault):
     path: str = "notes.md"
     content: str = "Edited outside the run: the earlier figures are wrong.\n"
 
+    @field_validator("path")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        # The fault plays someone editing a *workspace* file: never a file elsewhere on disk.
+        parts = PurePosixPath(value).parts
+        if not value or PurePosixPath(value).is_absolute() or ".." in parts:
+            raise ValueError(f"path {value!r}: must be a relative path inside the workspace, without '..'")
+        return value
+
     def before_step(self, run: FaultTarget) -> str:
         target = run.workspace / self.path
+        if not target.resolve().is_relative_to(run.workspace.resolve()):  # through a planted symlink
+            return f"nothing written: {self.path} leads outside the workspace through a symbolic link"
         target.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         try:
@@ -150,8 +164,8 @@ class BudgetSqueeze(Fault):
     """
 
     name: Literal["budget_squeeze"] = "budget_squeeze"
-    tool_calls_left: int = 0
-    context_tokens: int | None = None
+    tool_calls_left: int = Field(default=0, ge=0)
+    context_tokens: int | None = Field(default=None, gt=0)
 
     def before_step(self, run: FaultTarget) -> str:
         budget = run.gates.budget

@@ -17,6 +17,13 @@ class ProposerOutput:
     raw: object
     tokens: int | None = None
 
+    def __post_init__(self) -> None:
+        # The run charges its budget with this count: a negative one would credit it, NaN would
+        # switch the token budget off (nan >= limit is never true), a string would crash the step.
+        tokens = self.tokens
+        if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0):
+            raise ValueError(f"ProposerOutput.tokens: must be a whole number >= 0 or None, got {tokens!r}")
+
 
 class Proposer(Protocol):
     def propose(self, view: ContextView) -> object:

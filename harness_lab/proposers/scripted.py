@@ -19,8 +19,12 @@ class ScriptedProposer:
     """
 
     def __init__(self, actions: Sequence[object], then: Literal["repeat_last", "finish"] = "repeat_last") -> None:
+        if isinstance(actions, (str, bytes)):  # a Sequence too: it would be proposed a letter a step
+            raise ValueError(f"actions: a list of raw actions, got the string {actions[:40]!r}")
         if not actions:
             raise ValueError("a scripted proposer needs at least one action")
+        if then not in ("repeat_last", "finish"):  # a typo would silently mean "finish"
+            raise ValueError(f"then: {then!r}; choose 'repeat_last' or 'finish'")
         self.actions = list(actions)
         self.then = then
         self.position = 0
@@ -37,7 +41,10 @@ class ScriptedProposer:
         return {"position": self.position}
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.position = int(state["position"])
+        position = state.get("position")
+        if not isinstance(position, int) or isinstance(position, bool) or position < 0:
+            raise ValueError(f"scripted proposer state: position must be a whole number >= 0, got {position!r}")
+        self.position = position
 
 
 class FunctionProposer:
