@@ -73,8 +73,9 @@ class PendingPanel(Panel):
                                f"{esc(self.error)} (Step asks it again)</div>")
             return
         if p is None:
-            self.html.value = ("<div class='hl-pending'><i>no pending proposal</i> "
-                               f"(run is {esc(run.state.value)})</div>")
+            crashed = getattr(run, "crashed", None) is not None  # (a crashed run asks its proposer nothing)
+            why = esc(what_happens_next(run, None)) if crashed else f"run is {esc(run.state.value)}"
+            self.html.value = f"<div class='hl-pending'><i>no pending proposal</i> ({why})</div>"
             return
         raw = json.dumps(p.raw, ensure_ascii=False, default=str)
         claims = f"<div>claims (recorded, never trusted): {esc(json.dumps(p.claims, default=str))}</div>" if p.claims else ""

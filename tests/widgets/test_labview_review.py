@@ -46,11 +46,13 @@ def test_a_proposer_that_raises_is_shown_in_the_dashboard_not_lost(make_run):
     assert run.step_no == 1
     assert "RUNNING after step 1" in view.status.value  # the status line is not left at step 0
     assert "RuntimeError: the model server is down" in view.pending.html.value
-    view.step_button.click()  # the step asks the proposer itself, which raises again: shown, not lost
-    assert "RuntimeError: the model server is down" in view.status.value
+    # The step asks the proposer itself, which raises again: the run stops safely (BLOCKED, with a
+    # record), and the dashboard shows why, not a lost exception.
     view.step_button.click()
-    assert run.records[-1].tool_result is not None and run.records[-1].tool_result.ok
-    assert "read_evidence" in view.pending.html.value and "RuntimeError" not in view.status.value
+    assert run.state is RunState.BLOCKED and run.stop_reason is not None and run.stop_reason.code == "proposer_error"
+    assert "BLOCKED (proposer_error) after step 2" in view.status.value
+    assert "the model server is down" in view.state.html.value
+    assert view.step_button.disabled and run.records[-1].step == 2
 
 
 OVERWRITE_THEN_READ = [
@@ -83,9 +85,9 @@ def test_fork_without_a_snapshot_is_a_clear_error_shown_in_the_dashboard(make_ru
     with pytest.raises(ValueError, match="no snapshot to fork from"):
         view.fork()  # was a TypeError from deep inside the runtime
     assert "no snapshot to fork from" in view.status.value
-    with pytest.raises(KeyError):
+    with pytest.raises(RunStateError):
         view.fork("snap-9999")
-    assert "unknown snapshot &#x27;snap-9999&#x27;" in view.status.value  # a failed Python call shows like any other
+    assert "&#x27;snap-9999&#x27; is neither a checkpoint" in view.status.value  # a failed Python call shows like any other
     assert view.forks == [] and view.session.entries == []
 
 
