@@ -77,7 +77,7 @@ def check_report(
         fail("report_missing", f"no report at {contract.path}")
         return ReportVerdict(accepted=False, errors=tuple(errors))
     try:
-        text = snapshot.decode("utf-8")
+        text = snapshot.decode("utf-8-sig")  # a leading byte order mark is not part of the first heading
     except UnicodeDecodeError:
         fail("report_not_text", f"{contract.path} is not UTF-8 text")
         return ReportVerdict(accepted=False, errors=tuple(errors))

@@ -109,7 +109,7 @@ class EvidenceSupportReviewer:
         return f"evidence-support(min_support={self.min_support})"
 
     def review(self, report: bytes, evidence: Mapping[str, EvidenceNote]) -> SemanticVerdict:
-        text = report.decode("utf-8", errors="replace")
+        text = report.decode("utf-8-sig", errors="replace")
         findings = [self._judge(section, claim, evidence) for section, claim in _claims(text)]
         kept = [f for f in findings if f is not None]
         return SemanticVerdict(reviewer=self.name, passed=all(f.problem == "ok" for f in kept), findings=tuple(kept))
