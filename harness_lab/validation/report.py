@@ -1,10 +1,12 @@
 """Seed 004's report contract, checked against one snapshot of the report's bytes.
 
 Checks, in order: the report exists and is non-empty; each required section (Markdown heading of
-any level whose text is the section name, case-insensitive; English or Chinese) exists and has a
-non-empty body; every citation marker is well formed (all ``[E:`` markers are scanned first, so
-``[E:UNKNOWN]``, ``[E:]``, ``[E: x]`` and an unclosed ``[E:`` are errors, not ignored); every cited
-id is a known evidence id *and* was read in this run; at least N distinct such ids are cited.
+any level whose text is the section name, case-insensitive; English or Chinese; not inside a code
+block or an HTML comment) exists and has a body a reader can see (a comment or zero-width
+characters alone leave it empty); every citation marker is well formed (all ``[E:`` markers are
+scanned first, so ``[E:UNKNOWN]``, ``[E:]``, ``[E: x]`` and an unclosed ``[E:`` are errors, not
+ignored); every cited id is a known evidence id *and* was read in this run; at least N distinct
+such ids are cited.
 
 Passing means "structurally conforming", never "factually supported".
 """
@@ -19,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..contract import ReportContract
 from ..evidence import EVIDENCE_ID
+from ._markdown import Line, read_lines, visible
 
 __all__ = ["CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
 
@@ -81,17 +84,17 @@ def check_report(
     except UnicodeDecodeError:
         fail("report_not_text", f"{contract.path} is not UTF-8 text")
         return ReportVerdict(accepted=False, errors=tuple(errors))
-    if not text.strip():
+    if not visible(text):
         fail("report_empty", f"{contract.path} is empty")
         return ReportVerdict(accepted=False, errors=tuple(errors))
 
-    bodies = _section_bodies(text)
+    bodies = _section_bodies(read_lines(text))
     for names in contract.sections:
         found = [bodies[n.casefold()] for n in names if n.casefold() in bodies]
         label = " / ".join(names)
         if not found:
             fail("section_missing", f"section {label} is missing")
-        elif not any(body.strip() for body in found):
+        elif not any(visible(body) for body in found):
             fail("section_empty", f"section {label} is empty")
 
     cited, malformed = find_citations(text)
@@ -135,14 +138,19 @@ def find_citations(text: str) -> tuple[list[str], list[str]]:
     return ids, malformed
 
 
-def _section_bodies(text: str) -> dict[str, str]:
-    """Heading text (casefolded) -> body up to the next heading of the same or a higher level."""
-    lines = text.splitlines()
-    headings = [(i, len(m.group(1)), m.group(2)) for i, line in enumerate(lines) if (m := _HEADING.match(line))]
+def _section_bodies(lines: list[Line]) -> dict[str, str]:
+    """Heading text (casefolded) -> body up to the next heading of the same or a higher level.
+
+    Only headings a reader sees count (not in a code block or a comment); the body keeps code
+    content and drops comments, so :func:`visible` tells whether the section shows anything.
+    """
+    headings = [(i, len(m.group(1)), m.group(2)) for i, line in enumerate(lines)
+                if not line.code and (m := _HEADING.match(line.text))]
+    starts = {i for i, _, _ in headings}
     bodies: dict[str, str] = {}
     for n, (i, level, title) in enumerate(headings):
         end = next((j for j, lvl, _ in headings[n + 1 :] if lvl <= level), len(lines))
-        body = "\n".join(line for line in lines[i + 1 : end] if not _HEADING.match(line))
+        body = "\n".join(line.text for j, line in enumerate(lines[i + 1 : end], i + 1) if j not in starts)
         key = title.strip().casefold()
         bodies[key] = bodies.get(key, "") + body
     return bodies

@@ -30,3 +30,28 @@ def test_the_semantic_reviewer_reads_past_a_byte_order_mark_too(evidence) -> Non
     text = "\ufeff## Conclusion\nThe model guarantees every report is perfect [E:harness-boundary].\n"
     verdict = EvidenceSupportReviewer().review(text.encode(), evidence)
     assert [f.problem for f in verdict.findings] == ["overclaim"]
+
+
+@pytest.mark.parametrize("body", ["\u200b", "\ufeff", "\u200b\u2060 \u200d", "\x00", "<!-- TODO -->",
+                                  "<!--\nwrite this later\n-->"])
+def test_a_section_with_only_invisible_characters_or_a_comment_is_empty(body: str, contract, evidence) -> None:
+    text = GOOD.replace("Test material only.", body)
+    assert codes(text, contract, evidence) == ["section_empty"]
+
+
+@pytest.mark.parametrize("body", ["Only a caveat \u200b here.", "```\nlog line\n```", "<!-- c --> Some text."])
+def test_visible_text_code_or_text_beside_a_comment_fills_a_section(body: str, contract, evidence) -> None:
+    assert codes(GOOD.replace("Test material only.", body), contract, evidence) == []
+
+
+@pytest.mark.parametrize("wrap", [("```text\n", "\n```"), ("~~~~\n", "\n~~~~"), ("<!--\n", "\n-->")])
+def test_headings_inside_a_code_block_or_a_comment_are_not_sections(wrap: tuple[str, str], contract,
+                                                                    evidence) -> None:
+    hidden = "## Limitations\nTest material only."
+    text = GOOD.replace(hidden, wrap[0] + hidden + wrap[1])
+    assert codes(text, contract, evidence) == ["section_missing"]
+
+
+def test_a_code_comment_inside_a_fence_does_not_end_the_section(contract, evidence) -> None:
+    text = GOOD.replace("## Limitations\nTest material only.", "## Limitations\n```sh\n# only on Linux\n```\n")
+    assert codes(text, contract, evidence) == []
