@@ -5,8 +5,8 @@ any level whose text is the section name, case-insensitive; English or Chinese; 
 block or an HTML comment) exists and has a body a reader can see (a comment or zero-width
 characters alone leave it empty); every citation marker is well formed (all ``[E:`` markers are
 scanned first, so ``[E:UNKNOWN]``, ``[E:]``, ``[E: x]`` and an unclosed ``[E:`` are errors, not
-ignored); every cited id is a known evidence id *and* was read in this run; at least N distinct
-such ids are cited.
+ignored; markers in code or comments are neither); every cited id is a known evidence id *and* was
+read in this run; at least N distinct such ids are cited.
 
 Passing means "structurally conforming", never "factually supported".
 """
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..contract import ReportContract
 from ..evidence import EVIDENCE_ID
-from ._markdown import Line, read_lines, visible
+from ._markdown import Line, prose_text, read_lines, visible
 
 __all__ = ["CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
 
@@ -88,7 +88,8 @@ def check_report(
         fail("report_empty", f"{contract.path} is empty")
         return ReportVerdict(accepted=False, errors=tuple(errors))
 
-    bodies = _section_bodies(read_lines(text))
+    lines = read_lines(text)
+    bodies = _section_bodies(lines)
     for names in contract.sections:
         found = [bodies[n.casefold()] for n in names if n.casefold() in bodies]
         label = " / ".join(names)
@@ -97,7 +98,7 @@ def check_report(
         elif not any(visible(body) for body in found):
             fail("section_empty", f"section {label} is empty")
 
-    cited, malformed = find_citations(text)
+    cited, malformed = find_citations(prose_text(lines))  # a marker in code or a comment cites nothing
     for marker in malformed:
         fail("citation_malformed", f"malformed citation marker {marker!r}; use [E:<id>] with id [a-z0-9_-]+")
     valid: list[str] = []

@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ..evidence import EvidenceNote
+from ._markdown import read_lines
 from .report import find_citations
 
 __all__ = [
@@ -139,14 +140,16 @@ def _claims(text: str) -> list[tuple[str, str]]:
     """(section, sentence) for every sentence under a claim-bearing heading."""
     out: list[tuple[str, str]] = []
     section: str | None = None
-    for line in text.splitlines():
-        if m := _HEADING.match(line):
+    for line in read_lines(text):  # as rendered: no headings or claims in code blocks or comments
+        if line.code or line.fence:
+            continue
+        if m := _HEADING.match(line.text):
             title = m.group(1).strip().casefold()
             section = title if title in _CLAIM_SECTIONS else None
             continue
         if section is None:
             continue
-        body = line.strip().lstrip("-*+ ").strip()
+        body = line.text.strip().lstrip("-*+ ").strip()
         out.extend((section, s.strip()) for s in _SENTENCE_END.split(body) if s.strip())
     return out
 

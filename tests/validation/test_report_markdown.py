@@ -55,3 +55,18 @@ def test_headings_inside_a_code_block_or_a_comment_are_not_sections(wrap: tuple[
 def test_a_code_comment_inside_a_fence_does_not_end_the_section(contract, evidence) -> None:
     text = GOOD.replace("## Limitations\nTest material only.", "## Limitations\n```sh\n# only on Linux\n```\n")
     assert codes(text, contract, evidence) == []
+
+
+CITED_ONLY_HERE = "## Conclusion\nThe runtime decides.\n## Evidence\n{body}\n## Limitations\nTest material only.\n"
+BOTH = "[E:harness-boundary] [E:acceptance-snapshot]"
+
+
+@pytest.mark.parametrize("body", [f"```\n{BOTH}\n```", f"Sources: `{BOTH}`", f"Sources <!-- {BOTH} -->",
+                                  f"Sources.\n<!--\n{BOTH}\n-->"])
+def test_markers_in_code_or_comments_are_not_citations(body: str, contract, evidence) -> None:
+    assert codes(CITED_ONLY_HERE.format(body=body), contract, evidence) == ["too_few_citations"]
+
+
+def test_markers_in_prose_still_count_beside_code(contract, evidence) -> None:
+    body = f"Run `harness-lab check-report` on it.\n```\nx = 1\n```\nSources: {BOTH}."
+    assert codes(CITED_ONLY_HERE.format(body=body), contract, evidence) == []
