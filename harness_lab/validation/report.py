@@ -39,6 +39,9 @@ CheckCode = Literal[
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _MARKER = "[E:"
+# The marker and what a reader would take for it: any case, Cyrillic/Greek/fullwidth E, fullwidth
+# bracket or colon, blanks inside.
+_MARKER_LIKE = re.compile("[\\[\uff3b][ \\t]*[Ee\u0415\u0435\u0395\u03b5\uff25\uff45][ \\t]*[:\uff1a]")
 
 
 class CheckFailure(BaseModel):
@@ -119,13 +122,24 @@ def check_report(
 
 
 def find_citations(text: str) -> tuple[list[str], list[str]]:
-    """Every ``[E:`` marker: (well-formed ids in order, malformed markers as written)."""
+    """Every ``[E:`` marker: (well-formed ids in order, malformed markers as written).
+
+    A look-alike of the marker (``[e:``, a Cyrillic or Greek E, fullwidth brackets or colon, a
+    space inside) is a malformed marker: a reader takes it for a citation, so it is never skipped.
+    """
     ids: list[str] = []
     malformed: list[str] = []
-    start = text.find(_MARKER)
-    while start != -1:
+    starts = [(m.start(), m.group()) for m in _MARKER_LIKE.finditer(text)]
+    for n, (start, marker) in enumerate(starts):
+        following = starts[n + 1][0] if n + 1 < len(starts) else -1
+        if marker != _MARKER:
+            closes = [c for c in (text.find("]", start), text.find("\uff3d", start)) if c != -1]
+            close = min(closes) if closes else -1
+            end = close + 1 if close != -1 and (following == -1 or close < following) else (
+                following if following != -1 else len(text))
+            malformed.append(text[start:end].split("\n", 1)[0])
+            continue
         close = text.find("]", start)
-        following = text.find(_MARKER, start + len(_MARKER))
         if close == -1 or (following != -1 and following < close):
             end = following if following != -1 else len(text)
             malformed.append(text[start:end].split("\n", 1)[0])
@@ -135,7 +149,6 @@ def find_citations(text: str) -> tuple[list[str], list[str]]:
                 ids.append(cid)
             else:
                 malformed.append(text[start : close + 1])
-        start = following
     return ids, malformed
 
 

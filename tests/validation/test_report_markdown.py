@@ -70,3 +70,19 @@ def test_markers_in_code_or_comments_are_not_citations(body: str, contract, evid
 def test_markers_in_prose_still_count_beside_code(contract, evidence) -> None:
     body = f"Run `harness-lab check-report` on it.\n```\nx = 1\n```\nSources: {BOTH}."
     assert codes(CITED_ONLY_HERE.format(body=body), contract, evidence) == []
+
+
+@pytest.mark.parametrize("marker", ["[e:made-up]", "[\u0415:made-up]", "[\u0395:made-up]", "\uff3bE:made-up\uff3d",
+                                    "[\uff25\uff1amade-up]", "[E\uff1amade-up]", "[ E:made-up]", "[E :made-up]",
+                                    "[e:harness-boundary]"])
+def test_a_look_alike_citation_marker_is_malformed_not_ignored(marker: str, contract, evidence) -> None:
+    # A reader sees a citation; the check saw no marker at all and passed the report.
+    text = GOOD.replace("Test material only.", f"Test material only {marker}.")
+    verdict = check_report(text.encode(), READ, evidence, contract.verification.report)
+    assert [e.code for e in verdict.errors] == ["citation_malformed"]
+    assert marker in verdict.errors[0].message
+
+
+@pytest.mark.parametrize("prose", ["[see above]", "[Eq. 3]", "[Ex: 2]", "[E]", "arr[e] = 1", "E: fine"])
+def test_ordinary_brackets_are_not_markers(prose: str, contract, evidence) -> None:
+    assert codes(GOOD.replace("Test material only.", prose), contract, evidence) == []
