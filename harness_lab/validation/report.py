@@ -37,7 +37,7 @@ CheckCode = Literal[
     "too_few_citations",
 ]
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _MARKER = "[E:"
 # The marker and what a reader would take for it: any case, Cyrillic/Greek/fullwidth E, fullwidth
 # bracket or colon, blanks inside.

@@ -44,7 +44,7 @@ _STOPWORDS = frozenset(
     "who will with without our we you they one two also only both each per".split()
 )
 _CLAIM_SECTIONS = ("conclusion", "结论", "evidence", "证据")
-_HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _WORD = re.compile(r"[a-z0-9%]+|[\u4e00-\u9fff]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 

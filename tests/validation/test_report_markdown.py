@@ -86,3 +86,9 @@ def test_a_look_alike_citation_marker_is_malformed_not_ignored(marker: str, cont
 @pytest.mark.parametrize("prose", ["[see above]", "[Eq. 3]", "[Ex: 2]", "[E]", "arr[e] = 1", "E: fine"])
 def test_ordinary_brackets_are_not_markers(prose: str, contract, evidence) -> None:
     assert codes(GOOD.replace("Test material only.", prose), contract, evidence) == []
+
+
+@pytest.mark.parametrize("heading", [" ## Limitations", "   ## Limitations", "## Limitations ##"])
+def test_a_heading_indented_up_to_three_spaces_is_a_heading(heading: str, contract, evidence) -> None:
+    assert codes(GOOD.replace("## Limitations", heading), contract, evidence) == []
+
