@@ -35,6 +35,7 @@ Behaviour worth knowing:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -77,7 +78,8 @@ class ContextManager:
         self.output_cap_bytes = output_cap_bytes
         self.summarizer: Summarizer = summarizer or default_summarizer
         self.last_report: CompressionReport | None = None
-        self._rec = ItemRecord(counter or approx_token_count)
+        self._rec = ItemRecord(approx_token_count if counter is None or counter is approx_token_count
+                               else _checked(counter))
         self._refs = RefStore()
         self._window: list[str] = []  # ids of the most recent interactions, oldest first
         self._subtask: str | None = None
@@ -472,3 +474,23 @@ class ContextManager:
         )
         self.last_report = report
         return report
+
+
+def _checked(counter: Callable[[str], int]) -> Callable[[str], int]:
+    """*counter*, refusing what is not a token count: a negative or missing count would make the
+    total (and the run's token budget, which spends it) meaningless, silently."""
+    name = getattr(counter, "__qualname__", None) or type(counter).__name__
+
+    def count(text: str) -> int:
+        n = counter(text)
+        try:
+            ok = not isinstance(n, bool) and operator.index(n) >= 0  # an int, or an int-like (numpy)
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"token counter {name} returned {n!r} for a text of {len(text)} chars; "
+                             "a counter must return a non-negative int")
+        return operator.index(n)
+
+    count.__wrapped__ = counter  # type: ignore[attr-defined]
+    return count

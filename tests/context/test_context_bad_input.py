@@ -1,0 +1,30 @@
+"""Misuse of the context manager's knobs is a clear error, not a silently wrong budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness_lab.context import ContextManager, Layer
+
+
+@pytest.mark.parametrize("value", [-5, 2.5, None, "3", True])
+def test_a_counter_that_returns_no_token_count_is_refused(value: object) -> None:
+    # A negative count made the total negative: everything "fit" and the run's token budget was credited.
+    ctx = ContextManager(budget_tokens=10, counter=lambda text: value)  # type: ignore[arg-type,return-value]
+    with pytest.raises(ValueError, match=r"token counter .* returned .* non-negative int"):
+        ctx.add(Layer.L1, "task", source="t", round=0)
+
+
+def test_a_counter_failing_only_on_some_text_is_caught_there() -> None:
+    ctx = ContextManager(budget_tokens=10, counter=lambda text: -1 if "boom" in text else len(text))
+    ctx.add(Layer.L1, "task", source="t", round=0)
+    with pytest.raises(ValueError, match="returned -1"):
+        ctx.add_interaction(1, "a", "boom", source="s")
+    assert ctx.total_tokens >= 0
+
+
+def test_a_good_custom_counter_is_used_as_given() -> None:
+    ctx = ContextManager(budget_tokens=100, counter=len)
+    item = ctx.add(Layer.L1, "task", source="t", round=0)
+    assert item.tokens == len(item.render())
+    assert ctx.counter("abc") == 3
