@@ -295,8 +295,13 @@ class ContextManager:
 
     def compress(self, target_tokens: int | None = None) -> CompressionReport:
         """An explicit pass: L4 is summarized even if the context fits, then layers are compressed
-        in policy order while over *target_tokens* (default: ``low_water`` x budget)."""
-        return self._compress(target_tokens or self._low_water_target(), proactive=True)
+        in policy order while over *target_tokens* (default: ``low_water`` x budget; 0: as far as the
+        policy goes)."""
+        if target_tokens is None:
+            target_tokens = self._low_water_target()
+        elif isinstance(target_tokens, bool) or not isinstance(target_tokens, int) or target_tokens < 0:
+            raise ValueError(f"target_tokens must be a non-negative int, got {target_tokens!r}")
+        return self._compress(target_tokens, proactive=True)
 
     def self_check(self, before: ContextView, after: ContextView) -> list[str]:
         """Every anomaly, pinned fact or failure reason in *before* that *after* lost (empty = fine)."""

@@ -28,3 +28,24 @@ def test_a_good_custom_counter_is_used_as_given() -> None:
     item = ctx.add(Layer.L1, "task", source="t", round=0)
     assert item.tokens == len(item.render())
     assert ctx.counter("abc") == 3
+
+
+def _filled() -> ContextManager:
+    ctx = ContextManager(budget_tokens=10_000)
+    ctx.add(Layer.L1, "task", source="t", round=0)
+    for i in range(8):
+        ctx.add_interaction(i, f"read_file f{i}", "ok, 40 lines " * 5, source=f"read_file:f{i}")
+    return ctx
+
+
+def test_compress_to_zero_compresses_as_far_as_it_can_not_to_the_default_target() -> None:
+    ctx = _filled()
+    report = ctx.compress(0)  # 0 was read as "not given": the default target, which this context meets
+    assert report.target_tokens == 0
+    assert report.tokens_after < report.tokens_before
+
+
+def test_a_negative_compression_target_is_refused() -> None:
+    with pytest.raises(ValueError, match="target_tokens"):
+        _filled().compress(-5)
+
