@@ -68,8 +68,8 @@ class ContextManager:
         summarizer: Summarizer | None = None,
         low_water: float = 0.8,
     ) -> None:
-        if budget_tokens <= 0 or output_cap_bytes <= 0:
-            raise ValueError("budget_tokens and output_cap_bytes must be positive")
+        _require_positive_int("budget_tokens", budget_tokens)
+        _require_positive_int("output_cap_bytes", output_cap_bytes)
         if not 0 < low_water <= 1:
             raise ValueError("low_water must be in (0, 1]")
         self._budget = budget_tokens
@@ -267,8 +267,7 @@ class ContextManager:
     @budget_tokens.setter
     def budget_tokens(self, value: int) -> None:
         """Changing the budget (e.g. a budget squeeze) takes effect at the next :meth:`view`."""
-        if value <= 0:
-            raise ValueError("budget_tokens must be positive")
+        _require_positive_int("budget_tokens", value)
         self._budget = value
 
     @property
@@ -479,6 +478,12 @@ class ContextManager:
         )
         self.last_report = report
         return report
+
+
+def _require_positive_int(name: str, value: object) -> None:
+    # bool is an int, and a float or str compared fine but made fractional budgets and caps
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 def _checked(counter: Callable[[str], int]) -> Callable[[str], int]:

@@ -49,3 +49,15 @@ def test_a_negative_compression_target_is_refused() -> None:
     with pytest.raises(ValueError, match="target_tokens"):
         _filled().compress(-5)
 
+
+@pytest.mark.parametrize("field", ["budget_tokens", "output_cap_bytes"])
+@pytest.mark.parametrize("value", [True, 1.5, "100"])
+def test_budgets_and_caps_must_be_whole_numbers(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field):
+        ContextManager(**{field: value})  # type: ignore[arg-type]
+
+
+def test_the_budget_setter_takes_whole_numbers_only() -> None:
+    ctx = ContextManager()
+    with pytest.raises(ValueError, match="budget_tokens"):
+        ctx.budget_tokens = 2.5  # type: ignore[assignment]
