@@ -4,7 +4,8 @@
 table measures plain feedback loops. With it on, each failed finish is answered by one
 :class:`RepairStep`:
 
-1. failures 1 .. ``max_retries`` (3): *retry* -- the reasons are fed back, the proposer tries again;
+1. failures 1 .. ``max_retries`` (by default the contract's ``verification.max_repairs``, 3 in the
+   shipped contract): *retry* -- the reasons are fed back, the proposer tries again;
 2. the next failure: *rollback* -- the workspace, run state and context return to the last healthy
    snapshot (taken before the first draft of the artifact) and a note says "approach X failed
    because Y; try a different approach";
@@ -41,11 +42,15 @@ class RepairStep(BaseModel):
 
 @dataclass
 class RepairPolicy:
-    max_retries: int = 3
+    max_retries: int | None = None  # None: the run's contract.verification.max_repairs
     failures: int = 0
     rolled_back: bool = False
     healthy: str | None = None  # snapshot id: the state before the first draft
     history: list[RepairStep] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.max_retries is not None and (isinstance(self.max_retries, bool) or self.max_retries < 0):
+            raise ValueError(f"max_retries must be a non-negative int or None, got {self.max_retries!r}")
 
     def before_execute(self, run: Run, proposal: Proposal) -> None:
         """Mark the last healthy state: a snapshot right before the artifact is first written."""
@@ -55,15 +60,15 @@ class RepairPolicy:
     def after_failure(self, run: Run, verdict: ReportVerdict) -> RepairStep:
         """One answer to a failed verification; the run carries it out."""
         self.failures += 1
+        cap = self.max_retries if self.max_retries is not None else run.contract.verification.max_repairs
         why = "; ".join(verdict.reasons) or "checks failed"
-        if self.rolled_back or (self.failures > self.max_retries and self.healthy is None):
+        if self.rolled_back or (self.failures > cap and self.healthy is None):
             tried = "; ".join(f"#{s.failure} {s.action}" for s in self.history)
             step = RepairStep(action="escalate", failure=self.failures, note=(
                 f"verification failed {self.failures} times (tried: {tried}); last failure: {why}. "
                 "Retrying and rolling back did not fix it: a person must decide how to proceed"))
-        elif self.failures <= self.max_retries:
-            step = RepairStep(action="retry", failure=self.failures,
-                              note=f"retry {self.failures}/{self.max_retries}: fix {why}")
+        elif self.failures <= cap:
+            step = RepairStep(action="retry", failure=self.failures, note=f"retry {self.failures}/{cap}: fix {why}")
         else:
             self.rolled_back = True
             approach = _last_approach(run)
