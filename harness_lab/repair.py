@@ -54,7 +54,7 @@ class RepairPolicy:
 
     def before_execute(self, run: Run, proposal: Proposal) -> None:
         """Mark the last healthy state: a snapshot right before the artifact is first written."""
-        if self.healthy is None and _writes_artifact(proposal, run.contract.verification.report.path):
+        if self.healthy is None and _writes_artifact(run, proposal):
             self.healthy = run.sandbox.snapshot(label="healthy: before the first draft").id
 
     def after_failure(self, run: Run, verdict: ReportVerdict) -> RepairStep:
@@ -79,14 +79,27 @@ class RepairPolicy:
         return step
 
 
-def _writes_artifact(proposal: Proposal, report_path: str) -> bool:
+def _writes_artifact(run: Run, proposal: Proposal) -> bool:
     action = proposal.action
-    return isinstance(action, WriteReport) or (isinstance(action, WriteFile) and action.path == report_path)
+    if isinstance(action, WriteReport):
+        return True
+    return isinstance(action, WriteFile) and _names(run, action.path) == _names(run, run.contract.verification.report.path)
+
+
+def _names(run: Run, path: str) -> tuple[str, ...]:
+    """*path* as the sandbox reads it, lexically: './report.md', 'report.md' and '<root>/report.md'
+    name the same file (the sandbox refuses '..' anyway)."""
+    if path.startswith("/"):
+        for root in {str(run.sandbox.root), str(run.workspace)}:
+            base = [c for c in root.split("/") if c]
+            comps = [c for c in path.split("/") if c not in ("", ".")]
+            if comps[: len(base)] == base:
+                return tuple(comps[len(base) :])
+    return tuple(c for c in path.split("/") if c not in ("", "."))
 
 
 def _last_approach(run: Run) -> str:
-    path = run.contract.verification.report.path
     for record in reversed(run.records):
-        if record.proposal is not None and _writes_artifact(record.proposal, path):
+        if record.proposal is not None and _writes_artifact(run, record.proposal):
             return record.proposal.describe()
     return "(no draft written)"

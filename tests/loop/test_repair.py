@@ -87,3 +87,17 @@ def test_an_explicit_max_retries_overrides_the_contract(tmp_path) -> None:
 def test_a_negative_retry_cap_is_refused() -> None:
     with pytest.raises(ValueError, match="max_retries"):
         RepairPolicy(max_retries=-1)
+
+
+@pytest.mark.parametrize("spelling", ["./report.md", ".//report.md", "{ws}/report.md"])
+def test_a_draft_written_under_another_spelling_of_the_report_path_is_the_first_draft(tmp_path, spelling) -> None:
+    # write_file('./report.md') writes the report, but the healthy snapshot was not taken: the cap
+    # then escalated with nothing to roll back to.
+    policy = RepairPolicy(max_retries=0)
+    path = spelling.format(ws=(tmp_path / "ws").resolve())
+    bad = {"kind": "write_file", "path": path, "content": WRITE_BAD["text"]}
+    run = make_run(tmp_path, [READ_A, READ_B, bad, FINISH], repair=policy)
+    run.run(max_steps=4)
+    assert policy.healthy is not None
+    assert [s.action for s in policy.history] == ["rollback"]
+    assert "approach write_file(" in policy.history[0].note
