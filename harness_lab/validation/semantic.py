@@ -44,7 +44,7 @@ _STOPWORDS = frozenset(
     "who will with without our we you they one two also only both each per".split()
 )
 _CLAIM_SECTIONS = ("conclusion", "结论", "evidence", "证据")
-_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _WORD = re.compile(r"[a-z0-9%]+|[\u4e00-\u9fff]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
@@ -140,12 +140,16 @@ def _claims(text: str) -> list[tuple[str, str]]:
     """(section, sentence) for every sentence under a claim-bearing heading."""
     out: list[tuple[str, str]] = []
     section: str | None = None
+    section_level = 0
     for line in read_lines(text):  # as rendered: no headings or claims in code blocks or comments
         if line.code or line.fence:
             continue
         if m := _HEADING.match(line.text):
-            title = m.group(1).strip().casefold()
-            section = title if title in _CLAIM_SECTIONS else None
+            level = len(m.group(1))
+            if section is not None and level > section_level:
+                continue  # a subsection of a claim section: its sentences are that section's claims
+            title = m.group(2).strip().casefold()
+            section, section_level = (title if title in _CLAIM_SECTIONS else None), level
             continue
         if section is None:
             continue
