@@ -46,6 +46,9 @@ _STOPWORDS = frozenset(
 _CLAIM_SECTIONS = ("conclusion", "结论", "evidence", "证据")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _WORD = re.compile(r"[a-z0-9%]+|[\u4e00-\u9fff]+")
+_QUOTE = re.compile(r"^(?:>[ \t]?)+")
+_ITEM_MARK = re.compile(r"^(?:\d{1,9}[.)][ \t]+)?(?:\[[ xX]\][ \t]+)?")
+_TABLE_RULE = re.compile(r"^\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 
@@ -141,7 +144,8 @@ def _claims(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     section: str | None = None
     section_level = 0
-    for line in read_lines(text):  # as rendered: no headings or claims in code blocks or comments
+    lines = read_lines(text)
+    for n, line in enumerate(lines):  # as rendered: no headings or claims in code blocks or comments
         if line.code or line.fence:
             continue
         if m := _HEADING.match(line.text):
@@ -153,7 +157,13 @@ def _claims(text: str) -> list[tuple[str, str]]:
             continue
         if section is None:
             continue
-        body = line.text.strip().lstrip("-*+ ").strip()
+        body = _QUOTE.sub("", line.text.strip()).lstrip("-*+ ").strip()
+        body = _ITEM_MARK.sub("", body)  # '1.' or '[x]' is list syntax, not a sentence
+        if body.startswith("|"):  # a table: its rule and header row are layout, each other row a claim
+            following = lines[n + 1].text if n + 1 < len(lines) else ""
+            if _TABLE_RULE.match(body) or _TABLE_RULE.match(following.strip()):
+                continue
+            body = body.replace("|", " ").strip()
         out.extend((section, s.strip()) for s in _SENTENCE_END.split(body) if s.strip())
     return out
 

@@ -23,3 +23,19 @@ def test_a_sibling_or_higher_heading_still_ends_the_claim_section(evidence) -> N
     text = f"## Conclusion\nFinish requests are claims [E:harness-boundary].\n## Limitations\n{OVERCLAIM}\n"
     assert "overclaim" not in problems(text, evidence)
     assert "overclaim" not in problems(f"### Conclusion\nok [E:harness-boundary].\n## Notes\n{OVERCLAIM}\n", evidence)
+
+
+SUPPORTED = "Finish requests are claims; the runtime decides [E:harness-boundary]."
+
+
+@pytest.mark.parametrize("line", [f"1. {SUPPORTED}", f"2) {SUPPORTED}", f"> {SUPPORTED}", f"- [x] {SUPPORTED}",
+                                  f"  10. {SUPPORTED}"])
+def test_list_numbers_quote_marks_and_task_boxes_are_not_claims(line: str, evidence) -> None:
+    # '1.' became a claim of its own (no citation: the conclusion failed review).
+    verdict = EvidenceSupportReviewer().review(f"## Conclusion\n{line}\n".encode(), evidence)
+    assert [(f.claim[:26], f.cited) for f in verdict.findings] == [("Finish requests are claims", ("harness-boundary",))]
+
+
+def test_a_table_is_read_by_its_rows_not_its_header_or_rule(evidence) -> None:
+    text = f"## Conclusion\n| claim | source |\n|---|:---:|\n| {OVERCLAIM} |\n"
+    assert problems(text, evidence) == ["overclaim"]
