@@ -47,6 +47,8 @@ def read_lines(text: str) -> list[Line]:
             out.append(Line("", False, True))
             continue
         kept: list[str] = []
+        # '<!--' inside a code span on the line opens nothing (code spans bind first)
+        plain = _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), raw) if "`" in raw else raw
         i = 0
         while i < len(raw):
             if comment:
@@ -55,7 +57,7 @@ def read_lines(text: str) -> list[Line]:
                     break
                 comment, i = False, j + 3
             else:
-                j = raw.find("<!--", i)
+                j = plain.find("<!--", i)
                 if j == -1:
                     kept.append(raw[i:])
                     break

@@ -92,3 +92,8 @@ def test_ordinary_brackets_are_not_markers(prose: str, contract, evidence) -> No
 def test_a_heading_indented_up_to_three_spaces_is_a_heading(heading: str, contract, evidence) -> None:
     assert codes(GOOD.replace("## Limitations", heading), contract, evidence) == []
 
+
+
+def test_a_comment_opener_inside_inline_code_opens_no_comment(contract, evidence) -> None:
+    text = GOOD.replace("## Evidence", "Write `<!--` to start a note.\n\n## Evidence")
+    assert codes(text, contract, evidence) == []
