@@ -15,10 +15,11 @@ import re
 import unicodedata
 from typing import NamedTuple
 
-__all__ = ["Line", "prose_text", "read_lines", "visible"]
+__all__ = ["Line", "prose_text", "read_lines", "title_key", "visible"]
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
+_EMPHASIS = re.compile(r"^(\*\*|__|\*|_)(.+)\1$")
 # Letters that render as nothing although Unicode does not call them format characters.
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 
@@ -77,3 +78,13 @@ def visible(text: str) -> bool:
     """True when *text* holds a character a reader can see."""
     return any(not ch.isspace() and ch not in _BLANK_LETTERS and unicodedata.category(ch) not in ("Cc", "Cf")
                for ch in text)
+
+
+def title_key(title: str) -> str:
+    """A heading's text as a reader takes it, for matching section names: compatibility forms
+    folded (fullwidth letters), invisible characters dropped, emphasis around the whole title and a
+    trailing colon removed, case folded. 'Limitations of scope' stays another section."""
+    text = "".join(ch for ch in unicodedata.normalize("NFKC", title) if unicodedata.category(ch) != "Cf").strip()
+    while m := _EMPHASIS.match(text):
+        text = m.group(2).strip()
+    return text.rstrip(":").strip().casefold()

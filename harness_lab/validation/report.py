@@ -1,12 +1,12 @@
 """Seed 004's report contract, checked against one snapshot of the report's bytes.
 
-Checks, in order: the report exists and is non-empty; each required section (Markdown heading of
-any level whose text is the section name, case-insensitive; English or Chinese; not inside a code
-block or an HTML comment) exists and has a body a reader can see (a comment or zero-width
-characters alone leave it empty); every citation marker is well formed (all ``[E:`` markers are
-scanned first, so ``[E:UNKNOWN]``, ``[E:]``, ``[E: x]`` and an unclosed ``[E:`` are errors, not
-ignored; markers in code or comments are neither); every cited id is a known evidence id *and* was
-read in this run; at least N distinct such ids are cited.
+Checks, in order: the report exists and is non-empty; each required section (Markdown heading of any
+level whose text is the section name, case-insensitive, bold or with a colon alike; English or
+Chinese; not inside a code block or an HTML comment) exists and has a body a reader can see (a
+comment or zero-width characters alone leave it empty); every citation marker is well formed (all
+``[E:`` markers are scanned first, so ``[E:UNKNOWN]``, ``[E:]``, ``[E: x]`` and an unclosed ``[E:``
+are errors, not ignored; markers in code or comments are neither); every cited id is a known
+evidence id *and* was read in this run; at least N distinct such ids are cited.
 
 Passing means "structurally conforming", never "factually supported".
 """
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..contract import ReportContract
 from ..evidence import EVIDENCE_ID
-from ._markdown import Line, prose_text, read_lines, visible
+from ._markdown import Line, prose_text, read_lines, title_key, visible
 
 __all__ = ["CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
 
@@ -94,7 +94,7 @@ def check_report(
     lines = read_lines(text)
     bodies = _section_bodies(lines)
     for names in contract.sections:
-        found = [bodies[n.casefold()] for n in names if n.casefold() in bodies]
+        found = [bodies[key] for key in map(title_key, names) if key in bodies]
         label = " / ".join(names)
         if not found:
             fail("section_missing", f"section {label} is missing")
@@ -165,6 +165,6 @@ def _section_bodies(lines: list[Line]) -> dict[str, str]:
     for n, (i, level, title) in enumerate(headings):
         end = next((j for j, lvl, _ in headings[n + 1 :] if lvl <= level), len(lines))
         body = "\n".join(line.text for j, line in enumerate(lines[i + 1 : end], i + 1) if j not in starts)
-        key = title.strip().casefold()
+        key = title_key(title)
         bodies[key] = bodies.get(key, "") + body
     return bodies

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ..evidence import EvidenceNote
-from ._markdown import read_lines
+from ._markdown import read_lines, title_key
 from .report import find_citations
 
 __all__ = [
@@ -152,7 +152,7 @@ def _claims(text: str) -> list[tuple[str, str]]:
             level = len(m.group(1))
             if section is not None and level > section_level:
                 continue  # a subsection of a claim section: its sentences are that section's claims
-            title = m.group(2).strip().casefold()
+            title = title_key(m.group(2))
             section, section_level = (title if title in _CLAIM_SECTIONS else None), level
             continue
         if section is None:

@@ -97,3 +97,14 @@ def test_a_heading_indented_up_to_three_spaces_is_a_heading(heading: str, contra
 def test_a_comment_opener_inside_inline_code_opens_no_comment(contract, evidence) -> None:
     text = GOOD.replace("## Evidence", "Write `<!--` to start a note.\n\n## Evidence")
     assert codes(text, contract, evidence) == []
+
+
+@pytest.mark.parametrize("heading", ["## **Limitations**", "## _Limitations_", "## Limitations:", "## 局限：",
+                                     "## Limitations\u200b", "## \uff2c\uff49\uff4d\uff49\uff54\uff41\uff54\uff49\uff4f\uff4e\uff53"])
+def test_a_heading_a_reader_sees_as_the_section_name_is_that_section(heading: str, contract, evidence) -> None:
+    assert codes(GOOD.replace("## Limitations", heading), contract, evidence) == []
+
+
+@pytest.mark.parametrize("heading", ["## Limitations of scope", "## L\u0456mitations", "## Limitation"])
+def test_other_headings_are_still_other_sections(heading: str, contract, evidence) -> None:
+    assert codes(GOOD.replace("## Limitations", heading), contract, evidence) == ["section_missing"]

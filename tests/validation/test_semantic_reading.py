@@ -39,3 +39,7 @@ def test_list_numbers_quote_marks_and_task_boxes_are_not_claims(line: str, evide
 def test_a_table_is_read_by_its_rows_not_its_header_or_rule(evidence) -> None:
     text = f"## Conclusion\n| claim | source |\n|---|:---:|\n| {OVERCLAIM} |\n"
     assert problems(text, evidence) == ["overclaim"]
+
+
+def test_a_bold_or_colon_conclusion_heading_is_reviewed(evidence) -> None:
+    assert problems(f"## **Conclusion:**\n{OVERCLAIM}\n", evidence) == ["overclaim"]
