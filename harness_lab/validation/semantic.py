@@ -130,6 +130,8 @@ class EvidenceSupportReviewer:
         source = " ".join(evidence[cid].text for cid in cited).casefold()
         source_stems = {_stem(w) for w in _words(source)}
         words = [w for w in _words(bare.casefold()) if w not in _STOPWORDS and (len(w) > 2 or not w.isascii())]
+        if not _words(bare.casefold()) and section not in ("conclusion", "结论"):
+            return None  # citations alone in Evidence (a source list): no claim to score; a Conclusion must say something
         support = sum(_stem(w) in source_stems for w in words) / len(words) if words else 0.0
         source_words = set(_words(source))
         unsupported = tuple(t for t in self.absolute_terms if _uses(bare.casefold(), t) and not _uses_any(source, source_words, t))

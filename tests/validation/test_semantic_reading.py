@@ -43,3 +43,15 @@ def test_a_table_is_read_by_its_rows_not_its_header_or_rule(evidence) -> None:
 
 def test_a_bold_or_colon_conclusion_heading_is_reviewed(evidence) -> None:
     assert problems(f"## **Conclusion:**\n{OVERCLAIM}\n", evidence) == ["overclaim"]
+
+
+@pytest.mark.parametrize("line", ["- [E:harness-boundary] [E:acceptance-snapshot]", "[E:harness-boundary]",
+                                  "([E:harness-boundary], [E:acceptance-snapshot])"])
+def test_a_line_of_citations_alone_is_no_claim_to_fail(line: str, evidence) -> None:
+    # It was a 'weak_support' finding with an empty claim, failing a report for nothing it said.
+    text = f"## Conclusion\nFinish requests are claims [E:harness-boundary].\n## Evidence\n{line}\n"
+    assert problems(text, evidence) == ["ok"]
+
+
+def test_a_conclusion_of_citations_alone_still_fails(evidence) -> None:
+    assert problems("## Conclusion\n[E:harness-boundary]\n", evidence) == ["weak_support"]
