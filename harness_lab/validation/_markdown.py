@@ -15,8 +15,11 @@ import re
 import unicodedata
 from typing import NamedTuple
 
-__all__ = ["Line", "prose_text", "read_lines", "title_key", "visible"]
+__all__ = ["Line", "heading", "prose_text", "read_lines", "title_key", "visible"]
 
+# The opening of an ATX heading; the title is trimmed in Python (a pattern that also trims the
+# closing #s and blanks backtracked quadratically and worse on a line of many blanks).
+_HEADING_OPEN = re.compile(r" {0,3}(#{1,6})[ \t]")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
 _EMPHASIS = re.compile(r"^(\*\*|__|\*|_)(.+)\1$")
@@ -88,3 +91,11 @@ def title_key(title: str) -> str:
     while m := _EMPHASIS.match(text):
         text = m.group(2).strip()
     return text.rstrip(":").strip().casefold()
+
+
+def heading(line: str) -> tuple[int, str] | None:
+    """(level, title) of an ATX heading line (``## Title ##``), else None."""
+    m = _HEADING_OPEN.match(line)
+    if m is None:
+        return None
+    return len(m.group(1)), line[m.end() :].strip(" \t").rstrip("#").rstrip(" \t")

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..contract import ReportContract
 from ..evidence import EVIDENCE_ID
-from ._markdown import Line, prose_text, read_lines, title_key, visible
+from ._markdown import Line, heading, prose_text, read_lines, title_key, visible
 
 __all__ = ["CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
 
@@ -37,7 +37,6 @@ CheckCode = Literal[
     "too_few_citations",
 ]
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _MARKER = "[E:"
 # The marker and what a reader would take for it: any case, Cyrillic/Greek/fullwidth E, fullwidth
 # bracket or colon, blanks inside.
@@ -158,8 +157,7 @@ def _section_bodies(lines: list[Line]) -> dict[str, str]:
     Only headings a reader sees count (not in a code block or a comment); the body keeps code
     content and drops comments, so :func:`visible` tells whether the section shows anything.
     """
-    headings = [(i, len(m.group(1)), m.group(2)) for i, line in enumerate(lines)
-                if not line.code and (m := _HEADING.match(line.text))]
+    headings = [(i, *h) for i, line in enumerate(lines) if not line.code and (h := heading(line.text))]
     starts = {i for i, _, _ in headings}
     bodies: dict[str, str] = {}
     for n, (i, level, title) in enumerate(headings):

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ..evidence import EvidenceNote
-from ._markdown import read_lines, title_key
+from ._markdown import heading, read_lines, title_key
 from .report import find_citations
 
 __all__ = [
@@ -44,11 +44,10 @@ _STOPWORDS = frozenset(
     "who will with without our we you they one two also only both each per".split()
 )
 _CLAIM_SECTIONS = ("conclusion", "结论", "evidence", "证据")
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _WORD = re.compile(r"[a-z0-9%]+|[\u4e00-\u9fff]+")
 _QUOTE = re.compile(r"^(?:>[ \t]?)+")
 _ITEM_MARK = re.compile(r"^(?:\d{1,9}[.)][ \t]+)?(?:\[[ xX]\][ \t]+)?")
-_TABLE_RULE = re.compile(r"^\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_RULE_CELL = re.compile(r"[ \t]*:?-+:?[ \t]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 
@@ -150,11 +149,11 @@ def _claims(text: str) -> list[tuple[str, str]]:
     for n, line in enumerate(lines):  # as rendered: no headings or claims in code blocks or comments
         if line.code or line.fence:
             continue
-        if m := _HEADING.match(line.text):
-            level = len(m.group(1))
+        if h := heading(line.text):
+            level = h[0]
             if section is not None and level > section_level:
                 continue  # a subsection of a claim section: its sentences are that section's claims
-            title = title_key(m.group(2))
+            title = title_key(h[1])
             section, section_level = (title if title in _CLAIM_SECTIONS else None), level
             continue
         if section is None:
@@ -163,11 +162,16 @@ def _claims(text: str) -> list[tuple[str, str]]:
         body = _ITEM_MARK.sub("", body)  # '1.' or '[x]' is list syntax, not a sentence
         if body.startswith("|"):  # a table: its rule and header row are layout, each other row a claim
             following = lines[n + 1].text if n + 1 < len(lines) else ""
-            if _TABLE_RULE.match(body) or _TABLE_RULE.match(following.strip()):
+            if _table_rule(body) or _table_rule(following.strip()):
                 continue
             body = body.replace("|", " ").strip()
         out.extend((section, s.strip()) for s in _SENTENCE_END.split(body) if s.strip())
     return out
+
+
+def _table_rule(line: str) -> bool:
+    """'|---|:---:|': a table's rule row (cell by cell: one pattern for the row backtracked badly)."""
+    return "-" in line and all(_RULE_CELL.fullmatch(cell) for cell in line.strip().strip("|").split("|"))
 
 
 def _words(text: str) -> list[str]:

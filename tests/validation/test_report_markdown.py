@@ -108,3 +108,18 @@ def test_a_heading_a_reader_sees_as_the_section_name_is_that_section(heading: st
 @pytest.mark.parametrize("heading", ["## Limitations of scope", "## L\u0456mitations", "## Limitation"])
 def test_other_headings_are_still_other_sections(heading: str, contract, evidence) -> None:
     assert codes(GOOD.replace("## Limitations", heading), contract, evidence) == ["section_missing"]
+
+
+def test_a_heading_line_padded_with_blanks_is_read_in_linear_time(contract, evidence) -> None:
+    # '# a' + 20,000 blanks + 'x': the heading pattern backtracked for minutes (the run's validation hung).
+    line = "## Notes" + " " * 20_000 + "x"
+    assert codes(GOOD + "\n" + line + "\n" + "|---" + " " * 20_000 + "x\n", contract, evidence) == []
+
+
+@pytest.mark.parametrize(("line", "level", "title"), [("## Evidence ##", 2, "Evidence"), ("#  C#", 1, "C"),
+                                                      ("### ", 3, ""), ("#Evidence", None, None),
+                                                      ("   # x", 1, "x"), ("####### x", None, None)])
+def test_heading_lines_read_as_before(line: str, level: int | None, title: str | None) -> None:
+    from harness_lab.validation._markdown import heading
+
+    assert heading(line) == (None if level is None else (level, title))
