@@ -10,8 +10,10 @@ Signals, case-insensitive, matched on word boundaries::
     *error(s) *exception(s) (so AssertionError, KeyError...)  fail(s|ed|ure|ing)  traceback denied forbidden refused unauthori[sz]ed
     timeout / timed out  mismatch  unexpected  invalid  not found  panic  crash(ed)  abort(ed)
     counterexample  expected ... got  assert(ion)  but  however  although
-    HTTP/status/code followed (within a few non-digits) by 4xx/5xx
-    Chinese: 错误 失败 异常 超时 拒绝 不一致 不匹配 但 却 然而 报错
+    segmentation fault  core dumped  no such file  non-zero exit
+    HTTP/status/code (also status_code, statusCode, error_code) followed (within a few non-digits) by 4xx/5xx
+    Chinese: 错误 失败 异常 超时 拒绝 不一致 不匹配 但 却 然而 报错, and in Traditional script
+    錯誤 失敗 異常 超時 拒絕 報錯 卻; Japanese: エラー 失敗 異常 タイムアウト 拒否
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ ANOMALY_PATTERN: re.Pattern[str] = re.compile(
     r"\b\w*(?:error|exception)s?\b|\b(?:fail(?:s|ed|ure|ures|ing)?|traceback|denied|forbidden|refused"
     r"|unauthori[sz]ed|timed?\s?outs?|mismatch(?:es|ed)?|unexpected|invalid|not found"
     r"|panic|crash(?:ed|es)?|abort(?:ed)?|counter-?examples?|assert(?:ion)?|but|however|although"
-    r"|expected\b.{0,80}\bgot)\b"
-    r"|\b(?:HTTP|status|code)\b\D{0,12}\b[45]\d\d\b|\bHTTP/\d(?:\.\d)?\s+[45]\d\d\b"
-    r"|错误|失败|异常|超时|拒绝|不一致|不匹配|报错|但|却|然而",
+    r"|expected\b.{0,80}\bgot|segmentation fault|core dumped|no such file|non-?zero exit)\b"
+    r"|\b(?:HTTP|status|(?:status|error|http|response)?[_-]?code)\b\D{0,12}\b[45]\d\d\b"
+    r"|\bHTTP/\d(?:\.\d)?\s+[45]\d\d\b"
+    r"|错误|失败|异常|超时|拒绝|不一致|不匹配|报错|但|却|然而"
+    r"|錯誤|失敗|異常|超時|拒絕|報錯|卻|エラー|タイムアウト|拒否",
     re.IGNORECASE,
 )
 
@@ -38,7 +42,9 @@ _PREFILTER: tuple[str, ...] = (
     "error", "fail", "exception", "traceback", "denied", "forbidden", "refused", "unauthori",
     "time", "mismatch", "unexpected", "invalid", "not found", "panic", "crash", "abort",
     "counter", "assert", "but", "however", "although", "expected", "http", "status", "code",
+    "segmentation", "core dumped", "no such file", "zero exit",
     "错误", "失败", "异常", "超时", "拒绝", "不一致", "不匹配", "报错", "但", "却", "然而",
+    "錯誤", "失敗", "異常", "超時", "拒絕", "報錯", "卻", "エラー", "タイムアウト", "拒否",
 )  # fmt: skip
 
 

@@ -35,6 +35,8 @@ Behaviour worth knowing:
 
 from __future__ import annotations
 
+import operator
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -67,8 +69,8 @@ class ContextManager:
         summarizer: Summarizer | None = None,
         low_water: float = 0.8,
     ) -> None:
-        if budget_tokens <= 0 or output_cap_bytes <= 0:
-            raise ValueError("budget_tokens and output_cap_bytes must be positive")
+        _require_positive_int("budget_tokens", budget_tokens)
+        _require_positive_int("output_cap_bytes", output_cap_bytes)
         if not 0 < low_water <= 1:
             raise ValueError("low_water must be in (0, 1]")
         self._budget = budget_tokens
@@ -77,7 +79,8 @@ class ContextManager:
         self.output_cap_bytes = output_cap_bytes
         self.summarizer: Summarizer = summarizer or default_summarizer
         self.last_report: CompressionReport | None = None
-        self._rec = ItemRecord(counter or approx_token_count)
+        self._rec = ItemRecord(approx_token_count if counter is None or counter is approx_token_count
+                               else _checked(counter))
         self._refs = RefStore()
         self._window: list[str] = []  # ids of the most recent interactions, oldest first
         self._subtask: str | None = None
@@ -106,6 +109,7 @@ class ContextManager:
     ) -> ContextItem:
         """Add one item; L2-L5 text over the output cap becomes an L5 reference."""
         self._rec.maybe_retire()
+        text, source, key = _utf8(text), _utf8(source), _utf8_or_none(key)
         ref_id = None
         if layer.compressible and self._too_large(text):
             info = self._refs.put(text, source=source, round=round)
@@ -129,6 +133,8 @@ class ContextManager:
         """
         rec = self._rec
         rec.maybe_retire()
+        if not (action.isascii() and result.isascii() and source.isascii()) or (key is not None and not key.isascii()):
+            action, result, source, key = _utf8(action), _utf8(result), _utf8(source), _utf8_or_none(key)
         flagged = is_anomalous(result) if anomaly is None else anomaly
         if len(result) * 4 > self.output_cap_bytes and self._too_large(result):  # (its first test, inline)
             info: RefInfo = self._refs.put(result, source=source, round=round)
@@ -152,6 +158,7 @@ class ContextManager:
         (use it for repeating warnings such as a budget alert).
         """
         self._rec.maybe_retire()
+        text, source, key = _utf8(text), _utf8(source), _utf8_or_none(key)
         item = self._new(Layer.L2, text, source, round, role="feedback", pinned=True, anomaly=True, key=key)
         earlier = self._rec.current_with_key(key, exclude=item.id, roles=("feedback",))
         for old in earlier:  # no longer an open failure: let compression fold it
@@ -161,6 +168,7 @@ class ContextManager:
     def begin_subtask(self, name: str, goal: str, *, round: int) -> ContextItem:
         """Open a subtask: its goal sits in L2 until :meth:`finish_subtask` collapses it."""
         self._rec.maybe_retire()
+        name, goal = _utf8(name), _utf8(goal)
         self._subtask = name
         return self._new(Layer.L2, goal, f"subtask:{name}", round, role="subtask", key=f"subtask:{name}")
 
@@ -172,6 +180,7 @@ class ContextManager:
         are named in the conclusion so they stay fetchable.
         """
         self._rec.maybe_retire()
+        name, conclusion = _utf8(name), _utf8(conclusion)
         process: list[ContextItem] = []
         refs: list[str] = []
         for item in list(self._rec.live.values()):
@@ -212,6 +221,7 @@ class ContextManager:
         """An L3 summary stamped with round and source; it supersedes, visibly, the current summary
         with the same *key* and the item named by *supersedes* (an id or a key)."""
         self._rec.maybe_retire()
+        text, source, key, supersedes = _utf8(text), _utf8(source), _utf8_or_none(key), _utf8_or_none(supersedes)
         stamped = f"[round {round} summary, from {source}] {text}"
         item = self._new(Layer.L3, stamped, source, round, role="summary", key=key)
         targets = self._rec.current_with_key(key, exclude=item.id) if key else []
@@ -228,6 +238,7 @@ class ContextManager:
         """After a resume the view starts with this note (what was done, what is finished, where it
         stuck). An earlier resume note is marked superseded and unpinned."""
         self._rec.maybe_retire()
+        text = _utf8(text)
         item = self._new(Layer.L2, text, "resume", round, role="resume", pinned=True, key="resume")
         earlier = self._rec.current_with_key("resume", exclude=item.id, roles=("resume",))
         for old in earlier:
@@ -240,7 +251,7 @@ class ContextManager:
         """Mark items whose key or source matches (``source`` equal, or equal after its ``tool:``
         prefix, e.g. ``config.yaml`` matches ``read_file:config.yaml``) stale, along with summaries
         and conclusions built from them. Returns the stale versions of the items still in the view."""
-        return self._rec.mark_stale(key_or_source)
+        return self._rec.mark_stale(_utf8(key_or_source))
 
     def reselect(self) -> None:
         """Take stale items out of the view (L0/L1 and pinned ones stay, shown stale); all stay recorded.
@@ -265,8 +276,7 @@ class ContextManager:
     @budget_tokens.setter
     def budget_tokens(self, value: int) -> None:
         """Changing the budget (e.g. a budget squeeze) takes effect at the next :meth:`view`."""
-        if value <= 0:
-            raise ValueError("budget_tokens must be positive")
+        _require_positive_int("budget_tokens", value)
         self._budget = value
 
     @property
@@ -293,8 +303,13 @@ class ContextManager:
 
     def compress(self, target_tokens: int | None = None) -> CompressionReport:
         """An explicit pass: L4 is summarized even if the context fits, then layers are compressed
-        in policy order while over *target_tokens* (default: ``low_water`` x budget)."""
-        return self._compress(target_tokens or self._low_water_target(), proactive=True)
+        in policy order while over *target_tokens* (default: ``low_water`` x budget; 0: as far as the
+        policy goes)."""
+        if target_tokens is None:
+            target_tokens = self._low_water_target()
+        elif isinstance(target_tokens, bool) or not isinstance(target_tokens, int) or target_tokens < 0:
+            raise ValueError(f"target_tokens must be a non-negative int, got {target_tokens!r}")
+        return self._compress(target_tokens, proactive=True)
 
     def self_check(self, before: ContextView, after: ContextView) -> list[str]:
         """Every anomaly, pinned fact or failure reason in *before* that *after* lost (empty = fine)."""
@@ -472,3 +487,42 @@ class ContextManager:
         )
         self.last_report = report
         return report
+
+
+def _require_positive_int(name: str, value: object) -> None:
+    # bool is an int, and a float or str compared fine but made fractional budgets and caps
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _checked(counter: Callable[[str], int]) -> Callable[[str], int]:
+    """*counter*, refusing what is not a token count: a negative or missing count would make the
+    total (and the run's token budget, which spends it) meaningless, silently."""
+    name = getattr(counter, "__qualname__", None) or type(counter).__name__
+
+    def count(text: str) -> int:
+        n = counter(text)
+        try:
+            ok = not isinstance(n, bool) and operator.index(n) >= 0  # an int, or an int-like (numpy)
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"token counter {name} returned {n!r} for a text of {len(text)} chars; "
+                             "a counter must return a non-negative int")
+        return operator.index(n)
+
+    count.__wrapped__ = counter  # type: ignore[attr-defined]
+    return count
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(text: str) -> str:
+    """*text* with each lone surrogate (a non-UTF-8 byte in a file name that os.listdir decoded, say)
+    as U+FFFD: such a str cannot be encoded, counted, stored or shown to a model."""
+    return text if text.isascii() or _SURROGATE.search(text) is None else _SURROGATE.sub("\ufffd", text)
+
+
+def _utf8_or_none(text: str | None) -> str | None:
+    return None if text is None else _utf8(text)

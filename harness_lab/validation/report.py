@@ -1,10 +1,12 @@
 """Seed 004's report contract, checked against one snapshot of the report's bytes.
 
-Checks, in order: the report exists and is non-empty; each required section (Markdown heading of
-any level whose text is the section name, case-insensitive; English or Chinese) exists and has a
-non-empty body; every citation marker is well formed (all ``[E:`` markers are scanned first, so
-``[E:UNKNOWN]``, ``[E:]``, ``[E: x]`` and an unclosed ``[E:`` are errors, not ignored); every cited
-id is a known evidence id *and* was read in this run; at least N distinct such ids are cited.
+Checks, in order: the report exists and is non-empty; each required section (Markdown heading of any
+level whose text is the section name, case-insensitive, bold or with a colon alike; English or
+Chinese; not inside a code block or an HTML comment) exists and has a body a reader can see (a
+comment or zero-width characters alone leave it empty); every citation marker is well formed (all
+``[E:`` markers are scanned first, so ``[E:UNKNOWN]``, ``[E:]``, ``[E: x]`` and an unclosed ``[E:``
+are errors, not ignored; markers in code or comments are neither); every cited id is a known
+evidence id *and* was read in this run; at least N distinct such ids are cited.
 
 Passing means "structurally conforming", never "factually supported".
 """
@@ -19,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..contract import ReportContract
 from ..evidence import EVIDENCE_ID
+from ._markdown import Line, heading, prose_text, read_lines, title_key, visible
 
 __all__ = ["CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
 
@@ -34,8 +37,10 @@ CheckCode = Literal[
     "too_few_citations",
 ]
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _MARKER = "[E:"
+# The marker and what a reader would take for it: any case, Cyrillic/Greek/fullwidth E, fullwidth
+# bracket or colon, blanks inside.
+_MARKER_LIKE = re.compile("[\\[\uff3b][ \\t]*[Ee\u0415\u0435\u0395\u03b5\uff25\uff45][ \\t]*[:\uff1a]")
 
 
 class CheckFailure(BaseModel):
@@ -77,24 +82,25 @@ def check_report(
         fail("report_missing", f"no report at {contract.path}")
         return ReportVerdict(accepted=False, errors=tuple(errors))
     try:
-        text = snapshot.decode("utf-8")
+        text = snapshot.decode("utf-8-sig")  # a leading byte order mark is not part of the first heading
     except UnicodeDecodeError:
         fail("report_not_text", f"{contract.path} is not UTF-8 text")
         return ReportVerdict(accepted=False, errors=tuple(errors))
-    if not text.strip():
+    if not visible(text):
         fail("report_empty", f"{contract.path} is empty")
         return ReportVerdict(accepted=False, errors=tuple(errors))
 
-    bodies = _section_bodies(text)
+    lines = read_lines(text)
+    bodies = _section_bodies(lines)
     for names in contract.sections:
-        found = [bodies[n.casefold()] for n in names if n.casefold() in bodies]
+        found = [bodies[key] for key in map(title_key, names) if key in bodies]
         label = " / ".join(names)
         if not found:
             fail("section_missing", f"section {label} is missing")
-        elif not any(body.strip() for body in found):
+        elif not any(visible(body) for body in found):
             fail("section_empty", f"section {label} is empty")
 
-    cited, malformed = find_citations(text)
+    cited, malformed = find_citations(prose_text(lines))  # a marker in code or a comment cites nothing
     for marker in malformed:
         fail("citation_malformed", f"malformed citation marker {marker!r}; use [E:<id>] with id [a-z0-9_-]+")
     valid: list[str] = []
@@ -115,13 +121,24 @@ def check_report(
 
 
 def find_citations(text: str) -> tuple[list[str], list[str]]:
-    """Every ``[E:`` marker: (well-formed ids in order, malformed markers as written)."""
+    """Every ``[E:`` marker: (well-formed ids in order, malformed markers as written).
+
+    A look-alike of the marker (``[e:``, a Cyrillic or Greek E, fullwidth brackets or colon, a
+    space inside) is a malformed marker: a reader takes it for a citation, so it is never skipped.
+    """
     ids: list[str] = []
     malformed: list[str] = []
-    start = text.find(_MARKER)
-    while start != -1:
+    starts = [(m.start(), m.group()) for m in _MARKER_LIKE.finditer(text)]
+    for n, (start, marker) in enumerate(starts):
+        following = starts[n + 1][0] if n + 1 < len(starts) else -1
+        if marker != _MARKER:
+            closes = [c for c in (text.find("]", start), text.find("\uff3d", start)) if c != -1]
+            close = min(closes) if closes else -1
+            end = close + 1 if close != -1 and (following == -1 or close < following) else (
+                following if following != -1 else len(text))
+            malformed.append(text[start:end].split("\n", 1)[0])
+            continue
         close = text.find("]", start)
-        following = text.find(_MARKER, start + len(_MARKER))
         if close == -1 or (following != -1 and following < close):
             end = following if following != -1 else len(text)
             malformed.append(text[start:end].split("\n", 1)[0])
@@ -131,18 +148,21 @@ def find_citations(text: str) -> tuple[list[str], list[str]]:
                 ids.append(cid)
             else:
                 malformed.append(text[start : close + 1])
-        start = following
     return ids, malformed
 
 
-def _section_bodies(text: str) -> dict[str, str]:
-    """Heading text (casefolded) -> body up to the next heading of the same or a higher level."""
-    lines = text.splitlines()
-    headings = [(i, len(m.group(1)), m.group(2)) for i, line in enumerate(lines) if (m := _HEADING.match(line))]
+def _section_bodies(lines: list[Line]) -> dict[str, str]:
+    """Heading text (casefolded) -> body up to the next heading of the same or a higher level.
+
+    Only headings a reader sees count (not in a code block or a comment); the body keeps code
+    content and drops comments, so :func:`visible` tells whether the section shows anything.
+    """
+    headings = [(i, *h) for i, line in enumerate(lines) if not line.code and (h := heading(line.text))]
+    starts = {i for i, _, _ in headings}
     bodies: dict[str, str] = {}
     for n, (i, level, title) in enumerate(headings):
         end = next((j for j, lvl, _ in headings[n + 1 :] if lvl <= level), len(lines))
-        body = "\n".join(line for line in lines[i + 1 : end] if not _HEADING.match(line))
-        key = title.strip().casefold()
+        body = "\n".join(line.text for j, line in enumerate(lines[i + 1 : end], i + 1) if j not in starts)
+        key = title_key(title)
         bodies[key] = bodies.get(key, "") + body
     return bodies

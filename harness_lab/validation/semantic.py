@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ..evidence import EvidenceNote
+from ._markdown import heading, read_lines, title_key
 from .report import find_citations
 
 __all__ = [
@@ -43,8 +44,10 @@ _STOPWORDS = frozenset(
     "who will with without our we you they one two also only both each per".split()
 )
 _CLAIM_SECTIONS = ("conclusion", "结论", "evidence", "证据")
-_HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _WORD = re.compile(r"[a-z0-9%]+|[\u4e00-\u9fff]+")
+_QUOTE = re.compile(r"^(?:>[ \t]?)+")
+_ITEM_MARK = re.compile(r"^(?:\d{1,9}[.)][ \t]+)?(?:\[[ xX]\][ \t]+)?")
+_RULE_CELL = re.compile(r"[ \t]*:?-+:?[ \t]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 
@@ -109,7 +112,7 @@ class EvidenceSupportReviewer:
         return f"evidence-support(min_support={self.min_support})"
 
     def review(self, report: bytes, evidence: Mapping[str, EvidenceNote]) -> SemanticVerdict:
-        text = report.decode("utf-8", errors="replace")
+        text = report.decode("utf-8-sig", errors="replace")
         findings = [self._judge(section, claim, evidence) for section, claim in _claims(text)]
         kept = [f for f in findings if f is not None]
         return SemanticVerdict(reviewer=self.name, passed=all(f.problem == "ok" for f in kept), findings=tuple(kept))
@@ -126,6 +129,8 @@ class EvidenceSupportReviewer:
         source = " ".join(evidence[cid].text for cid in cited).casefold()
         source_stems = {_stem(w) for w in _words(source)}
         words = [w for w in _words(bare.casefold()) if w not in _STOPWORDS and (len(w) > 2 or not w.isascii())]
+        if not _words(bare.casefold()) and section not in ("conclusion", "结论"):
+            return None  # citations alone in Evidence (a source list): no claim to score; a Conclusion must say something
         support = sum(_stem(w) in source_stems for w in words) / len(words) if words else 0.0
         source_words = set(_words(source))
         unsupported = tuple(t for t in self.absolute_terms if _uses(bare.casefold(), t) and not _uses_any(source, source_words, t))
@@ -139,16 +144,34 @@ def _claims(text: str) -> list[tuple[str, str]]:
     """(section, sentence) for every sentence under a claim-bearing heading."""
     out: list[tuple[str, str]] = []
     section: str | None = None
-    for line in text.splitlines():
-        if m := _HEADING.match(line):
-            title = m.group(1).strip().casefold()
-            section = title if title in _CLAIM_SECTIONS else None
+    section_level = 0
+    lines = read_lines(text)
+    for n, line in enumerate(lines):  # as rendered: no headings or claims in code blocks or comments
+        if line.code or line.fence:
+            continue
+        if h := heading(line.text):
+            level = h[0]
+            if section is not None and level > section_level:
+                continue  # a subsection of a claim section: its sentences are that section's claims
+            title = title_key(h[1])
+            section, section_level = (title if title in _CLAIM_SECTIONS else None), level
             continue
         if section is None:
             continue
-        body = line.strip().lstrip("-*+ ").strip()
+        body = _QUOTE.sub("", line.text.strip()).lstrip("-*+ ").strip()
+        body = _ITEM_MARK.sub("", body)  # '1.' or '[x]' is list syntax, not a sentence
+        if body.startswith("|"):  # a table: its rule and header row are layout, each other row a claim
+            following = lines[n + 1].text if n + 1 < len(lines) else ""
+            if _table_rule(body) or _table_rule(following.strip()):
+                continue
+            body = body.replace("|", " ").strip()
         out.extend((section, s.strip()) for s in _SENTENCE_END.split(body) if s.strip())
     return out
+
+
+def _table_rule(line: str) -> bool:
+    """'|---|:---:|': a table's rule row (cell by cell: one pattern for the row backtracked badly)."""
+    return "-" in line and all(_RULE_CELL.fullmatch(cell) for cell in line.strip().strip("|").split("|"))
 
 
 def _words(text: str) -> list[str]:

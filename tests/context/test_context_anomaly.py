@@ -60,3 +60,28 @@ def test_anomaly_lines_are_verbatim_and_in_order() -> None:
     text = "step 1 ok\nKeyError: 'a'\nstep 2 ok\nHTTP 200 but body code 500\n"
     assert anomaly_lines(text) == ["KeyError: 'a'", "HTTP 200 but body code 500"]
     assert anomaly_lines("all good\nfine") == []
+
+
+@pytest.mark.parametrize("text", [
+    '{"status_code": 500, "body": "ok"}',  # the documented status-then-4xx/5xx signal, Python's spelling
+    '{"statusCode": 503}',
+    "error_code=404",
+    "讀取設定失敗",  # Traditional Chinese: the documented signals in the other script
+    "連線錯誤",
+    "請求超時",
+    "接口返回 200 但 body 卻是 500",
+    "設定不一致",
+    "エラーが発生しました",  # Japanese
+    "接続がタイムアウトしました",
+    "Segmentation fault (core dumped)",
+    "cat: config.yaml: No such file or directory",
+    "Command returned non-zero exit status 1.",
+])
+def test_anomalies_in_other_spellings_and_scripts_are_anomalies(text: str) -> None:
+    assert is_anomalous(text)
+    assert anomaly_lines(text) == [text]
+
+
+@pytest.mark.parametrize("text", ["status_code: 200", "statusCode=204", "code_review: 3 files", "zero exit status"])
+def test_success_codes_in_those_spellings_stay_clean(text: str) -> None:
+    assert not is_anomalous(text)

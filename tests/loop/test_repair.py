@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from loophelpers import FINISH, GOOD, READ_A, READ_B, WRITE_GOOD, make_run, notes
+import pytest
+from loophelpers import FINISH, GOOD, READ_A, READ_B, WRITE_GOOD, contract, make_run, notes
 
 from harness_lab.repair import RepairPolicy
 from harness_lab.states import RunState
@@ -62,3 +63,41 @@ def test_no_healthy_snapshot_escalates_instead_of_rolling_back(tmp_path) -> None
     run.run()
     assert run.state is RunState.BLOCKED and run.stop_reason.code == "escalated"  # type: ignore[union-attr]
     assert [s.action for s in policy.history] == ["retry", "escalate"]
+
+
+def test_the_contracts_max_repairs_sets_the_retry_cap(tmp_path) -> None:
+    # verification.max_repairs was never read: an edited contract still got 3 retries.
+    base = contract()
+    one = base.model_copy(update={"verification": base.verification.model_copy(update={"max_repairs": 1})})
+    policy = RepairPolicy()
+    run = make_run(tmp_path, [READ_A, READ_B, WRITE_BAD, FINISH], repair=policy, contract_=one)
+    run.run()
+    assert run.state is RunState.BLOCKED and run.stop_reason.code == "escalated"  # type: ignore[union-attr]
+    assert [s.action for s in policy.history] == ["retry", "rollback", "escalate"]
+    assert policy.history[0].note.startswith("retry 1/1:")
+
+
+def test_an_explicit_max_retries_overrides_the_contract(tmp_path) -> None:
+    policy = RepairPolicy(max_retries=0)
+    run = make_run(tmp_path, [READ_A, READ_B, WRITE_BAD, FINISH], repair=policy)
+    run.run()
+    assert [s.action for s in policy.history] == ["rollback", "escalate"]
+
+
+def test_a_negative_retry_cap_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_retries"):
+        RepairPolicy(max_retries=-1)
+
+
+@pytest.mark.parametrize("spelling", ["./report.md", ".//report.md", "{ws}/report.md"])
+def test_a_draft_written_under_another_spelling_of_the_report_path_is_the_first_draft(tmp_path, spelling) -> None:
+    # write_file('./report.md') writes the report, but the healthy snapshot was not taken: the cap
+    # then escalated with nothing to roll back to.
+    policy = RepairPolicy(max_retries=0)
+    path = spelling.format(ws=(tmp_path / "ws").resolve())
+    bad = {"kind": "write_file", "path": path, "content": WRITE_BAD["text"]}
+    run = make_run(tmp_path, [READ_A, READ_B, bad, FINISH], repair=policy)
+    run.run(max_steps=4)
+    assert policy.healthy is not None
+    assert [s.action for s in policy.history] == ["rollback"]
+    assert "approach write_file(" in policy.history[0].note

@@ -1,0 +1,101 @@
+"""How a report reads once rendered: which lines are code, which text a comment hides.
+
+The report contract judges what a reader of the rendered Markdown sees. A heading inside a fenced
+code block or an HTML comment is not a section; a citation there is not a citation; a section whose
+only "text" is a comment or invisible characters (zero-width spaces, a stray byte order mark, NUL)
+is empty. This is a small reading of CommonMark (fences of three or more backticks or tildes, up to
+three spaces indented; ``<!-- ... -->`` comments, an unclosed one running to the end; inline code
+spans), not a full parser: where it errs, it errs towards fewer sections and citations (a reject),
+never towards more.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import NamedTuple
+
+__all__ = ["Line", "heading", "prose_text", "read_lines", "title_key", "visible"]
+
+# The opening of an ATX heading; the title is trimmed in Python (a pattern that also trims the
+# closing #s and blanks backtracked quadratically and worse on a line of many blanks).
+_HEADING_OPEN = re.compile(r" {0,3}(#{1,6})[ \t]")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
+_EMPHASIS = re.compile(r"^(\*\*|__|\*|_)(.+)\1$")
+# Letters that render as nothing although Unicode does not call them format characters.
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+class Line(NamedTuple):
+    text: str  # the line as a reader sees it: comments removed (code lines: unchanged)
+    code: bool  # inside a fenced code block (its content)
+    fence: bool  # a fence delimiter line
+
+
+def read_lines(text: str) -> list[Line]:
+    out: list[Line] = []
+    fence: str | None = None  # the opening fence's run, while inside a block
+    comment = False
+    for raw in text.splitlines():
+        if fence is not None:
+            m = _FENCE.match(raw)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not m.group(2).strip():
+                fence = None
+                out.append(Line("", False, True))
+            else:
+                out.append(Line(raw, True, False))
+            continue
+        if not comment and (m := _FENCE.match(raw)) and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            fence = m.group(1)
+            out.append(Line("", False, True))
+            continue
+        kept: list[str] = []
+        # '<!--' inside a code span on the line opens nothing (code spans bind first)
+        plain = _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), raw) if "`" in raw else raw
+        i = 0
+        while i < len(raw):
+            if comment:
+                j = raw.find("-->", i)
+                if j == -1:
+                    break
+                comment, i = False, j + 3
+            else:
+                j = plain.find("<!--", i)
+                if j == -1:
+                    kept.append(raw[i:])
+                    break
+                kept.append(raw[i:j])
+                comment, i = True, j + 4
+        out.append(Line("".join(kept), False, False))
+    return out
+
+
+def prose_text(lines: list[Line]) -> str:
+    """The report's prose: no fenced code, no comments, inline code spans blanked."""
+    text = "\n".join("" if line.code or line.fence else line.text for line in lines)
+    return _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), text)
+
+
+def visible(text: str) -> bool:
+    """True when *text* holds a character a reader can see."""
+    return any(not ch.isspace() and ch not in _BLANK_LETTERS and unicodedata.category(ch) not in ("Cc", "Cf")
+               for ch in text)
+
+
+def title_key(title: str) -> str:
+    """A heading's text as a reader takes it, for matching section names: compatibility forms
+    folded (fullwidth letters), invisible characters dropped, emphasis around the whole title and a
+    trailing colon removed, case folded. 'Limitations of scope' stays another section."""
+    text = "".join(ch for ch in unicodedata.normalize("NFKC", title) if unicodedata.category(ch) != "Cf").strip()
+    while m := _EMPHASIS.match(text):
+        text = m.group(2).strip()
+    return text.rstrip(":").strip().casefold()
+
+
+def heading(line: str) -> tuple[int, str] | None:
+    """(level, title) of an ATX heading line (``## Title ##``), else None."""
+    m = _HEADING_OPEN.match(line)
+    if m is None:
+        return None
+    return len(m.group(1)), line[m.end() :].strip(" \t").rstrip("#").rstrip(" \t")
