@@ -64,14 +64,30 @@ def list_dir(b: Boundary, path: object) -> ToolResult:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue  # vanished between listdir and stat
-            entries.append({"name": name, "type": _kind(st.st_mode), "size": st.st_size})
+            shown, escaped = _shown(name)
+            entry: dict[str, object] = {"name": shown, "type": _kind(st.st_mode), "size": st.st_size}
+            if escaped:
+                entry["escaped"] = True
+            entries.append(entry)
     finally:
         os.close(fd)
     suffix = {"dir": "/", "symlink": "@", "special": "|", "file": ""}
     lines = [f"{e['name']}{suffix[str(e['type'])]}" for e in entries]
+    if any(e.get("escaped") for e in entries):
+        lines.append("(some names are not printable UTF-8 and are shown with escapes such as \\n and \\xff)")
     content = "\n".join(lines) if lines else "(empty directory)"
     return ToolResult.success("list_dir", content, path="/".join(names) or ".", entries=entries,
                               mechanism=b.mechanism)
+
+
+def _shown(name: str) -> tuple[str, bool]:
+    """A name as one line of valid UTF-8: any byte string can be a file name (a command may make
+    one), but a listing goes into the context and the checkpoint as JSON text, and a newline in a
+    name would read as two entries."""
+    if name.isprintable():  # lone surrogates (undecodable bytes) and control characters are not
+        return name, False
+    text = os.fsencode(name).decode("utf-8", "backslashreplace")
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text), True
 
 
 def _kind(mode: int) -> str:
