@@ -6,6 +6,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from sbhelpers import journal_or_skip
+
 from harness_lab.sandbox import Sandbox
 
 
@@ -29,3 +31,21 @@ def test_list_dir_names_that_are_not_utf8_or_hold_newlines_stay_one_serialisable
     names = {str(e["name"]) for e in result.data["entries"]}
     assert "plain.txt" in names and all(n.isprintable() for n in names)
 
+
+def test_workspace_hash_after_a_rollback_restores_a_file_a_command_removed(
+        tmp_path: Path, make_sandbox: Callable[..., Sandbox]) -> None:
+    # The incremental hash sum subtracted a term it had never added: the walk after the command
+    # kept the removed file's memo entry, and settling the rollback took it for a counted one.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sb = make_sandbox(ws)
+    journal_or_skip(sb)
+    assert sb.call("write_file", path="a.txt", content="v").ok
+    assert sb.call("write_file", path="b.txt", content="w").ok
+    before = sb.snapshot("before")
+    assert sb.call("run_command", argv=["rm", "a.txt"], timeout=10).ok
+    assert sb.workspace_hash() != before.workspace_hash
+    sb.rollback(before.id)
+    assert (ws / "a.txt").read_text() == "v"
+    assert sb.workspace_hash() == before.workspace_hash  # differed before the fix
+    assert sb.workspace_hash(rescan=True) == before.workspace_hash
