@@ -193,7 +193,8 @@ class Sandbox:
         timeout = args.get("timeout", limit)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             return ToolResult.failure(tool, "timeout must be a positive number of seconds", "pass timeout=10")
-        timeout = min(float(timeout), limit)  # a caller may shorten the policy's limit, never extend it
+        # A caller may shorten the policy's limit, never extend it (compared before float(): 10**400 overflows).
+        timeout = float(min(timeout, limit))
         read_only = self.policy.mode == "read-only"
         if read_only and self._iso["kind"] != "bwrap":
             return ToolResult.failure(tool, "read-only mode needs bubblewrap to mount the workspace read-only",

@@ -49,3 +49,12 @@ def test_workspace_hash_after_a_rollback_restores_a_file_a_command_removed(
     assert (ws / "a.txt").read_text() == "v"
     assert sb.workspace_hash() == before.workspace_hash  # differed before the fix
     assert sb.workspace_hash(rescan=True) == before.workspace_hash
+
+
+def test_an_enormous_integer_timeout_is_clamped_to_the_policy_not_raised(
+        tmp_path: Path, make_sandbox: Callable[..., Sandbox]) -> None:
+    # float(10**400) raised OverflowError out of Sandbox.call, which promises never to raise.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    result = make_sandbox(ws, isolation="none").call("run_command", argv=["true"], timeout=10**400)
+    assert result.ok and result.data["timeout"] == 30.0
