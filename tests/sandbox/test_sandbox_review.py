@@ -58,3 +58,17 @@ def test_an_enormous_integer_timeout_is_clamped_to_the_policy_not_raised(
     ws.mkdir()
     result = make_sandbox(ws, isolation="none").call("run_command", argv=["true"], timeout=10**400)
     assert result.ok and result.data["timeout"] == 30.0
+
+
+def test_a_path_that_is_not_valid_utf8_text_is_refused_with_a_serialisable_reason(
+        tmp_path: Path, make_sandbox: Callable[..., Sandbox]) -> None:
+    # A lone surrogate (e.g. from json.loads('"\\udcff"')) was encoded with surrogateescape: the
+    # file b'\xff' was written, and the result echoed the surrogate, which no JSON encoder takes.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sb = make_sandbox(ws)
+    for tool, args in [("write_file", {"content": "x"}), ("read_file", {}), ("list_dir", {}), ("delete_file", {})]:
+        result = sb.call(tool, path="d/\udcff", **args)
+        assert result.status == "error" and "UTF-8" in (result.reason or ""), result
+        result.model_dump_json()
+    assert os.listdir(ws) == []
