@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from sbhelpers import journal_or_skip
 
 from harness_lab.sandbox import Sandbox
@@ -72,3 +75,43 @@ def test_a_path_that_is_not_valid_utf8_text_is_refused_with_a_serialisable_reaso
         assert result.status == "error" and "UTF-8" in (result.reason or ""), result
         result.model_dump_json()
     assert os.listdir(ws) == []
+
+
+def test_rolling_back_a_deep_tree_costs_what_the_tree_holds_not_its_depth_squared(
+        tmp_path: Path, make_sandbox: Callable[..., Sandbox], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Rollback opened every parent from the root for every path: a command that made a chain of
+    # 3000 directories (0.5 s) cost the rollback 4.5 million opens (~2 minutes), and restoring
+    # such a chain the same. Counted in directory opens, not timed.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sb = make_sandbox(ws, change_tracking="walk")
+    depth = 300
+    chain = "/".join(["d"] * depth)
+    (ws / chain).mkdir(parents=True)
+    (ws / chain / "f").write_text("deep")
+    deep = sb.snapshot("deep", rescan=True)
+    (ws / "keep.txt").write_text("k")
+    shutil.rmtree(ws / "d")
+    empty = sb.snapshot("empty", rescan=True)
+    opens = 0
+    real_open = os.open
+
+    def counting_open(*args: Any, **kwargs: Any) -> int:
+        nonlocal opens
+        opens += 1
+        return real_open(*args, **kwargs)
+
+    import harness_lab.sandbox._dirs as dirs_mod
+    import harness_lab.sandbox.restore as restore_mod
+    monkeypatch.setattr(restore_mod.os, "open", counting_open)
+    assert dirs_mod.os is restore_mod.os
+    sb.rollback(deep.id)  # restores the chain
+    assert (ws / chain / "f").read_text() == "deep"
+    restore_opens, opens = opens, 0
+    sb.rollback(empty.id)  # removes it again
+    assert not (ws / "d").exists() and (ws / "keep.txt").exists()
+    remove_opens = opens
+    monkeypatch.undo()
+    # A full walk opens each directory once (~depth); quadratic was ~depth**2 / 2 = 45000.
+    assert restore_opens < 6 * depth, restore_opens
+    assert remove_opens < 6 * depth, remove_opens
