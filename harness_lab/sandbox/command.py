@@ -4,8 +4,11 @@ Mechanisms, strongest available first (probed once per process, reported in ``ca
 every result's ``data["isolation"]``):
 
 * **bwrap** (bubblewrap): new network, pid and IPC namespaces, a read-only view of ``/``, a private
-  ``/tmp``, the workspace bound read-write (read-only in read-only mode), ``--die-with-parent``.
-* **unshare** (util-linux): new network and pid namespaces (``--fork --kill-child``).
+  ``/tmp``, an empty ``/run`` while the network is off (a network namespace does not cover the
+  Unix sockets services keep there), the workspace bound read-write (read-only in read-only mode),
+  ``--die-with-parent``.
+* **unshare** (util-linux): new network and pid namespaces (``--fork --kill-child``); Unix sockets
+  on the host file system stay reachable by path.
 * **none**: no namespace; the network is *not* isolated and the result data says so.
 
 Process limit: RLIMIT_NPROC is ignored for root, so a root parent drops the child to an unprivileged
@@ -125,11 +128,13 @@ def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only
         else:
             inner = [sys.executable, "-I", "-c", _DROP_PY, str(uid), str(uid), *inner]
     if iso["kind"] == "bwrap":
-        net = [] if network else ["--unshare-net"]
+        # A network namespace does not cover Unix sockets (reached by path, and a read-only bind
+        # does not stop connect()): without network, /run, where services keep theirs, is empty.
+        hide = [] if network else ["--unshare-net", "--tmpfs", "/run"]
         bind = "--ro-bind" if read_only else "--bind"
-        return [iso["bwrap"], *net, "--unshare-pid", "--unshare-ipc", "--die-with-parent",
-                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777",
-                "--tmpfs", "/tmp", bind, ws, ws, "--chdir", ws, "--", *inner]
+        return [iso["bwrap"], "--unshare-pid", "--unshare-ipc", "--die-with-parent",
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *hide,
+                "--perms", "1777", "--tmpfs", "/tmp", bind, ws, ws, "--chdir", ws, "--", *inner]
     if iso["kind"] == "unshare":
         net = [] if network else ["--net"]
         return [iso["unshare"], *net, "--pid", "--fork", "--kill-child", "--", *inner]

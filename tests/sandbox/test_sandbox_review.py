@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sbhelpers import journal_or_skip
+from sbhelpers import isolation_or_skip, journal_or_skip
 
 from harness_lab.sandbox import Sandbox
 
@@ -115,3 +116,27 @@ def test_rolling_back_a_deep_tree_costs_what_the_tree_holds_not_its_depth_square
     # A full walk opens each directory once (~depth); quadratic was ~depth**2 / 2 = 45000.
     assert restore_opens < 6 * depth, restore_opens
     assert remove_opens < 6 * depth, remove_opens
+
+
+def test_with_the_network_off_a_host_service_on_a_unix_socket_in_run_is_out_of_reach(
+        tmp_path: Path, make_sandbox: Callable[..., Sandbox]) -> None:
+    # A network namespace does not cover Unix sockets, which are reached by path, and a read-only
+    # bind does not stop connect(): a world-writable service socket in /run (PostgreSQL, D-Bus,
+    # journald) answered a command of a sandbox whose result said network "none".
+    isolation_or_skip("bwrap")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    path = f"/run/harness-lab-test-{os.getpid()}.sock"
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(path)
+        os.chmod(path, 0o777)
+        server.listen(1)
+        probe = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({path!r}); print('reached')"
+        result = make_sandbox(ws, isolation="bwrap").call("run_command", argv=["python3", "-c", probe], timeout=10)
+    finally:
+        server.close()
+        os.unlink(path)
+    assert result.data["network"] == "none (private namespace)"
+    assert "reached" not in (result.content or ""), result.content
+    assert result.status == "error"
