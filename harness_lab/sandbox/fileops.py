@@ -53,31 +53,45 @@ def read_file(b: Boundary, path: object, max_bytes: int) -> ToolResult:
                               binary=binary, mechanism=b.mechanism)
 
 
-def list_dir(b: Boundary, path: object) -> ToolResult:
+_SUFFIX = {"dir": "/", "symlink": "@", "special": "|", "file": ""}
+
+
+def list_dir(b: Boundary, path: object, max_bytes: int) -> ToolResult:
+    """The entries of a directory, sorted; like read_file, at most ``max_bytes`` of listing."""
     names = b.parts("." if path is None else path)
-    shown = path if isinstance(path, str) else "."
-    fd = b.open_dir(names, shown)
+    fd = b.open_dir(names, path if isinstance(path, str) else ".")
     entries: list[dict[str, object]] = []
+    lines: list[str] = []
+    used, escapes, truncated = 0, False, False
     try:
-        for name in sorted(os.listdir(fd)):
+        found = sorted(os.listdir(fd))
+        for name in found:
             try:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue  # vanished between listdir and stat
-            shown, escaped = _shown(name)
-            entry: dict[str, object] = {"name": shown, "type": _kind(st.st_mode), "size": st.st_size}
+            label, escaped = _shown(name)
+            kind = _kind(st.st_mode)
+            line = label + _SUFFIX[kind]
+            used += len(line.encode("utf-8")) + 1
+            if used > max_bytes:
+                truncated = True  # the rest is neither stat'ed nor listed
+                break
+            entry: dict[str, object] = {"name": label, "type": kind, "size": st.st_size}
             if escaped:
-                entry["escaped"] = True
+                entry["escaped"] = escapes = True
             entries.append(entry)
+            lines.append(line)
     finally:
         os.close(fd)
-    suffix = {"dir": "/", "symlink": "@", "special": "|", "file": ""}
-    lines = [f"{e['name']}{suffix[str(e['type'])]}" for e in entries]
-    if any(e.get("escaped") for e in entries):
+    if escapes:
         lines.append("(some names are not printable UTF-8 and are shown with escapes such as \\n and \\xff)")
+    if truncated:
+        lines.append(f"({len(found) - len(entries)} more entries not shown: a listing is capped at {max_bytes} "
+                     "bytes; list a subdirectory, or run_command with a filter)")
     content = "\n".join(lines) if lines else "(empty directory)"
     return ToolResult.success("list_dir", content, path="/".join(names) or ".", entries=entries,
-                              mechanism=b.mechanism)
+                              truncated=truncated, total=len(found), mechanism=b.mechanism)
 
 
 def _shown(name: str) -> tuple[str, bool]:

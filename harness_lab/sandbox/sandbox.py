@@ -147,7 +147,7 @@ class Sandbox:
         if tool == "read_file":
             return fileops.read_file(b, args["path"], self.policy.quotas.output_bytes)
         if tool == "list_dir":
-            return fileops.list_dir(b, args.get("path", "."))
+            return fileops.list_dir(b, args.get("path", "."), self.policy.quotas.output_bytes)
         if tool == "write_file":
             content = args["content"]
             if not isinstance(content, str):

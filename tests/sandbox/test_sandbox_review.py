@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sbhelpers import isolation_or_skip, journal_or_skip
 
-from harness_lab.sandbox import Sandbox
+from harness_lab.sandbox import Quotas, Sandbox
 
 
 def test_list_dir_names_that_are_not_utf8_or_hold_newlines_stay_one_serialisable_line_each(
@@ -140,3 +140,19 @@ def test_with_the_network_off_a_host_service_on_a_unix_socket_in_run_is_out_of_r
     assert result.data["network"] == "none (private namespace)"
     assert "reached" not in (result.content or ""), result.content
     assert result.status == "error"
+
+
+def test_list_dir_output_is_capped_like_read_file_and_run_command(
+        tmp_path: Path, make_sandbox: Callable[..., Sandbox]) -> None:
+    # read_file and run_command stop at quotas.output_bytes; list_dir returned every entry, so a
+    # command that made a million files made one listing of megabytes (and a million entries).
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for i in range(200):
+        (ws / f"file-{i:04d}.txt").write_text("")
+    result = make_sandbox(ws, quotas=Quotas(output_bytes=1000)).call("list_dir", path=".")
+    assert result.ok
+    assert len((result.content or "").encode()) <= 1000 + 200  # the listing, then one note line
+    assert result.data["truncated"] is True and result.data["total"] == 200
+    assert len(result.data["entries"]) < 200
+    assert "more entries" in (result.content or "").splitlines()[-1]
