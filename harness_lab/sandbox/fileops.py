@@ -45,9 +45,11 @@ def read_file(b: Boundary, path: object, max_bytes: int) -> ToolResult:
     try:
         text = raw.decode("utf-8")
         binary = False
-    except UnicodeDecodeError:
-        text = raw.decode("utf-8", errors="replace")
-        binary = True
+    except UnicodeDecodeError as exc:
+        if truncated and exc.reason == "unexpected end of data" and exc.end == len(raw):
+            text, binary = raw[:exc.start].decode("utf-8"), False  # the cap cut one character in two
+        else:
+            text, binary = raw.decode("utf-8", errors="replace"), True
     rel = "/".join(names)
     return ToolResult.success("read_file", text, path=rel, size=st.st_size, truncated=truncated,
                               binary=binary, mechanism=b.mechanism)

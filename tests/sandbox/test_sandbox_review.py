@@ -156,3 +156,15 @@ def test_list_dir_output_is_capped_like_read_file_and_run_command(
     assert result.data["truncated"] is True and result.data["total"] == 200
     assert len(result.data["entries"]) < 200
     assert "more entries" in (result.content or "").splitlines()[-1]
+
+
+def test_read_file_cut_inside_a_utf8_character_is_still_text(
+        tmp_path: Path, make_sandbox: Callable[..., Sandbox]) -> None:
+    # The cap at output_bytes can fall inside a multi-byte character: the file was then reported
+    # binary, with a replacement character at the end of its text.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("局限" * 10, encoding="utf-8")  # 3 bytes each
+    result = make_sandbox(ws, quotas=Quotas(output_bytes=10)).call("read_file", path="notes.txt")
+    assert result.ok and result.data["truncated"] is True
+    assert result.data["binary"] is False and result.content == "局限局"
