@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -168,3 +170,22 @@ def test_read_file_cut_inside_a_utf8_character_is_still_text(
     result = make_sandbox(ws, quotas=Quotas(output_bytes=10)).call("read_file", path="notes.txt")
     assert result.ok and result.data["truncated"] is True
     assert result.data["binary"] is False and result.content == "局限局"
+
+
+def test_under_unshare_a_command_cannot_read_the_command_lines_of_host_processes(
+        tmp_path: Path, make_sandbox: Callable[..., Sandbox]) -> None:
+    # unshare --pid without a proc of its own left the host's /proc mounted: a command listed
+    # every host process and read its command line (world-readable), e.g. a key passed as a flag.
+    isolation_or_skip("unshare")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    marker = f"--api-key=sk-test-{os.getpid()}"
+    host = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
+    try:
+        probe = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"
+        result = make_sandbox(ws, isolation="unshare").call("run_command", argv=["sh", "-c", probe], timeout=10)
+    finally:
+        host.kill()
+        host.wait()
+    assert marker not in (result.content or "")
+    assert "sh -c" in (result.content or "")  # its own processes are still there
