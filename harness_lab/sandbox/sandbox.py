@@ -190,7 +190,9 @@ class Sandbox:
         if limit is None:
             return ToolResult.failure(tool, f"unknown tool_type {tool_type!r}",
                                       f"use one of {sorted(self.policy.timeouts)}")
-        timeout = args.get("timeout", limit)
+        timeout = args.get("timeout")
+        if timeout is None:  # absent or None (RunCommand's default): the tool type's limit
+            timeout = limit
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             return ToolResult.failure(tool, "timeout must be a positive number of seconds", "pass timeout=10")
         # A caller may shorten the policy's limit, never extend it (compared before float(): 10**400 overflows).
