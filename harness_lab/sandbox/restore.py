@@ -8,9 +8,10 @@ parent's descriptor, so a directory swapped for a symlink cannot redirect the re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from harness_lab.sandbox._dirs import DIR_FLAGS as _DIR_FLAGS
 from harness_lab.sandbox._dirs import open_dirs
@@ -114,27 +115,52 @@ def _remove(parents: _Parents, path: str) -> bool:
         return False  # its parent is gone already
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        if stat.S_ISDIR(st.st_mode):
-            _rmtree_at(dfd, name)
-        else:
-            os.unlink(name, dir_fd=dfd)
+        with _writable(dfd):
+            if stat.S_ISDIR(st.st_mode):
+                _rmtree_at(dfd, name)
+            else:
+                os.unlink(name, dir_fd=dfd)
         return True
     except FileNotFoundError:
         return False
+
+
+@contextlib.contextmanager
+def _writable(dfd: int) -> Iterator[None]:
+    """Let the owner change names in a directory whose mode forbids it (e.g. 0o555, as Go's module
+    cache makes them), then put its mode back; root needs no such help."""
+    mode = stat.S_IMODE(os.fstat(dfd).st_mode)
+    if mode & 0o300 == 0o300 or os.geteuid() == 0:
+        yield
+        return
+    os.fchmod(dfd, mode | 0o300)
+    try:
+        yield
+    finally:
+        os.fchmod(dfd, mode)
+
+
+def _open_doomed(name: str, dfd: int) -> int:
+    """Open a directory about to be removed, made writable by its owner (it is going away)."""
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+    if os.geteuid() != 0 and stat.S_IMODE(os.fstat(fd).st_mode) & 0o700 != 0o700:
+        with contextlib.suppress(OSError):  # not ours: the removal fails as it would have
+            os.fchmod(fd, 0o700)
+    return fd
 
 
 def _rmtree_at(dfd: int, name: str) -> None:
     """Remove directory ``name`` and all beneath it, holding two descriptors whatever its depth: each
     grandchild directory is moved up into the top one (a rename inside the tree), so nothing
     recurses and no chain of descriptors is held open."""
-    top = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+    top = _open_doomed(name, dfd)
     try:
         while children := os.listdir(top):
             for child in children:
                 if not stat.S_ISDIR(os.stat(child, dir_fd=top, follow_symlinks=False).st_mode):
                     os.unlink(child, dir_fd=top)
                     continue
-                cfd = os.open(child, _DIR_FLAGS, dir_fd=top)
+                cfd = _open_doomed(child, top)
                 try:
                     for grand in os.listdir(cfd):
                         if stat.S_ISDIR(os.stat(grand, dir_fd=cfd, follow_symlinks=False).st_mode):
@@ -153,28 +179,29 @@ def _restore(parents: _Parents, path: str, want: Entry, have: Entry | None, scan
              blobs: BlobStore, owner: tuple[int, int] | None) -> int:
     kind, payload, mode = want
     dfd, name = parents.open(path)
-    if kind == "d":
-        if have is None:
-            os.mkdir(name, mode, dir_fd=dfd)
-        os.chmod(name, mode, dir_fd=dfd, follow_symlinks=False)
-        if owner is not None:
-            os.chown(name, owner[0], owner[1], dir_fd=dfd, follow_symlinks=False)
-        return 0
-    tmp = f".hl-restore-{os.urandom(6).hex()}"
-    if kind == "l":
-        os.symlink(payload, tmp, dir_fd=dfd)
-    else:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     mode, dir_fd=dfd)
-        try:
-            blobs.copy_to(payload, fd)
-            os.fchmod(fd, mode)
+    with _writable(dfd):
+        if kind == "d":
+            if have is None:
+                os.mkdir(name, mode, dir_fd=dfd)
+            os.chmod(name, mode, dir_fd=dfd, follow_symlinks=False)
             if owner is not None:
-                os.fchown(fd, owner[0], owner[1])
-        finally:
-            os.close(fd)
-    # rename replaces the name, never writes through an existing inode (hard links stay intact)
-    os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                os.chown(name, owner[0], owner[1], dir_fd=dfd, follow_symlinks=False)
+            return 0
+        tmp = f".hl-restore-{os.urandom(6).hex()}"
+        if kind == "l":
+            os.symlink(payload, tmp, dir_fd=dfd)
+        else:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         mode, dir_fd=dfd)
+            try:
+                blobs.copy_to(payload, fd)
+                os.fchmod(fd, mode)
+                if owner is not None:
+                    os.fchown(fd, owner[0], owner[1])
+            finally:
+                os.close(fd)
+        # rename replaces the name, never writes through an existing inode (hard links stay intact)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
     if kind == "f":
         scanner.note_content(path, os.stat(name, dir_fd=dfd, follow_symlinks=False), payload)
     return 1

@@ -7,6 +7,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 from sbhelpers import isolation_or_skip, journal_or_skip
 
-from harness_lab.sandbox import Quotas, Sandbox
+from harness_lab.sandbox import Quotas, Sandbox, SandboxPolicy
 
 
 def test_list_dir_names_that_are_not_utf8_or_hold_newlines_stay_one_serialisable_line_each(
@@ -189,3 +191,49 @@ def test_under_unshare_a_command_cannot_read_the_command_lines_of_host_processes
         host.wait()
     assert marker not in (result.content or "")
     assert "sh -c" in (result.content or "")  # its own processes are still there
+
+
+def test_a_non_root_rollback_restores_into_and_removes_from_read_only_directories() -> None:
+    # As a plain user (a lab on a laptop), rollback chmod'ed a directory back to 0o555 and then
+    # could not write the files beneath it: PermissionError, the workspace left half restored.
+    # Run as an unprivileged uid in a child process (root ignores permission bits).
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch to an unprivileged uid for the check")
+    base = Path(tempfile.mkdtemp(prefix="hl-nonroot-"))  # pytest's tmp_path lies under a 0o700 dir
+    base.chmod(0o777)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            ws, ro = base / "ws", base / "ws" / "ro"
+            ro.mkdir(parents=True)
+            (ro / "f").write_text("v1")
+            (ro / "gone" / "deep").mkdir(parents=True)
+            ro.chmod(0o555)
+            sb = Sandbox(ws, snapshot_dir=base / "snaps", policy=SandboxPolicy(change_tracking="walk"))
+            before = sb.snapshot("before")
+            ro.chmod(0o755)
+            (ro / "f").write_text("v2")
+            (ro / "extra").mkdir()
+            (ro / "extra" / "x").write_text("x")
+            (ro / "extra").chmod(0o555)
+            (ro / "gone" / "deep").rmdir()
+            ro.chmod(0o555)
+            sb.rollback(before.id)
+            ok = ((ro / "f").read_text() == "v1" and sorted(os.listdir(ro)) == ["f", "gone"]
+                  and (ro / "gone" / "deep").is_dir() and ro.stat().st_mode & 0o777 == 0o555
+                  and sb.workspace_hash(rescan=True) == before.workspace_hash)
+            code = 0 if ok else 2
+            sb.close()
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    for d, _, _ in os.walk(base):
+        os.chmod(d, 0o755)
+    shutil.rmtree(base)
+    assert os.waitstatus_to_exitcode(status) == 0
