@@ -163,3 +163,12 @@ def test_think_is_a_pure_recorded_step(contract, evidence, tmp_path) -> None:
     empty = run.step()  # an empty thought is a bad argument fed back, not a crash
     assert empty.decision.verdict == "refuse" and empty.proposal is not None
     assert empty.proposal.error is not None and empty.proposal.error.code == "bad_arguments"
+
+
+def test_run_command_without_a_timeout_uses_the_policy_limit(contract, evidence, tmp_path) -> None:
+    # RunCommand.timeout defaults to None ("the policy's"), and the executor passed that None on:
+    # the sandbox refused every command proposed without a timeout and charged the tool call.
+    run = _run(contract, evidence, tmp_path, [{"kind": "run_command", "argv": ["echo", "hi"]}])
+    result = run.step().tool_result
+    assert result is not None and result.ok, result
+    assert result.content == "hi\n" and result.data["timeout"] == run.sandbox.policy.timeouts["default"]

@@ -157,10 +157,10 @@ class Boundary:
             raise _error("path must be a string", "pass path='relative/name.txt'")
         if "\x00" in path:
             raise _denied("path contains a NUL byte", _HINT_INSIDE)
-        try:
-            raw = os.fsencode(path)
+        try:  # strict: a lone surrogate would name a non-UTF-8 file and make the result unserialisable
+            raw = path.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise _error("path is not valid text", _HINT_INSIDE) from exc
+            raise _error("path is not valid UTF-8 text", _HINT_INSIDE) from exc
         if len(raw) > _PATH_MAX:
             raise _denied(f"path is too long ({len(raw)} bytes, limit {_PATH_MAX})", "use a shorter path")
         rel = path

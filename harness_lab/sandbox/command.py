@@ -4,8 +4,12 @@ Mechanisms, strongest available first (probed once per process, reported in ``ca
 every result's ``data["isolation"]``):
 
 * **bwrap** (bubblewrap): new network, pid and IPC namespaces, a read-only view of ``/``, a private
-  ``/tmp``, the workspace bound read-write (read-only in read-only mode), ``--die-with-parent``.
-* **unshare** (util-linux): new network and pid namespaces (``--fork --kill-child``).
+  ``/tmp``, an empty ``/run`` while the network is off (a network namespace does not cover the
+  Unix sockets services keep there), the workspace bound read-write (read-only in read-only mode),
+  ``--die-with-parent``.
+* **unshare** (util-linux): new network, pid and mount namespaces (``--mount-proc --fork
+  --kill-child``: ``/proc`` shows only the command's processes); Unix sockets on the host file
+  system stay reachable by path.
 * **none**: no namespace; the network is *not* isolated and the result data says so.
 
 Process limit: RLIMIT_NPROC is ignored for root, so a root parent drops the child to an unprivileged
@@ -87,10 +91,10 @@ def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
     elif choice in ("auto", "bwrap"):
         missing.append("bubblewrap not installed (apt-get install bubblewrap)")
     if kind == "none" and choice in ("auto", "unshare"):
-        if unshare and _probe([unshare, "--net", "--pid", "--fork", "--kill-child", "true"]):
+        if unshare and _probe([unshare, "--net", "--pid", "--mount-proc", "--fork", "--kill-child", "true"]):
             kind = "unshare"
         else:
-            missing.append("unshare cannot create network/pid namespaces (needs root or user namespaces)")
+            missing.append("unshare cannot create network/pid/mount namespaces (needs root or user namespaces)")
     if kind == "none":
         missing.append("no network namespace: commands share the host network")
         missing.append("no pid namespace: a process that calls setsid() can outlive its command")
@@ -125,14 +129,18 @@ def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only
         else:
             inner = [sys.executable, "-I", "-c", _DROP_PY, str(uid), str(uid), *inner]
     if iso["kind"] == "bwrap":
-        net = [] if network else ["--unshare-net"]
+        # A network namespace does not cover Unix sockets (reached by path, and a read-only bind
+        # does not stop connect()): without network, /run, where services keep theirs, is empty.
+        hide = [] if network else ["--unshare-net", "--tmpfs", "/run"]
         bind = "--ro-bind" if read_only else "--bind"
-        return [iso["bwrap"], *net, "--unshare-pid", "--unshare-ipc", "--die-with-parent",
-                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777",
-                "--tmpfs", "/tmp", bind, ws, ws, "--chdir", ws, "--", *inner]
+        return [iso["bwrap"], "--unshare-pid", "--unshare-ipc", "--die-with-parent",
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *hide,
+                "--perms", "1777", "--tmpfs", "/tmp", bind, ws, ws, "--chdir", ws, "--", *inner]
     if iso["kind"] == "unshare":
         net = [] if network else ["--net"]
-        return [iso["unshare"], *net, "--pid", "--fork", "--kill-child", "--", *inner]
+        # --mount-proc: a proc of the new pid namespace; the host's would show every host process
+        # and its command line (world-readable), secrets passed as flags included.
+        return [iso["unshare"], *net, "--pid", "--mount-proc", "--fork", "--kill-child", "--", *inner]
     return inner
 
 

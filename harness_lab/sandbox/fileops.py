@@ -45,33 +45,65 @@ def read_file(b: Boundary, path: object, max_bytes: int) -> ToolResult:
     try:
         text = raw.decode("utf-8")
         binary = False
-    except UnicodeDecodeError:
-        text = raw.decode("utf-8", errors="replace")
-        binary = True
+    except UnicodeDecodeError as exc:
+        if truncated and exc.reason == "unexpected end of data" and exc.end == len(raw):
+            text, binary = raw[:exc.start].decode("utf-8"), False  # the cap cut one character in two
+        else:
+            text, binary = raw.decode("utf-8", errors="replace"), True
     rel = "/".join(names)
     return ToolResult.success("read_file", text, path=rel, size=st.st_size, truncated=truncated,
                               binary=binary, mechanism=b.mechanism)
 
 
-def list_dir(b: Boundary, path: object) -> ToolResult:
+_SUFFIX = {"dir": "/", "symlink": "@", "special": "|", "file": ""}
+
+
+def list_dir(b: Boundary, path: object, max_bytes: int) -> ToolResult:
+    """The entries of a directory, sorted; like read_file, at most ``max_bytes`` of listing."""
     names = b.parts("." if path is None else path)
-    shown = path if isinstance(path, str) else "."
-    fd = b.open_dir(names, shown)
+    fd = b.open_dir(names, path if isinstance(path, str) else ".")
     entries: list[dict[str, object]] = []
+    lines: list[str] = []
+    used, escapes, truncated = 0, False, False
     try:
-        for name in sorted(os.listdir(fd)):
+        found = sorted(os.listdir(fd))
+        for name in found:
             try:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue  # vanished between listdir and stat
-            entries.append({"name": name, "type": _kind(st.st_mode), "size": st.st_size})
+            label, escaped = _shown(name)
+            kind = _kind(st.st_mode)
+            line = label + _SUFFIX[kind]
+            used += len(line.encode("utf-8")) + 1
+            if used > max_bytes:
+                truncated = True  # the rest is neither stat'ed nor listed
+                break
+            entry: dict[str, object] = {"name": label, "type": kind, "size": st.st_size}
+            if escaped:
+                entry["escaped"] = escapes = True
+            entries.append(entry)
+            lines.append(line)
     finally:
         os.close(fd)
-    suffix = {"dir": "/", "symlink": "@", "special": "|", "file": ""}
-    lines = [f"{e['name']}{suffix[str(e['type'])]}" for e in entries]
+    if escapes:
+        lines.append("(some names are not printable UTF-8 and are shown with escapes such as \\n and \\xff)")
+    if truncated:
+        lines.append(f"({len(found) - len(entries)} more entries not shown: a listing is capped at {max_bytes} "
+                     "bytes; list a subdirectory, or run_command with a filter)")
     content = "\n".join(lines) if lines else "(empty directory)"
     return ToolResult.success("list_dir", content, path="/".join(names) or ".", entries=entries,
-                              mechanism=b.mechanism)
+                              truncated=truncated, total=len(found), mechanism=b.mechanism)
+
+
+def _shown(name: str) -> tuple[str, bool]:
+    """A name as one line of valid UTF-8: any byte string can be a file name (a command may make
+    one), but a listing goes into the context and the checkpoint as JSON text, and a newline in a
+    name would read as two entries."""
+    if name.isprintable():  # lone surrogates (undecodable bytes) and control characters are not
+        return name, False
+    text = os.fsencode(name).decode("utf-8", "backslashreplace")
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text), True
 
 
 def _kind(mode: int) -> str:

@@ -45,7 +45,7 @@ class Quotas(BaseModel):
     max_processes: int = Field(default=128, gt=0)  # RLIMIT_NPROC for the sandbox uid
     file_size_bytes: int = Field(default=256 * _MIB, gt=0)  # RLIMIT_FSIZE; also caps write_file
     open_files: int = Field(default=256, gt=3)  # RLIMIT_NOFILE
-    output_bytes: int = Field(default=10 * _MIB, gt=0)  # stdout+stderr cap; also caps read_file
+    output_bytes: int = Field(default=10 * _MIB, gt=0)  # stdout+stderr cap; also caps read_file, list_dir
 
 
 class SandboxPolicy(BaseModel):

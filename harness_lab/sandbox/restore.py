@@ -8,9 +8,10 @@ parent's descriptor, so a directory swapped for a symlink cannot redirect the re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from harness_lab.sandbox._dirs import DIR_FLAGS as _DIR_FLAGS
 from harness_lab.sandbox._dirs import open_dirs
@@ -37,74 +38,148 @@ def apply_manifest(root_fd: int, scanner: Scanner, blobs: BlobStore, target: Man
         paths: Iterable[str] = current.keys() | target.keys()
     else:
         paths = since | pending
-    extra = [p for p in paths if (e := current.get(p)) is not None
-             and ((t := target.get(p)) is None or t[0] != e[0] or t[0] == "s")]
+    # Shallow first, so a parent is handled before what lies beneath it: only the topmost of what
+    # is extra is removed (with all beneath it), and gone follows from the parent in one pass.
+    extra = sorted((p for p in paths if (e := current.get(p)) is not None
+                    and ((t := target.get(p)) is None or t[0] != e[0] or t[0] == "s")), key=_depth)
+    extra_set = set(extra)
+    gone: set[str] = set()
+    for path in sorted((p for p in paths if p in current), key=_depth):
+        if path in extra_set or _parent(path) in gone:
+            gone.add(path)
     removed = 0
-    for path in sorted(extra, key=lambda p: p.count("/"), reverse=True):
-        if _remove(root_fd, path):
-            removed += 1
-    gone = set(extra)
-    dirs = tuple(p + "/" for p in extra if current[p][0] == "d")
-    if dirs:  # whatever lay beneath a removed directory went with it
-        gone.update(p for p in paths if p.startswith(dirs) and p in current)
-    todo = [p for p in paths if (t := target.get(p)) is not None and t[0] != "s"
-            and (p in gone or current.get(p) != t)]
-    settled: dict[str, Entry | None] = dict.fromkeys(gone)
-    written = 0
+    parents = _Parents(root_fd)
     try:
-        for path in sorted(todo, key=lambda p: (p.count("/"), p)):  # parents before children
-            have = None if path in gone else current.get(path)
-            written += _restore(root_fd, path, target[path], have, scanner, blobs, owner)
-            settled[path] = target[path]
-    except BaseException:
-        scanner.invalidate()  # half restored: the next scan walks the tree
-        raise
+        for path in extra:
+            if _parent(path) in gone:
+                removed += 1  # went with the directory above it
+            elif _remove(parents, path):
+                removed += 1
+        todo = [p for p in paths if (t := target.get(p)) is not None and t[0] != "s"
+                and (p in gone or current.get(p) != t)]
+        settled: dict[str, Entry | None] = dict.fromkeys(gone)
+        written = 0
+        try:
+            for path in sorted(todo, key=lambda p: (p.count("/"), p)):  # parents before children
+                have = None if path in gone else current.get(path)
+                written += _restore(parents, path, target[path], have, scanner, blobs, owner)
+                settled[path] = target[path]
+        except BaseException:
+            scanner.invalidate()  # half restored: the next scan walks the tree
+            raise
+    finally:
+        parents.close()
     scanner.settle(settled)
     return {"written": written, "removed": removed}
 
 
-def _open_parent(root_fd: int, path: str) -> tuple[int, str]:
-    *dirs, name = path.split("/")
-    return open_dirs(root_fd, dirs), name
+def _depth(path: str) -> int:
+    return path.count("/")
 
 
-def _remove(root_fd: int, path: str) -> bool:
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+class _Parents:
+    """Descriptors of the directory last opened, so a chain of paths, parents first, costs one open
+    per level instead of a walk from the root for each (quadratic in the depth of the chain)."""
+
+    def __init__(self, root_fd: int) -> None:
+        self._root_fd = root_fd
+        self._path: str | None = None
+        self._fd = -1
+
+    def open(self, path: str) -> tuple[int, str]:
+        """The open parent directory of ``path`` and its last name (the descriptor stays owned here)."""
+        parent, _, name = path.rpartition("/")
+        if parent != self._path:
+            if self._path is not None and _parent(parent) == self._path and parent:
+                fd = os.open(parent.rpartition("/")[2], _DIR_FLAGS, dir_fd=self._fd)
+            else:
+                fd = open_dirs(self._root_fd, parent.split("/") if parent else [])
+            self.close()
+            self._path, self._fd = parent, fd
+        return self._fd, name
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._path, self._fd = None, -1
+
+
+def _remove(parents: _Parents, path: str) -> bool:
     try:
-        dfd, name = _open_parent(root_fd, path)
+        dfd, name = parents.open(path)
     except OSError:
         return False  # its parent is gone already
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        if stat.S_ISDIR(st.st_mode):
-            _rmtree_at(dfd, name)
-        else:
-            os.unlink(name, dir_fd=dfd)
+        with _writable(dfd):
+            if stat.S_ISDIR(st.st_mode):
+                _rmtree_at(dfd, name)
+            else:
+                os.unlink(name, dir_fd=dfd)
         return True
     except FileNotFoundError:
         return False
+
+
+@contextlib.contextmanager
+def _writable(dfd: int) -> Iterator[None]:
+    """Let the owner change names in a directory whose mode forbids it (e.g. 0o555, as Go's module
+    cache makes them), then put its mode back; root needs no such help."""
+    mode = stat.S_IMODE(os.fstat(dfd).st_mode)
+    if mode & 0o300 == 0o300 or os.geteuid() == 0:
+        yield
+        return
+    os.fchmod(dfd, mode | 0o300)
+    try:
+        yield
     finally:
-        os.close(dfd)
+        os.fchmod(dfd, mode)
+
+
+def _open_doomed(name: str, dfd: int) -> int:
+    """Open a directory about to be removed, made writable by its owner (it is going away)."""
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+    if os.geteuid() != 0 and stat.S_IMODE(os.fstat(fd).st_mode) & 0o700 != 0o700:
+        with contextlib.suppress(OSError):  # not ours: the removal fails as it would have
+            os.fchmod(fd, 0o700)
+    return fd
 
 
 def _rmtree_at(dfd: int, name: str) -> None:
-    fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+    """Remove directory ``name`` and all beneath it, holding two descriptors whatever its depth: each
+    grandchild directory is moved up into the top one (a rename inside the tree), so nothing
+    recurses and no chain of descriptors is held open."""
+    top = _open_doomed(name, dfd)
     try:
-        for child in os.listdir(fd):
-            st = os.stat(child, dir_fd=fd, follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                _rmtree_at(fd, child)
-            else:
-                os.unlink(child, dir_fd=fd)
+        while children := os.listdir(top):
+            for child in children:
+                if not stat.S_ISDIR(os.stat(child, dir_fd=top, follow_symlinks=False).st_mode):
+                    os.unlink(child, dir_fd=top)
+                    continue
+                cfd = _open_doomed(child, top)
+                try:
+                    for grand in os.listdir(cfd):
+                        if stat.S_ISDIR(os.stat(grand, dir_fd=cfd, follow_symlinks=False).st_mode):
+                            os.rename(grand, f".hl-rm-{os.urandom(6).hex()}", src_dir_fd=cfd, dst_dir_fd=top)
+                        else:
+                            os.unlink(grand, dir_fd=cfd)
+                finally:
+                    os.close(cfd)
+                os.rmdir(child, dir_fd=top)
     finally:
-        os.close(fd)
+        os.close(top)
     os.rmdir(name, dir_fd=dfd)
 
 
-def _restore(root_fd: int, path: str, want: Entry, have: Entry | None, scanner: Scanner,
+def _restore(parents: _Parents, path: str, want: Entry, have: Entry | None, scanner: Scanner,
              blobs: BlobStore, owner: tuple[int, int] | None) -> int:
     kind, payload, mode = want
-    dfd, name = _open_parent(root_fd, path)
-    try:
+    dfd, name = parents.open(path)
+    with _writable(dfd):
         if kind == "d":
             if have is None:
                 os.mkdir(name, mode, dir_fd=dfd)
@@ -127,8 +202,6 @@ def _restore(root_fd: int, path: str, want: Entry, have: Entry | None, scanner: 
                 os.close(fd)
         # rename replaces the name, never writes through an existing inode (hard links stay intact)
         os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        if kind == "f":
-            scanner.note_content(path, os.stat(name, dir_fd=dfd, follow_symlinks=False), payload)
-        return 1
-    finally:
-        os.close(dfd)
+    if kind == "f":
+        scanner.note_content(path, os.stat(name, dir_fd=dfd, follow_symlinks=False), payload)
+    return 1

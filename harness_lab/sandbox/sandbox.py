@@ -147,7 +147,7 @@ class Sandbox:
         if tool == "read_file":
             return fileops.read_file(b, args["path"], self.policy.quotas.output_bytes)
         if tool == "list_dir":
-            return fileops.list_dir(b, args.get("path", "."))
+            return fileops.list_dir(b, args.get("path", "."), self.policy.quotas.output_bytes)
         if tool == "write_file":
             content = args["content"]
             if not isinstance(content, str):
@@ -190,10 +190,13 @@ class Sandbox:
         if limit is None:
             return ToolResult.failure(tool, f"unknown tool_type {tool_type!r}",
                                       f"use one of {sorted(self.policy.timeouts)}")
-        timeout = args.get("timeout", limit)
+        timeout = args.get("timeout")
+        if timeout is None:  # absent or None (RunCommand's default): the tool type's limit
+            timeout = limit
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             return ToolResult.failure(tool, "timeout must be a positive number of seconds", "pass timeout=10")
-        timeout = min(float(timeout), limit)  # a caller may shorten the policy's limit, never extend it
+        # A caller may shorten the policy's limit, never extend it (compared before float(): 10**400 overflows).
+        timeout = float(min(timeout, limit))
         read_only = self.policy.mode == "read-only"
         if read_only and self._iso["kind"] != "bwrap":
             return ToolResult.failure(tool, "read-only mode needs bubblewrap to mount the workspace read-only",

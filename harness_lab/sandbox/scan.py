@@ -201,6 +201,11 @@ class Scanner:
         self._manifest = out
         self._changed = None
         self._sum = manifest_sum(out, self._memo)
+        # _account takes a memo entry for a term of the sum: drop those the walk did not count
+        # (gone, or now a special file), or settling a later rollback subtracts one never added.
+        memo = self._memo
+        for stale in [p for p, (e, _) in memo.items() if out.get(p) != e]:
+            del memo[stale]
         self._specials = {p for p, e in out.items() if e[0] == "s"}
         self.full_last = True
         return out
