@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._files import validate_file
 
@@ -126,8 +126,16 @@ class ControlContract(_Frozen):
         return self.stop.budget
 
     def with_budget(self, **limits: int | float | None) -> ControlContract:
-        """A copy with some budget limits replaced (a new version)."""
-        budget = self.stop.budget.model_copy(update=limits)
+        """A copy with some budget limits replaced (a new version), validated as a contract file's
+        would be: an unknown limit or a value the budget forbids is a ValueError naming it."""
+        if unknown := sorted(set(limits) - set(Budget.model_fields)):
+            raise ValueError(f"with_budget: unknown budget limit {unknown[0]!r}; known: {', '.join(Budget.model_fields)}")
+        try:
+            budget = Budget.model_validate({**self.stop.budget.model_dump(), **limits})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ValueError(f"with_budget: {'.'.join(str(p) for p in first['loc'])}: {first['msg']} "
+                             f"(got {first.get('input')!r})") from None
         return self.model_copy(update={"stop": self.stop.model_copy(update={"budget": budget})})
 
 

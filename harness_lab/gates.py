@@ -52,13 +52,19 @@ class LoopGates:
     _hinted: bool = False
     _warned: bool = False
     _last_decision: int | None = None
+    _elapsed: float = 0.0  # the largest elapsed() so far (see elapsed)
 
     def start(self) -> None:
         if self.started_at is None:
             self.started_at = self.clock.now()
 
     def elapsed(self) -> float:
-        return 0.0 if self.started_at is None else self.clock.now() - self.started_at
+        """Seconds since the run started; never less than before: a clock that steps back (a
+        caller's own Clock) must not hand wall-clock budget back."""
+        if self.started_at is None:
+            return 0.0
+        seen = self._elapsed = max(self._elapsed, self.clock.now() - self.started_at)
+        return seen
 
     def before_decision(self, usage: Spent) -> StopReason | None:
         b = self.budget

@@ -177,3 +177,35 @@ def test_every_step_records_one_before_after_pair_and_state_events(contract, evi
     assert run.records[-1].state_before is RunState.RUNNING and run.records[-1].state_after is RunState.REVIEW_READY
     changes = [(e.before.value, e.after.value) for e in run.events if e.kind == "state_changed"]
     assert changes == [("CREATED", "RUNNING"), ("RUNNING", "VALIDATING"), ("VALIDATING", "REVIEW_READY")]
+
+
+def test_with_budget_validates_what_it_replaces() -> None:
+    # It used model_copy(update=...): a negative budget went through, and a misspelt limit was dropped.
+    from harness_lab.contract import load_contract
+    from harness_lab.paths import data_dir
+
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml")
+    with pytest.raises(ValueError, match="unknown budget limit 'max_tool_call'"):
+        contract.with_budget(max_tool_call=3)
+    with pytest.raises(ValueError, match="max_decisions: .*greater than or equal to 1.*got -1"):
+        contract.with_budget(max_decisions=-1)
+    changed = contract.with_budget(max_tool_calls=3, wall_clock_seconds=2.5)
+    assert (changed.stop.budget.max_tool_calls, changed.stop.budget.wall_clock_seconds) == (3, 2.5)
+    assert changed.version != contract.version and contract.stop.budget.max_tool_calls == 5
+
+
+def test_a_clock_that_steps_back_gives_no_wall_clock_budget_back() -> None:
+    from harness_lab.clock import FakeClock
+    from harness_lab.contract import Budget
+    from harness_lab.events import Usage
+    from harness_lab.gates import LoopGates
+
+    clock = FakeClock(start=1000.0, tick=0.0)
+    gates = LoopGates(Budget(wall_clock_seconds=60), clock)
+    gates.start()
+    clock.advance(50)
+    assert gates.elapsed() == 50
+    clock.advance(-500)  # a caller's clock stepped back
+    assert gates.elapsed() == 50
+    clock.advance(520)
+    assert gates.elapsed() == 70 and gates.before_decision(Usage()) is not None

@@ -79,6 +79,9 @@ def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None 
     records = saved_trace(store, run_id)
     if not records:
         raise RunStateError(f"run {run_id!r} has no recorded step to replay")
+    if records[0].step != 1:  # a fork: its first steps are another run's, and so is its workspace then
+        raise RunStateError(f"run {run_id!r} starts at step {records[0].step} from another run's checkpoint "
+                            "(a fork): replay the run it was forked from")
     spec = store.run_info(run_id).spec
     raws = [r.proposal.raw for r in records if r.proposal is not None and r.decision.verdict not in _HUMAN]
     # A trace with a parked gate is replayed through approve()/reject(); else inline decisions as recorded.

@@ -225,7 +225,13 @@ class SQLiteStore:
         statements = [*((_INSERT_BLOB, blob) for blob in blobs), row] if blobs else [row]
         if settle_effects:
             statements.append((_COMMIT_EFFECTS, (run_id, step)))
-        self._tx(statements)
+        try:
+            self._tx(statements)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, sqlite3.IntegrityError):  # blobs are OR IGNORE: the step row
+                raise StoreError(f"{self.path}: run {run_id!r} already has step {step}; "
+                                 "refused to overwrite it") from exc.__cause__
+            raise
         with self._lock:
             self._log.committed()
 

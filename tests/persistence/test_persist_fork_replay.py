@@ -54,6 +54,18 @@ def test_replay_of_a_saved_trace_is_identical(tmp_path: Path) -> None:
     result.run.close()
 
 
+def test_replaying_a_fork_is_refused_in_one_line(tmp_path: Path) -> None:
+    # It replayed the fork's own steps from step 1 in an empty workspace: "step 4: saved ... != replayed ...".
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.run(max_steps=3)
+    fork = run.fork("R1@3", workspace=tmp_path / "fork")
+    fork.executor.effects = CountingOutbox()
+    fork.run()
+    with pytest.raises(RunStateError, match=r"^run 'R1-fork1' starts at step 4 .* replay the run it was forked from$"):
+        replay_run(store, "R1-fork1")
+
+
 SECRET_STEPS = [
     {"kind": "write_file", "path": ".env", "content": "password=hunter2hunter2\n"},
     {"kind": "read_file", "path": ".env"},

@@ -209,8 +209,8 @@ def test_new_files_key_step_rows_by_one_integer_and_older_layouts_work_the_same(
         with push_run(tmp_path / f"ws-{name}", store, CountingOutbox()) as run:
             for _ in range(3):
                 run.step()
-            with pytest.raises(StoreError, match="refused to overwrite"):
-                store.commit_step("R1", 3, 0.0, "null", "{}", None)
+            with pytest.raises(StoreError, match="run 'R1' already has step 3; refused to overwrite"):
+                store.commit_step("R1", 3, 0.0, "null", "{}", None)  # names the run and step, whatever the layout
         resumed = Run.resume(store, "R1", effects=CountingOutbox(), approver=AutoApprove())
         assert resumed.run() is RunState.REVIEW_READY
         last = store.last_step("R1")
@@ -238,6 +238,6 @@ def test_step_keys_keep_runs_apart_and_refuse_what_they_cannot_key(tmp_path: Pat
         store.commit_step("a", 2**32, 0.0, "null", "{}", None)
     with pytest.raises(StoreError, match="unknown run id .nobody."):
         store.commit_step("nobody", 1, 0.0, "null", "{}", None)
-    with pytest.raises(StoreError, match="refused to overwrite"):
+    with pytest.raises(StoreError, match="run 'b' already has step 1; refused to overwrite"):
         store.commit_step("b", 1, 0.0, "null", "{}", None)
     store.close()
