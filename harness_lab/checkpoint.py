@@ -134,9 +134,9 @@ class Checkpointer:
         # records die before the collector's oldest generation (a longer window cost ~7 µs a step in
         # collections of objects the store already holds).
         self.window = 64
-        if fresh:  # registered at once with a first checkpoint (step 0): a kill before step 1 resumes too
-            self.store.create_run(run.run_id, json.loads(self._redact(_dumps(run_spec(run)))), self.last_commit_at)
-            self._write(run.step_no, "null", run.sandbox.workspace_hash(), run.usage)
+        if fresh:  # registered with a first checkpoint (step 0), in one transaction: a kill before step 1 resumes too
+            self._write(run.step_no, "null", run.sandbox.workspace_hash(), run.usage,
+                        register=json.loads(self._redact(_dumps(run_spec(run)))))
 
     def adopt(self, checkpoint: Checkpoint) -> None:
         """Carry the slow-moving fields on from a loaded checkpoint (resume, fork)."""
@@ -181,8 +181,9 @@ class Checkpointer:
         self._write(record.step, dump_step_row(record), workspace_hash, record.usage, last_seq)
 
     def _write(self, step: int, record: str, workspace_hash: str | None, usage: Usage,
-               last_seq: int | None = None) -> None:
-        """``last_seq``: the seq of the last event the step ``record`` holds (None: no record, or no event)."""
+               last_seq: int | None = None, *, register: dict[str, Any] | None = None) -> None:
+        """``last_seq``: the seq of the last event the step ``record`` holds (None: no record, or no event);
+        ``register``: the run's spec, for its first row (see ``Store.commit_step``)."""
         run, now = self.run, time.time()
         step_record = record != "null"
         # Entries at their empty value and the state are left out (Checkpoint fills them in): a third of the row.
@@ -230,7 +231,7 @@ class Checkpointer:
         try:
             written = self._rows.text(context, clean) if context is not None else None
             self.store.commit_step(run.run_id, step, now, record, text, written, blobs,
-                                   settle_effects=self._unsettled)
+                                   settle_effects=self._unsettled, register=register)
         except BaseException:
             self._rows.forget()
             raise

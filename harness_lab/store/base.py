@@ -119,10 +119,12 @@ class Store(Protocol):
 
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
-                    settle_effects: bool = True) -> None:
+                    settle_effects: bool = True, register: dict[str, Any] | None = None) -> None:
         """One transaction: the step row, the new ``(sha256, text)`` blobs (kept if present already),
         and every ``intent`` of this step becomes ``committed``. ``settle_effects=False`` says the
-        caller knows this step has no ledger entry (the update is skipped, nothing else changes)."""
+        caller knows this step has no ledger entry (the update is skipped, nothing else changes).
+        ``register``: the run's spec; the run is created (as :meth:`create_run` would, at ``at``)
+        in the same transaction as this, its first row: a kill cannot leave it registered without one."""
         ...
 
     def blob(self, sha256: str) -> str | None: ...
@@ -196,7 +198,9 @@ class InMemoryStore:
 
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
-                    settle_effects: bool = True) -> None:
+                    settle_effects: bool = True, register: dict[str, Any] | None = None) -> None:
+        if register is not None:
+            self.create_run(run_id, register, at)
         steps = self._steps.get(run_id)
         if steps is None:
             raise StoreError(_unknown_run(run_id, self.run_ids()))

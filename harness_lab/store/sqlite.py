@@ -74,6 +74,10 @@ _INSERT_BLOB = "INSERT OR IGNORE INTO blobs (sha256, text) VALUES (?, ?)"
 _INSERT_INTENT = "INSERT OR IGNORE INTO effects (key, run_id, step, tool, status, detail) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_STEP = "INSERT INTO steps (run_id, step, at, record, checkpoint, context) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_KEYED = "INSERT INTO steps (id, run_id, step, at, record, checkpoint, context) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INSERT_RUN = "INSERT INTO runs (run_id, spec, created_at) VALUES (?, ?, ?)"
+# A registering first row: its key from the run number the INSERT just before it (same transaction) gave.
+_INSERT_FIRST = ("INSERT INTO steps (id, run_id, step, at, record, checkpoint, context) VALUES "
+                 "((SELECT run_no FROM runs WHERE run_id = ?) * 4294967296 + ?, ?, ?, ?, ?, ?, ?)")
 _SPAN = 2**32  # steps per run in a keyed file
 _COMMIT_EFFECTS = "UPDATE effects SET status = 'committed' WHERE run_id = ? AND step = ? AND status IN ('intent', 'resolved')"
 _STEP_COLS = "run_id, step, at, record, checkpoint, context"
@@ -192,8 +196,7 @@ class SQLiteStore:
     def create_run(self, run_id: str, spec: dict[str, Any], at: float) -> None:
         if self.has_run(run_id):
             raise StoreError(f"{self.path}: run id {run_id!r} exists already; resume it or choose another id")
-        self._tx([("INSERT INTO runs (run_id, spec, created_at) VALUES (?, ?, ?)",
-                   (run_id, json.dumps(spec, separators=(",", ":")), at))])
+        self._tx([(_INSERT_RUN, (run_id, json.dumps(spec, separators=(",", ":")), at))])
 
     def has_run(self, run_id: str) -> bool:
         return bool(self._q("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)))
@@ -211,26 +214,37 @@ class SQLiteStore:
     # -- steps ----------------------------------------------------------------------------------
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
-                    settle_effects: bool = True) -> None:
+                    settle_effects: bool = True, register: dict[str, Any] | None = None) -> None:
+        statements: list[tuple[str, tuple[Any, ...]]] = []
+        if register is not None:
+            if self.has_run(run_id):
+                raise StoreError(f"{self.path}: run id {run_id!r} exists already; resume it or choose another id")
+            statements.append((_INSERT_RUN, (run_id, json.dumps(register, separators=(",", ":")), at)))
         if self._keyed:
             if not 0 <= step < _SPAN:
                 raise StoreError(f"{self.path}: step {step} is out of range")
-            run_no = self._run_no(run_id)
-            if run_no is None:
+            if register is not None:
+                row: tuple[str, tuple[Any, ...]] = (_INSERT_FIRST, (run_id, step, run_id, step, at, record,
+                                                                     checkpoint, context))
+            elif (run_no := self._run_no(run_id)) is None:
                 raise StoreError(f"{self.path}: " + _unknown_run(run_id, self.run_ids()))
-            row: tuple[str, tuple[Any, ...]] = (_INSERT_KEYED, (run_no * _SPAN + step, run_id, step, at, record,
-                                                                 checkpoint, context))
+            else:
+                row = (_INSERT_KEYED, (run_no * _SPAN + step, run_id, step, at, record, checkpoint, context))
         else:
             row = (_INSERT_STEP, (run_id, step, at, record, checkpoint, context))
-        statements = [*((_INSERT_BLOB, blob) for blob in blobs), row] if blobs else [row]
+        statements += [*((_INSERT_BLOB, blob) for blob in blobs), row]
         if settle_effects:
             statements.append((_COMMIT_EFFECTS, (run_id, step)))
         try:
             self._tx(statements)
         except StoreError as exc:
-            if isinstance(exc.__cause__, sqlite3.IntegrityError):  # blobs are OR IGNORE: the step row
-                raise StoreError(f"{self.path}: run {run_id!r} already has step {step}; "
-                                 "refused to overwrite it") from exc.__cause__
+            cause = str(exc.__cause__) if isinstance(exc.__cause__, sqlite3.IntegrityError) else ""
+            if "UNIQUE constraint failed: runs." in cause:  # registered meanwhile by another process
+                raise StoreError(f"{self.path}: run id {run_id!r} exists already; resume it or choose another id"
+                                 ) from exc.__cause__
+            if "UNIQUE constraint failed: steps." in cause:
+                raise StoreError(f"{self.path}: run {run_id!r} already has step {step}; refused to overwrite it"
+                                 ) from exc.__cause__
             raise
         with self._lock:
             self._log.committed()

@@ -262,3 +262,29 @@ def test_a_fork_of_a_fork_a_hundred_generations_deep_resumes_and_forks(tmp_path:
     resumed = Run.resume(store, "F99", effects=CountingOutbox())
     assert resumed.resume_report is not None and resumed.resume_report.ok
     assert load_checkpoint(store, "F99")[1] == load_checkpoint(store, "R1", 2)[1] is not None
+
+
+def test_a_run_whose_first_row_fails_is_not_left_registered(tmp_path: Path) -> None:
+    # create_run and the step-0 row were two transactions: a kill between them left the id registered
+    # with no row, so 'run' said it existed and 'resume' found no step: the id was stuck for good.
+    import sqlite3
+
+    from harness_lab.errors import StoreError
+
+    db = tmp_path / "runs.sqlite"
+    SQLiteStore(db).close()
+    conn = sqlite3.connect(db)  # the step row's INSERT fails inside the registering transaction
+    conn.execute("CREATE TRIGGER no_rows BEFORE INSERT ON steps BEGIN SELECT RAISE(ABORT, 'disk gone'); END")
+    conn.commit()
+    store = SQLiteStore(db)
+    with pytest.raises(StoreError) as info:
+        Run.from_scenario("conforming_report", workspace=tmp_path / "ws", store=store)
+    assert not store.has_run("conforming_report") and store.run_ids() == []
+    assert "disk gone" in str(info.value)  # the database's own reason, not a misread "exists already"
+    conn.execute("DROP TRIGGER no_rows")
+    conn.commit()
+    conn.close()
+    run = Run.from_scenario("conforming_report", workspace=tmp_path / "ws2", store=store)  # the id is free
+    assert run.run() is RunState.REVIEW_READY and store.has_run("conforming_report")
+    with pytest.raises(StoreError, match="exists already"):
+        Run.from_scenario("conforming_report", workspace=tmp_path / "ws3", store=store)
