@@ -15,8 +15,8 @@ Settings, on purpose:
   ``COMMIT`` of whichever step crosses SQLite's automatic checkpoint (see ``store/_wal.py``).
 * ``busy_timeout``: a second process (a watchdog, ``trace``) waits for the lock instead of failing.
 
-Each step is one transaction (the step row, the blobs it made, its ledger updates; a lone statement
-runs in autocommit mode, which is one transaction without the BEGIN/COMMIT round trips); statements are
+Each step is one transaction (the step row, the blobs it made, its ledger updates; the first row also
+registers the run, so no kill leaves a run without one; a lone statement runs in autocommit mode, which is one transaction without the BEGIN/COMMIT round trips); statements are
 fixed SQL texts, so the ``sqlite3`` statement cache prepares each once per connection. Schema 2 added
 the ``blobs`` table; a schema-1 file gains it on open (nothing existing is rewritten). Schema 5 files
 key step rows by one integer (see ``_TABLES``); older files keep their ``(run_id, step)`` key. Plain SQL
