@@ -58,7 +58,7 @@ from .store import EffectEntry, RunInfo, Store
 if TYPE_CHECKING:
     from .run import Run
 
-__all__ = ["ResumeCheck", "ResumeReport", "fork_run", "load_checkpoint", "resume_run"]
+__all__ = ["ResumeCheck", "ResumeReport", "load_checkpoint", "resume_run"]
 
 # The step is the digits after the last '@' (a run id may hold '@'; an old store's, even a newline).
 _CHECKPOINT_ID = re.compile(r"(?P<run>.+)@(?P<step>\d+)\Z", re.DOTALL)
@@ -148,14 +148,6 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     if flight is not None:
         _settle(run, store, flight, workspace_unchanged=run.sandbox.workspace_hash() == checkpoint.workspace_hash)
     return run
-
-
-def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
-             workspace: str | Path | None = None) -> Run:
-    """See :meth:`Run.fork <harness_lab.run.Run.fork>` (the fork lives in :mod:`harness_lab.fork`)."""
-    from .fork import fork_run as fork
-
-    return fork(run, checkpoint_id, new_run_id=new_run_id, workspace=workspace)
 
 
 # -- the five checks -------------------------------------------------------------------------------

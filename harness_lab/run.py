@@ -169,7 +169,7 @@ class Run(RunBase):
     def fork(self, checkpoint_id: str, *, new_run_id: str | None = None, workspace: str | Path | None = None) -> Run:
         """A new run (new id, own workspace) from a checkpoint ``"<run>@<step>"`` or a sandbox snapshot
         id of this run; the original run, its store rows and its workspace are left untouched."""
-        from .resume import fork_run
+        from .fork import fork_run
 
         return fork_run(self, checkpoint_id, new_run_id=new_run_id, workspace=workspace)
 
