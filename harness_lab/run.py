@@ -189,11 +189,15 @@ class Run(RunBase):
         if proposal.args_sha256 != request.args_sha256 or (args_sha256 is not None and args_sha256 != request.args_sha256):
             raise RunStateError("the approved arguments differ from the pending action's; nothing executed")
         self._open_step()
-        if (timeout := self._gate_timed_out()) is not None:
+        # Too late if the gate timed out, or if the run's own limits (its wall clock, as before any
+        # tool call) ran out while it waited: the step stops the run as step() would, acting on nothing.
+        if (late := self._gate_timed_out() or self.gates.before_tool_call(self._used)) is not None:
             self.waiting, self._pending = None, None
-            self._emit(Note, topic="late_approval", message=f"approval by {by} came after the gate's timeout; nothing executed",
-                       data={"by": by, "args_sha256": request.args_sha256})
-            return self._close(proposal, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
+            what = "the gate's timeout" if late.code == "human_timeout" else f"the run's limit ({late.message})"
+            self._emit(Note, topic="late_approval", message=f"approval by {by} came after {what}; nothing executed",
+                       data={"by": by, "args_sha256": request.args_sha256, "stop": late.code})
+            verdict = "rejected" if late.code == "human_timeout" else "exhaust"
+            return self._close(proposal, Decision(verdict=verdict, reason=late.message), stop=late)
         self._check_external_change()
         self.waiting, self._pending = None, None
         self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
