@@ -113,9 +113,11 @@ class Run(RunBase):
     def run(self, *, until: RunState | None = None, max_steps: int | None = None) -> RunState:
         """Step until a terminal state, a human gate, the state ``until``, or ``max_steps`` steps."""
         taken = 0
-        while not self.state.terminal and self.waiting is None and self.state != until:
+        while not self.state.terminal and self.state != until:
             if max_steps is not None and taken >= max_steps:
                 break
+            if self.waiting is not None and self._gate_timed_out() is None:
+                break  # a human decides; a gate past its timeout is closed by the step, as step() does
             self.step()
             taken += 1
         return self.state

@@ -46,3 +46,19 @@ def test_an_approval_after_the_wall_clock_limit_executes_nothing(tmp_path: Path)
     assert "ana" in late.message and "wall-clock" in late.message
     assert not [e for e in record.events if e.kind == "human_decided"]
     assert run.waiting is None and run.pending is None
+
+
+def test_run_closes_a_gate_whose_timeout_passed(tmp_path: Path) -> None:
+    # Before: run() saw a waiting run and returned at once, WAITING_FOR_HUMAN for good, while
+    # step() and approve() closed the timed-out gate.
+    clock = FakeClock()
+    outbox = Outbox()
+    run = make_run(tmp_path, [PUSH], contract_=_gated(30), clock=clock, effects=outbox)
+    run.step()
+    clock.advance(29)
+    assert run.run() is RunState.WAITING_FOR_HUMAN and run.step_no == 1, "within the timeout run() waits"
+    clock.advance(2)
+    assert run.run() is RunState.BLOCKED
+    assert run.step_no == 2 and run.records[-1].state_before is RunState.WAITING_FOR_HUMAN
+    assert run.stop_reason is not None and run.stop_reason.code == "human_timeout"
+    assert outbox.sent == {} and run.waiting is None
