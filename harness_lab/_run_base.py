@@ -172,6 +172,25 @@ class RunBase:
         if self.state is RunState.CREATED:
             self._transition(RunState.RUNNING, "run started")
 
+    def _abandon_step(self) -> None:
+        """Undo a step that nothing was decided in (a Ctrl-C in the proposer): its number, state
+        change and events go, so the next step is the same step again. What it saw of the world
+        stays: an outside change is already folded into the context, so its note is kept, once,
+        for the next step's record (as a note emitted between steps is)."""
+        buffered, mine = self._step_events, 0
+        while mine < len(buffered) and buffered[-1 - mine].step == self.step_no:
+            mine += 1
+        undone = buffered[len(buffered) - mine:]
+        if mine:
+            del buffered[-mine:]
+            del self.events[-mine:]
+        self._seq -= mine
+        self.step_no -= 1
+        self.state = self._before  # an undo, not a change: its StateChanged event went with the step
+        for event in undone:
+            if isinstance(event, Note) and event.topic in _KEPT_WHEN_ABANDONED:
+                self._emit(Note, topic=event.topic, message=event.message, data=event.data)
+
     def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
                verdict: ReportVerdict | None = None, stop: StopReason | None = None) -> StepRecord:
         self._in_flight = None  # the step is settled: its proposal is history, not pending
@@ -319,6 +338,10 @@ def _keep_window(trace: list[Any], size: int) -> None:
 
 def _sha(data: bytes | None) -> str:
     return sha256_hex(data or b"")
+
+
+# Notes of an abandoned step that record the world, not the step (see _abandon_step).
+_KEPT_WHEN_ABANDONED = ("external_change", "pending_discarded")
 
 
 # capture()'s entries after ``state``, in the order a snapshot or checkpoint holds them.

@@ -99,6 +99,9 @@ class Run(RunBase):
                 why = f"the proposer raised {type(exc).__name__}: {exc}; no proposal, the run stopped safely"
                 return self._close(None, Decision(verdict="block", reason=why),
                                    stop=StopReason(code="proposer_error", message=why))
+            except BaseException:  # Ctrl-C while the model thinks: no half-open step left behind
+                self._abandon_step()
+                raise
             pending = self._parse_output(view, out)
         proposal = self._faults.proposal(self, pending, parse_proposal) if self._faults.armed else pending
         self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.mark()

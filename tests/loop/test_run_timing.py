@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from loophelpers import READ_A, contract, evidence, make_run, notes
 
 from harness_lab.clock import FakeClock
@@ -62,3 +63,57 @@ def test_run_closes_a_gate_whose_timeout_passed(tmp_path: Path) -> None:
     assert run.step_no == 2 and run.records[-1].state_before is RunState.WAITING_FOR_HUMAN
     assert run.stop_reason is not None and run.stop_reason.code == "human_timeout"
     assert outbox.sent == {} and run.waiting is None
+
+
+class _Abort(BaseException):
+    """Not an Exception: like KeyboardInterrupt or SystemExit, it must get through untouched."""
+
+
+@pytest.mark.parametrize("abort", [KeyboardInterrupt, _Abort])
+def test_an_interrupt_inside_the_proposer_leaves_no_half_open_step(tmp_path: Path, abort: type[BaseException]) -> None:
+    # Before: step_no had moved on, the run had gone CREATED -> RUNNING with an event, and that event
+    # sat in the step's buffer with no record; the next step was numbered 2 and carried it.
+    interrupt = [True]
+
+    def propose(view: object) -> object:
+        if interrupt[0]:
+            interrupt[0] = False
+            raise abort("Ctrl-C")
+        return THINK
+
+    run = _function_run(tmp_path, propose)
+    with pytest.raises(abort):
+        run.step()
+    assert run.step_no == 0 and run.state is RunState.CREATED and run.events == [] and not run.records
+    assert run.pending is not None and run.pending.raw == THINK
+    record = run.step()
+    assert record.step == 1 and record.state_before is RunState.CREATED and record.proposal is not None
+    assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
+    assert [e for e in record.events if e.kind == "state_changed"][0].before is RunState.CREATED
+
+
+def test_an_interrupt_after_an_outside_change_keeps_the_change_and_nothing_else(tmp_path: Path) -> None:
+    # The outside change is a fact the interrupted step saw (its observations are already marked
+    # stale): its note stays, once, for the next step; the step itself is undone.
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.md").write_text("old", encoding="utf-8")
+    script = iter([{"kind": "read_file", "path": "notes.md"}, KeyboardInterrupt, THINK])
+
+    def propose(view: object) -> object:
+        nxt = next(script)
+        if nxt is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        return nxt
+
+    run = _function_run(tmp_path, propose)
+    run.step()
+    before = list(run.events)
+    (tmp_path / "ws" / "notes.md").write_text("new", encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt):
+        run.step()
+    assert run.step_no == 1 and run.state is RunState.RUNNING and len(run.records) == 1
+    assert run.events[: len(before)] == before
+    assert [e.topic for e in run.events[len(before):] if e.kind == "note"] == ["external_change"]
+    record = run.step()
+    assert record.step == 2 and len(notes(record, "external_change")) == 1
+    assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
