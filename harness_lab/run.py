@@ -87,7 +87,8 @@ class Run(RunBase):
             return self._close(None, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
         if self._faults.armed:  # the usual step has no fault armed: its hooks are skipped
             self._faults.before_step(self)
-        self._check_external_change()
+        if self._check_external_change() and self._pending is not None:
+            self._discard_pending()  # made from the view before the change: ask again below
         if (stop := self.gates.before_decision(self._used)) is not None:
             return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
         # what `pending` would give: the gates and the state were checked just above
@@ -253,17 +254,29 @@ class Run(RunBase):
         """Every fault that fired, with its effect and the harness's answer."""
         return self._faults.records
 
-    def _check_external_change(self) -> None:
-        """Between steps only the outside world changes the workspace: what the run saw there is stale."""
-        now = self.sandbox.workspace_hash()
-        if self._ws_hash is not None and now != self._ws_hash:
-            stale = [item.id for tool in _WORKSPACE_TOOLS for item in self.context.mark_stale(tool)]
-            self.context.reselect()
-            why = (f"the workspace changed outside the run before step {self.step_no}: {len(stale)} earlier "
-                   "observation(s) of it are stale and left the view; re-read before relying on them")
-            self.context.add_feedback(self.step_no, why, source="external", key="external_change")
-            self._emit(Note, topic="external_change", message=why, data={"stale": stale})
+    def _check_external_change(self) -> bool:
+        """Between steps only the outside world changes the workspace: what the run saw there is stale.
+        True when it changed."""
+        now, before = self.sandbox.workspace_hash(), self._ws_hash
         self._ws_hash = now
+        if before is None or now == before:
+            return False
+        stale = [item.id for tool in _WORKSPACE_TOOLS for item in self.context.mark_stale(tool)]
+        self.context.reselect()
+        why = (f"the workspace changed outside the run before step {self.step_no}: {len(stale)} earlier "
+               "observation(s) of it are stale and left the view; re-read before relying on them")
+        self.context.add_feedback(self.step_no, why, source="external", key="external_change")
+        self._emit(Note, topic="external_change", message=why, data={"stale": stale})
+        return True
+
+    def _discard_pending(self) -> None:
+        """The pending proposal was made from a view the outside change made stale: drop it, kept in the trace."""
+        assert self._pending is not None
+        discarded, self._pending = self._pending.raw, None
+        self._emit(Note, topic="pending_discarded",
+                   message="the pending proposal was made before the workspace changed outside the run: "
+                           "discarded, the proposer is asked again with the updated view",
+                   data={"proposal": discarded})
 
     # -- the five parts of a step ---------------------------------------------------------------
     def _ask_proposer(self) -> Proposal:

@@ -117,3 +117,53 @@ def test_an_interrupt_after_an_outside_change_keeps_the_change_and_nothing_else(
     record = run.step()
     assert record.step == 2 and len(notes(record, "external_change")) == 1
     assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
+
+
+def test_a_pending_proposal_made_before_an_outside_change_is_asked_again(tmp_path: Path) -> None:
+    # Before: step() saw the change and marked the read stale, then wrote "v2", which the proposer
+    # had made from the stale view.
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.md").write_text("old", encoding="utf-8")
+    seen: list[Any] = []
+
+    def propose(view: Any) -> object:
+        seen.append(view)
+        if len(seen) == 1:
+            return {"kind": "read_file", "path": "notes.md"}
+        return {"kind": "write_file", "path": "out.md", "content": f"v{len(seen)}"}
+
+    run = _function_run(tmp_path, propose)
+    run.step()
+    stale = run.pending
+    assert stale is not None and stale.raw["content"] == "v2"
+    (tmp_path / "ws" / "notes.md").write_text("new", encoding="utf-8")
+    record = run.step()
+    assert (tmp_path / "ws" / "out.md").read_text(encoding="utf-8") == "v3"
+    assert record.proposal is not None and record.proposal.raw["content"] == "v3" and len(seen) == 3
+    (discarded,) = notes(record, "pending_discarded")
+    assert discarded.data["proposal"] == stale.raw
+    assert [e.topic for e in record.events if e.kind == "note"][:2] == ["external_change", "pending_discarded"]
+
+
+def test_an_interrupt_after_a_discard_does_not_bring_the_stale_proposal_back(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.md").write_text("old", encoding="utf-8")
+    script = iter([{"kind": "read_file", "path": "notes.md"}, {"kind": "write_file", "path": "out.md", "content": "stale"},
+                   KeyboardInterrupt, {"kind": "write_file", "path": "out.md", "content": "fresh"}])
+
+    def propose(view: object) -> object:
+        nxt = next(script)
+        if nxt is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        return nxt
+
+    run = _function_run(tmp_path, propose)
+    run.step()
+    assert run.pending is not None
+    (tmp_path / "ws" / "notes.md").write_text("new", encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt):
+        run.step()
+    assert run.step_no == 1 and run._pending is None
+    record = run.step()
+    assert (tmp_path / "ws" / "out.md").read_text(encoding="utf-8") == "fresh"
+    assert [e.topic for e in record.events if e.kind == "note"][:2] == ["external_change", "pending_discarded"]
