@@ -144,17 +144,6 @@ class RunBase:
         self.gates.started_at = self.clock.now() - usage.elapsed_s
         self.restore(captured, source=source, ref_loader=ref_loader)
 
-    def _require_waiting(self) -> tuple[ApprovalRequest, Proposal]:
-        if self.waiting is None or self._pending is None:
-            raise RunStateError(f"run {self.run_id} is {self.state.value}: nothing waits for approval")
-        return self.waiting, self._pending
-
-    def _gate_timed_out(self) -> StopReason | None:
-        limit = self.contract.human_gate.timeout_seconds
-        if self.waiting is None or limit is None or self.clock.now() - self.waiting.requested_at < limit:
-            return None
-        return StopReason(code="human_timeout", message=f"no human decision within {limit}s; stopped safely")
-
     def _crash_point(self, point: CrashPoint) -> None:
         if self._faults.armed and (crash := self._faults.crash(self, point)) is not None:
             self.crashed = point

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._run_base import RunBase, _sha
+from ._human_gate import HumanGate
+from ._run_base import _sha
 from ._step_records import proposed, tool_called
 from .actions import _MODELS, Finish, ForbiddenAction, GatedAction, ReadEvidence, WriteReport, _Action
-from .approval import ApprovalDecision, ApprovalRequest, Approver
+from .approval import Approver
 from .checkpoint import Checkpointer
 from .clock import Clock
 from .context import ContextView
@@ -20,7 +21,6 @@ from .effect_classes import effect_class
 from .errors import RunStateError
 from .events import (
     Decision,
-    HumanDecided,
     Note,
     StepRecord,
     StopReason,
@@ -48,7 +48,7 @@ _VALIDATE = Decision(verdict="validate", reason="finish is a claim: validate the
 _WORKSPACE_TOOLS = ("read_file", "list_dir", "write_file", "delete_file", "run_command")
 
 
-class Run(RunBase):
+class Run(HumanGate):
     """A single-steppable run. ``step()`` reads as propose -> gate -> execute -> observe -> validate."""
 
     # -- the caller drives -------------------------------------------------------------------
@@ -186,44 +186,6 @@ class Run(RunBase):
         self.waiting, self._pending = None, None
         return self._close(None, Decision(verdict="block", reason=message), stop=stop)
 
-    # -- the human gate -------------------------------------------------------------------------
-    def approve(self, *, by: str = "human", args_sha256: str | None = None) -> StepRecord:
-        """Execute the parked proposal: exactly the action that was approved. After the gate's
-        timeout it is too late: the step stops the run safely (human_timeout) and executes nothing."""
-        _require_text(by=by)
-        request, proposal = self._require_waiting()
-        if proposal.args_sha256 != request.args_sha256 or (args_sha256 is not None and args_sha256 != request.args_sha256):
-            raise RunStateError("the approved arguments differ from the pending action's; nothing executed")
-        self._open_step()
-        # Too late if the gate timed out, or if the run's own limits (its wall clock, as before any
-        # tool call) ran out while it waited: the step stops the run as step() would, acting on nothing.
-        if (late := self._gate_timed_out() or self.gates.before_tool_call(self._used)) is not None:
-            self.waiting, self._pending = None, None
-            what = "the gate's timeout" if late.code == "human_timeout" else f"the run's limit ({late.message})"
-            self._emit(Note, topic="late_approval", message=f"approval by {by} came after {what}; nothing executed",
-                       data={"by": by, "args_sha256": request.args_sha256, "stop": late.code})
-            verdict = "rejected" if late.code == "human_timeout" else "exhaust"
-            return self._close(proposal, Decision(verdict=verdict, reason=late.message), stop=late)
-        self._check_external_change()
-        self.waiting, self._pending = None, None
-        self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
-        self._transition(RunState.RUNNING, f"{request.category} approved by {by}")
-        decision = Decision(verdict="approved", reason=f"approved by {by}")
-        # Keyed by the request, not the step number: a resumed run re-approving applies it once.
-        result = self._execute(proposal, key=f"{self.run_id}:gate:{request.step}:{request.args_sha256[:16]}")
-        self._observe(proposal, decision, result)
-        return self._close(proposal, decision, result=result)
-
-    def reject(self, reason: str, *, by: str = "human") -> StepRecord:
-        """Refuse the parked proposal: the run stops safely, with the reason kept."""
-        _require_text(reason=reason, by=by)
-        request, proposal = self._require_waiting()
-        self._open_step()
-        self.waiting, self._pending = None, None
-        self._emit(HumanDecided, approved=False, reason=reason, args_sha256=request.args_sha256, by=by)
-        stop = StopReason(code="human_rejected", message=f"{request.category} rejected by {by}: {reason}")
-        return self._close(proposal, Decision(verdict="rejected", reason=reason), stop=stop)
-
     # -- snapshots ------------------------------------------------------------------------------
     def rollback(self, snapshot_id: str) -> None:
         """Restore the workspace files *and* the run's state and context to a snapshot."""
@@ -312,28 +274,6 @@ class Run(RunBase):
             return self._human_gate(proposal)
         return _EXECUTE, None
 
-    def _human_gate(self, proposal: Proposal) -> tuple[Decision, StopReason | None]:
-        assert proposal.action is not None
-        request = ApprovalRequest(
-            step=self.step_no, action_kind=proposal.action.kind, category=proposal.action.gate_category,
-            args=proposal.action.model_dump(mode="json"), args_sha256=proposal.args_sha256,
-            requested_at=self.clock.now(),
-        )
-        try:
-            answer = self.approver.decide(request)
-        except Exception as exc:  # a failed approver decides nothing: stop safely, never act
-            return _approver_failed(request, f"raised {type(exc).__name__}: {exc}")
-        if answer is not None and not isinstance(answer, ApprovalDecision):
-            return _approver_failed(request, f"answered {answer!r}, not an ApprovalDecision or None")
-        if answer is None:  # _close checkpoints once the run is WAITING_FOR_HUMAN
-            self.waiting, self._pending = request, proposal
-            return Decision(verdict="park", reason=f"{request.category} needs human approval"), None
-        self._emit(HumanDecided, approved=answer.approved, reason=answer.reason,
-                   args_sha256=request.args_sha256, by=answer.by)
-        if answer.approved:
-            return Decision(verdict="execute", reason=f"approved by {answer.by}"), None
-        return Decision(verdict="rejected", reason=answer.reason), StopReason(code="human_rejected", message=answer.reason)
-
     def _execute(self, proposal: Proposal, key: str | None = None) -> ToolResult:
         assert proposal.action is not None
         self._used.tool_calls += 1
@@ -419,18 +359,6 @@ class Run(RunBase):
                                       message="mechanical checks passed; ready for human review"
                                       if verdict else "finish accepted without validation")
         return verdict
-
-
-def _require_text(**given: object) -> None:
-    """Who decided and why go into the trace: refused before the step opens, not half-way through it."""
-    for name, value in given.items():
-        if not isinstance(value, str):
-            raise ValueError(f"{name}: a string, got {value!r}")
-
-
-def _approver_failed(request: ApprovalRequest, what: str) -> tuple[Decision, StopReason]:
-    why = f"the approver {what}; {request.category} not executed, the run stopped safely"
-    return Decision(verdict="block", reason=why), StopReason(code="approver_error", message=why)
 
 
 def _state_key(proposal: Proposal, contract: ControlContract) -> str | None:
