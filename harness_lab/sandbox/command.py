@@ -3,14 +3,18 @@
 Mechanisms, strongest available first (probed once per process, reported in ``capabilities`` and in
 every result's ``data["isolation"]``):
 
-* **bwrap** (bubblewrap): new network, pid and IPC namespaces, a read-only view of ``/``, a private
-  ``/tmp``, an empty ``/run`` while the network is off (a network namespace does not cover the
-  Unix sockets services keep there), the workspace bound read-write (read-only in read-only mode),
-  ``--die-with-parent``.
+* **bwrap** (bubblewrap): new network, pid and IPC namespaces, a read-only view of ``/``, the
+  workspace bound read-write (read-only in read-only mode), ``--die-with-parent``.
 * **unshare** (util-linux): new network, pid and mount namespaces (``--mount-proc --fork
-  --kill-child``: ``/proc`` shows only the command's processes); Unix sockets on the host file
-  system stay reachable by path.
+  --kill-child``: ``/proc`` shows only the command's processes); the rest of ``/`` stays the
+  host's, guarded only by the uid drop below.
 * **none**: no namespace; the network is *not* isolated and the result data says so.
+
+Both wrappers give the command private, empty ``/tmp``, ``/var/tmp`` and ``/dev/shm`` and, while the network
+is off, an empty ``/run``: a network namespace does not cover Unix sockets, reached by path, and
+these directories are where other users and services keep theirs (and their files). The workspace
+is bound back at its own path, also when it lies under one of them. Mount propagation is private.
+Unix sockets elsewhere on the host file system stay reachable by path.
 
 Process limit: RLIMIT_NPROC is ignored for root, so a root parent drops the child to an unprivileged
 uid (``setpriv`` from util-linux after the namespaces are made, ``--no-new-privs`` so setuid binaries
@@ -59,6 +63,27 @@ _DROP_PY = (  # used only when setpriv is missing: drop uid inside the namespace
     "ctypes.CDLL(None).prctl(38,1,0,0,0);os.setgroups([]);os.setresgid(g,g,g);os.setresuid(u,u,u);"
     "os.execvp(sys.argv[3],sys.argv[3:])"
 )
+
+
+# Run as root inside the new mount namespace, before the uid drop: cover the hidden directories with
+# empty tmpfs and bind the workspace back at its own path, through a descriptor taken before the
+# cover (the path may lie under /tmp). Propagation is private, so none of it reaches the host. Any
+# failure ends the command (status 125) rather than running it with the host's directories.
+_MOUNT_PY = (
+    "import ctypes,os,sys\n"
+    "ws,hidden,argv=sys.argv[1],[d for d in sys.argv[2].split(',') if d],sys.argv[3:]\n"
+    "libc=ctypes.CDLL(None,use_errno=True)\n"
+    "def mount(src,dst,fs,flags,opts):\n"
+    " if libc.mount(src.encode(),dst.encode(),fs and fs.encode(),ctypes.c_ulong(flags),opts and opts.encode()):\n"
+    "  sys.stderr.write('sandbox setup failed: mount %s: %s\\n'%(dst,os.strerror(ctypes.get_errno())));os._exit(125)\n"
+    "mount('none','/',None,0x40000|0x4000,None)\n"  # MS_PRIVATE|MS_REC
+    "os.umask(0o022);fd=os.open(ws,os.O_PATH|os.O_DIRECTORY|os.O_NOFOLLOW)\n"
+    "for d in hidden: mount('tmpfs',d,'tmpfs',2|4,'mode=0755' if d=='/run' else 'mode=1777')\n"  # NOSUID|NODEV
+    "os.makedirs(ws,0o755,exist_ok=True)\n"
+    "mount('/proc/self/fd/%d'%fd,ws,None,0x1000|0x4000,None);os.close(fd);os.chdir(ws)\n"  # MS_BIND|MS_REC
+    "os.execvp(argv[0],argv)\n"
+)
+_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def sandbox_uid(real_root: str) -> int:
@@ -119,6 +144,22 @@ def _own_process_count(uid: int) -> int:
     return count
 
 
+def _hidden(network: bool) -> list[str]:
+    """The host directories a command gets a private, empty tmpfs over (those that exist here)."""
+    dirs = _SCRATCH if network else (*_SCRATCH, "/run")
+    return [d for d in dirs if os.path.isdir(d)]
+
+
+def _parents_in(ws: str, hidden: Sequence[str]) -> list[str]:
+    """The directories between a hidden one and ``ws`` (ws under /tmp is common): they must exist,
+    traversable, in the new tmpfs for the workspace to be reachable at its own path."""
+    for top in hidden:
+        if ws.startswith(top + "/"):
+            names = ws[len(top) + 1:].split("/")[:-1]
+            return [top + "/" + "/".join(names[:i + 1]) for i in range(len(names))]
+    return []
+
+
 def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only: bool,
           uid: int | None) -> list[str]:
     inner = list(argv)
@@ -128,19 +169,24 @@ def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only
                      "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *inner]
         else:
             inner = [sys.executable, "-I", "-c", _DROP_PY, str(uid), str(uid), *inner]
+    # A network namespace does not cover Unix sockets (reached by path, and a read-only bind does
+    # not stop connect()): the shared scratch directories, and /run without network, are private.
+    hidden = _hidden(network)
     if iso["kind"] == "bwrap":
-        # A network namespace does not cover Unix sockets (reached by path, and a read-only bind
-        # does not stop connect()): without network, /run, where services keep theirs, is empty.
-        hide = [] if network else ["--unshare-net", "--tmpfs", "/run"]
+        cover = [arg for d in hidden for arg in ("--perms", "0755" if d == "/run" else "1777", "--tmpfs", d)]
+        parents = [arg for d in _parents_in(ws, hidden) for arg in ("--perms", "0755", "--dir", d)]
+        net = [] if network else ["--unshare-net"]
         bind = "--ro-bind" if read_only else "--bind"
         return [iso["bwrap"], "--unshare-pid", "--unshare-ipc", "--die-with-parent",
-                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *hide,
-                "--perms", "1777", "--tmpfs", "/tmp", bind, ws, ws, "--chdir", ws, "--", *inner]
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *net, *cover, *parents,
+                bind, ws, ws, "--chdir", ws, "--", *inner]
     if iso["kind"] == "unshare":
         net = [] if network else ["--net"]
         # --mount-proc: a proc of the new pid namespace; the host's would show every host process
         # and its command line (world-readable), secrets passed as flags included.
-        return [iso["unshare"], *net, "--pid", "--mount-proc", "--fork", "--kill-child", "--", *inner]
+        return [iso["unshare"], *net, "--pid", "--mount-proc", "--fork", "--kill-child",
+                "--propagation", "private", "--", sys.executable, "-I", "-S", "-c", _MOUNT_PY, ws,
+                ",".join(hidden), *inner]
     return inner
 
 

@@ -91,7 +91,7 @@ class Sandbox:
             "isolation": iso["kind"],
             "network_namespace": iso["kind"] != "none" and not self.policy.network_allow,
             "pid_namespace": iso["kind"] != "none",
-            "mount_namespace": iso["kind"] == "bwrap",
+            "mount_namespace": iso["kind"] != "none",
             "uid_drop": self._uid,
             "process_limit": ("RLIMIT_NPROC under a dedicated unprivileged uid" if self._uid is not None
                               else "RLIMIT_NPROC per user (not root: approximate)"),
