@@ -5,7 +5,7 @@ every result's ``data["isolation"]``):
 
 * **bwrap** (bubblewrap): new network, pid and IPC namespaces, a read-only view of ``/``, the
   workspace bound read-write (read-only in read-only mode), ``--die-with-parent``.
-* **unshare** (util-linux): new network, pid and mount namespaces (``--mount-proc --fork
+* **unshare** (util-linux): new network, pid, IPC and mount namespaces (``--mount-proc --fork
   --kill-child``: ``/proc`` shows only the command's processes); the rest of ``/`` stays the
   host's, guarded only by the uid drop below.
 * **none**: no namespace; the network is *not* isolated and the result data says so.
@@ -30,13 +30,16 @@ quota and says the limit is per-user.
 The command ends when its main process exits (closing the output is not the end) or at the
 deadline. Every child starts a new session; the wrapper's children are killed first, then the whole
 process group gets SIGKILL, and with a pid namespace the kernel kills everything left in it when
-its init dies, so nothing outlives the call. Without a pid namespace a process that calls setsid()
-escapes the group kill; ``missing`` says so. The environment is rebuilt from scratch (PATH, HOME,
+its init dies, so nothing outlives the call. The wrapper gets SIGKILL when this process dies (the
+parent-death signal, kept across the uid drop), so a killed harness leaves no command running
+without a deadline. Without a pid namespace a process that calls setsid() escapes the group kill
+(and the children of the command outlive a killed harness); ``missing`` says so. The environment is rebuilt from scratch (PATH, HOME,
 TMPDIR, LANG): no variable of the parent, hence no secret, reaches the child.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import os
@@ -60,7 +63,9 @@ Isolation = dict[str, Any]
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _DROP_PY = (  # used only when setpriv is missing: drop uid inside the namespaces, then exec
     "import ctypes,os,sys;u,g=int(sys.argv[1]),int(sys.argv[2]);"
-    "ctypes.CDLL(None).prctl(38,1,0,0,0);os.setgroups([]);os.setresgid(g,g,g);os.setresuid(u,u,u);"
+    "c=ctypes.CDLL(None);s=ctypes.c_int(0);c.prctl(2,ctypes.byref(s),0,0,0);"  # PR_GET_PDEATHSIG
+    "c.prctl(38,1,0,0,0);os.setgroups([]);os.setresgid(g,g,g);os.setresuid(u,u,u);"
+    "c.prctl(1,s.value,0,0,0);"  # the uid change cleared the parent-death signal: set it again
     "os.execvp(sys.argv[3],sys.argv[3:])"
 )
 
@@ -84,6 +89,7 @@ _MOUNT_PY = (
     "os.execvp(argv[0],argv)\n"
 )
 _SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+_PR_SET_PDEATHSIG = 1
 
 
 def sandbox_uid(real_root: str) -> int:
@@ -116,10 +122,10 @@ def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
     elif choice in ("auto", "bwrap"):
         missing.append("bubblewrap not installed (apt-get install bubblewrap)")
     if kind == "none" and choice in ("auto", "unshare"):
-        if unshare and _probe([unshare, "--net", "--pid", "--mount-proc", "--fork", "--kill-child", "true"]):
+        if unshare and _probe([unshare, "--net", "--pid", "--ipc", "--mount-proc", "--fork", "--kill-child", "true"]):
             kind = "unshare"
         else:
-            missing.append("unshare cannot create network/pid/mount namespaces (needs root or user namespaces)")
+            missing.append("unshare cannot create network/pid/IPC/mount namespaces (needs root or user namespaces)")
     if kind == "none":
         missing.append("no network namespace: commands share the host network")
         missing.append("no pid namespace: a process that calls setsid() can outlive its command")
@@ -130,6 +136,13 @@ def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
         "missing": tuple(missing), "root": euid == 0,
     }
     return tuple(sorted(info.items()))
+
+
+@functools.lru_cache(maxsize=4)
+def _keep_pdeathsig(setpriv: str) -> tuple[str, ...]:
+    """``--pdeathsig keep`` where setpriv has it (util-linux >= 2.33): changing uid clears the
+    parent-death signal, which ties the command to the harness (see _limits)."""
+    return ("--pdeathsig", "keep") if _probe([setpriv, "--pdeathsig", "keep", "true"]) else ()
 
 
 def _own_process_count(uid: int) -> int:
@@ -166,7 +179,8 @@ def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only
     if uid is not None:
         if iso["setpriv"]:
             inner = [iso["setpriv"], f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *inner]
+                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", *_keep_pdeathsig(iso["setpriv"]),
+                     "--", *inner]
         else:
             inner = [sys.executable, "-I", "-c", _DROP_PY, str(uid), str(uid), *inner]
     # A network namespace does not cover Unix sockets (reached by path, and a read-only bind does
@@ -184,14 +198,32 @@ def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only
         net = [] if network else ["--net"]
         # --mount-proc: a proc of the new pid namespace; the host's would show every host process
         # and its command line (world-readable), secrets passed as flags included.
-        return [iso["unshare"], *net, "--pid", "--mount-proc", "--fork", "--kill-child",
+        return [iso["unshare"], *net, "--pid", "--ipc", "--mount-proc", "--fork", "--kill-child",
                 "--propagation", "private", "--", sys.executable, "-I", "-S", "-c", _MOUNT_PY, ws,
                 ",".join(hidden), *inner]
     return inner
 
 
+@functools.lru_cache(maxsize=1)  # loaded in the parent: the child between fork and exec only calls it
+def _prctl() -> Callable[..., int] | None:
+    try:
+        fn: Callable[..., int] = ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):
+        return None
+    return fn
+
+
 def _limits(q: Quotas, nproc: int) -> Callable[[], None]:
+    prctl, parent = _prctl(), os.getpid()
+
     def apply() -> None:  # runs in the child between fork and exec: only async-signal-safe work
+        # The deadline lives in this process: if it is killed, the wrapper (and with it, through
+        # --kill-child or the pid namespace, the command) must die too, as bwrap's
+        # --die-with-parent does, instead of running on with no timeout.
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # died before the prctl took effect
+                os._exit(1)
         resource.setrlimit(resource.RLIMIT_CPU, (q.cpu_seconds, q.cpu_seconds + 1))
         resource.setrlimit(resource.RLIMIT_AS, (q.memory_bytes, q.memory_bytes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (q.file_size_bytes, q.file_size_bytes))
