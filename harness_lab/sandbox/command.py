@@ -14,7 +14,9 @@ Both wrappers give the command private, empty ``/tmp``, ``/var/tmp`` and ``/dev/
 is off, an empty ``/run``: a network namespace does not cover Unix sockets, reached by path, and
 these directories are where other users and services keep theirs (and their files). The workspace
 is bound back at its own path, also when it lies under one of them. Mount propagation is private.
-Unix sockets elsewhere on the host file system stay reachable by path.
+Each of these tmpfs holds at most ``quotas.scratch_bytes`` (its pages are memory that RLIMIT_AS
+does not count; bubblewrap < 0.7 cannot size one, and ``missing`` then says so). Unix sockets
+elsewhere on the host file system stay reachable by path.
 
 Process limit: RLIMIT_NPROC is ignored for root, so a root parent drops the child to an unprivileged
 uid (``setpriv`` from util-linux after the namespaces are made, ``--no-new-privs`` so setuid binaries
@@ -33,8 +35,9 @@ process group gets SIGKILL, and with a pid namespace the kernel kills everything
 its init dies, so nothing outlives the call. The wrapper gets SIGKILL when this process dies (the
 parent-death signal, kept across the uid drop), so a killed harness leaves no command running
 without a deadline. Without a pid namespace a process that calls setsid() escapes the group kill
-(and the children of the command outlive a killed harness); ``missing`` says so. The environment is rebuilt from scratch (PATH, HOME,
-TMPDIR, LANG): no variable of the parent, hence no secret, reaches the child.
+(and the children of the command outlive a killed harness); ``missing`` says so. The environment
+is rebuilt from scratch (PATH, HOME, TMPDIR, LANG): no variable of the parent, hence no secret,
+reaches the child.
 """
 
 from __future__ import annotations
@@ -76,14 +79,14 @@ _DROP_PY = (  # used only when setpriv is missing: drop uid inside the namespace
 # failure ends the command (status 125) rather than running it with the host's directories.
 _MOUNT_PY = (
     "import ctypes,os,sys\n"
-    "ws,hidden,argv=sys.argv[1],[d for d in sys.argv[2].split(',') if d],sys.argv[3:]\n"
+    "ws,hidden,size,argv=sys.argv[1],[d for d in sys.argv[2].split(',') if d],int(sys.argv[3]),sys.argv[4:]\n"
     "libc=ctypes.CDLL(None,use_errno=True)\n"
     "def mount(src,dst,fs,flags,opts):\n"
     " if libc.mount(src.encode(),dst.encode(),fs and fs.encode(),ctypes.c_ulong(flags),opts and opts.encode()):\n"
     "  sys.stderr.write('sandbox setup failed: mount %s: %s\\n'%(dst,os.strerror(ctypes.get_errno())));os._exit(125)\n"
     "mount('none','/',None,0x40000|0x4000,None)\n"  # MS_PRIVATE|MS_REC
     "os.umask(0o022);fd=os.open(ws,os.O_PATH|os.O_DIRECTORY|os.O_NOFOLLOW)\n"
-    "for d in hidden: mount('tmpfs',d,'tmpfs',2|4,'mode=0755' if d=='/run' else 'mode=1777')\n"  # NOSUID|NODEV
+    "for d in hidden: mount('tmpfs',d,'tmpfs',2|4,'size=%d,mode=%s'%(size,'0755' if d=='/run' else '1777'))\n"  # NOSUID|NODEV
     "os.makedirs(ws,0o755,exist_ok=True)\n"
     "mount('/proc/self/fd/%d'%fd,ws,None,0x1000|0x4000,None);os.close(fd);os.chdir(ws)\n"  # MS_BIND|MS_REC
     "os.execvp(argv[0],argv)\n"
@@ -113,17 +116,22 @@ def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
     bwrap, unshare, setpriv = shutil.which("bwrap"), shutil.which("unshare"), shutil.which("setpriv")
     missing: list[str] = []
     kind = "none"
+    sized = False  # whether each private scratch tmpfs gets quotas.scratch_bytes as its size
     if choice in ("auto", "bwrap") and bwrap:
         if _probe([bwrap, "--unshare-net", "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/",
                    "--dev", "/dev", "--proc", "/proc", "true"]):
             kind = "bwrap"
+            sized = _probe([bwrap, "--ro-bind", "/", "/", "--size", "1048576", "--tmpfs", "/tmp", "true"])
+            if not sized:
+                missing.append("bubblewrap < 0.7 cannot size a tmpfs: the private /tmp, /var/tmp and "
+                               "/dev/shm are bounded only by memory, not by quotas.scratch_bytes")
         else:
             missing.append("bubblewrap is installed but cannot create namespaces here")
     elif choice in ("auto", "bwrap"):
         missing.append("bubblewrap not installed (apt-get install bubblewrap)")
     if kind == "none" and choice in ("auto", "unshare"):
         if unshare and _probe([unshare, "--net", "--pid", "--ipc", "--mount-proc", "--fork", "--kill-child", "true"]):
-            kind = "unshare"
+            kind, sized = "unshare", True
         else:
             missing.append("unshare cannot create network/pid/IPC/mount namespaces (needs root or user namespaces)")
     if kind == "none":
@@ -133,7 +141,7 @@ def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
         missing.append("not root: cannot drop to a dedicated uid; RLIMIT_NPROC counts all of this user's processes")
     info: dict[str, Any] = {
         "kind": kind, "bwrap": bwrap, "unshare": unshare, "setpriv": setpriv,
-        "missing": tuple(missing), "root": euid == 0,
+        "missing": tuple(missing), "root": euid == 0, "scratch_sized": sized,
     }
     return tuple(sorted(info.items()))
 
@@ -174,7 +182,7 @@ def _parents_in(ws: str, hidden: Sequence[str]) -> list[str]:
 
 
 def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only: bool,
-          uid: int | None) -> list[str]:
+          uid: int | None, scratch: int) -> list[str]:
     inner = list(argv)
     if uid is not None:
         if iso["setpriv"]:
@@ -187,7 +195,9 @@ def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only
     # not stop connect()): the shared scratch directories, and /run without network, are private.
     hidden = _hidden(network)
     if iso["kind"] == "bwrap":
-        cover = [arg for d in hidden for arg in ("--perms", "0755" if d == "/run" else "1777", "--tmpfs", d)]
+        size = ["--size", str(scratch)] if iso["scratch_sized"] else []
+        cover = [arg for d in hidden
+                 for arg in ("--perms", "0755" if d == "/run" else "1777", *size, "--tmpfs", d)]
         parents = [arg for d in _parents_in(ws, hidden) for arg in ("--perms", "0755", "--dir", d)]
         net = [] if network else ["--unshare-net"]
         bind = "--ro-bind" if read_only else "--bind"
@@ -200,7 +210,7 @@ def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only
         # and its command line (world-readable), secrets passed as flags included.
         return [iso["unshare"], *net, "--pid", "--ipc", "--mount-proc", "--fork", "--kill-child",
                 "--propagation", "private", "--", sys.executable, "-I", "-S", "-c", _MOUNT_PY, ws,
-                ",".join(hidden), *inner]
+                ",".join(hidden), str(scratch), *inner]
     return inner
 
 
@@ -249,7 +259,7 @@ def run_command(argv: Sequence[str], *, ws: str, timeout: float, quotas: Quotas,
                           else f"RLIMIT_NPROC={nproc} per user (approximate: not root)"),
         "missing": list(iso["missing"]),
     }
-    full = _wrap(argv, ws, iso, network, read_only, uid)
+    full = _wrap(argv, ws, iso, network, read_only, uid, quotas.scratch_bytes)
     started = time.monotonic()
     try:
         proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sbhelpers import isolation_or_skip
 
-from harness_lab.sandbox import Sandbox
+from harness_lab.sandbox import Quotas, Sandbox
 
 PY = "/usr/bin/python3"  # a system interpreter the dropped uid can execute (venvs may live in /root)
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
@@ -108,3 +108,19 @@ def test_run_is_empty_without_network_and_the_host_one_with_it(
         os.unlink(marker)
     assert result.ok, result
     assert (result.content or "").strip() == ("host" if network else "absent")
+
+
+def test_the_private_scratch_directories_are_capped_by_a_quota(ws: Path, make_sandbox: Any, iso: str) -> None:
+    # tmpfs pages are not charged to RLIMIT_AS, and RLIMIT_FSIZE caps one file, not how many:
+    # unbounded, a command could fill the host's memory through /tmp or /dev/shm.
+    sb: Sandbox = make_sandbox(ws, isolation=iso, quotas=Quotas(scratch_bytes=4 << 20))
+    if iso == "bwrap" and not sb.capabilities["scratch_size_limit"]:
+        pytest.skip("this bubblewrap cannot size a tmpfs (--size needs bubblewrap >= 0.7)")
+    for where in ("/tmp", "/dev/shm"):
+        script = (f"head -c 3000000 /dev/zero > {where}/a && echo first; "
+                  f"head -c 3000000 /dev/zero > {where}/b && echo second; echo done")
+        result = sb.call("run_command", argv=["sh", "-c", script])
+        assert result.ok, result
+        lines = (result.content or "").splitlines()
+        assert lines[0] == "first" and "second" not in lines and lines[-1] == "done", result.content
+        assert "No space left on device" in (result.content or ""), result.content
