@@ -3,14 +3,20 @@
 Mechanisms, strongest available first (probed once per process, reported in ``capabilities`` and in
 every result's ``data["isolation"]``):
 
-* **bwrap** (bubblewrap): new network, pid and IPC namespaces, a read-only view of ``/``, a private
-  ``/tmp``, an empty ``/run`` while the network is off (a network namespace does not cover the
-  Unix sockets services keep there), the workspace bound read-write (read-only in read-only mode),
-  ``--die-with-parent``.
-* **unshare** (util-linux): new network, pid and mount namespaces (``--mount-proc --fork
-  --kill-child``: ``/proc`` shows only the command's processes); Unix sockets on the host file
-  system stay reachable by path.
+* **bwrap** (bubblewrap): new network, pid and IPC namespaces, a read-only view of ``/``, the
+  workspace bound read-write (read-only in read-only mode), ``--die-with-parent``.
+* **unshare** (util-linux): new network, pid, IPC and mount namespaces (``--mount-proc --fork
+  --kill-child``: ``/proc`` shows only the command's processes); the rest of ``/`` stays the
+  host's, guarded only by the uid drop below.
 * **none**: no namespace; the network is *not* isolated and the result data says so.
+
+Both wrappers give the command private, empty ``/tmp``, ``/var/tmp`` and ``/dev/shm`` and, while the network
+is off, an empty ``/run``: a network namespace does not cover Unix sockets, reached by path, and
+these directories are where other users and services keep theirs (and their files). The workspace
+is bound back at its own path, also when it lies under one of them. Mount propagation is private.
+Each of these tmpfs holds at most ``quotas.scratch_bytes`` (its pages are memory that RLIMIT_AS
+does not count; bubblewrap < 0.7 cannot size one, and ``missing`` then says so). Unix sockets
+elsewhere on the host file system stay reachable by path.
 
 Process limit: RLIMIT_NPROC is ignored for root, so a root parent drops the child to an unprivileged
 uid (``setpriv`` from util-linux after the namespaces are made, ``--no-new-privs`` so setuid binaries
@@ -26,13 +32,17 @@ quota and says the limit is per-user.
 The command ends when its main process exits (closing the output is not the end) or at the
 deadline. Every child starts a new session; the wrapper's children are killed first, then the whole
 process group gets SIGKILL, and with a pid namespace the kernel kills everything left in it when
-its init dies, so nothing outlives the call. Without a pid namespace a process that calls setsid()
-escapes the group kill; ``missing`` says so. The environment is rebuilt from scratch (PATH, HOME,
-TMPDIR, LANG): no variable of the parent, hence no secret, reaches the child.
+its init dies, so nothing outlives the call. The wrapper gets SIGKILL when this process dies (the
+parent-death signal, kept across the uid drop), so a killed harness leaves no command running
+without a deadline. Without a pid namespace a process that calls setsid() escapes the group kill
+(and the children of the command outlive a killed harness); ``missing`` says so. The environment
+is rebuilt from scratch (PATH, HOME, TMPDIR, LANG): no variable of the parent, hence no secret,
+reaches the child.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import os
@@ -56,9 +66,33 @@ Isolation = dict[str, Any]
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _DROP_PY = (  # used only when setpriv is missing: drop uid inside the namespaces, then exec
     "import ctypes,os,sys;u,g=int(sys.argv[1]),int(sys.argv[2]);"
-    "ctypes.CDLL(None).prctl(38,1,0,0,0);os.setgroups([]);os.setresgid(g,g,g);os.setresuid(u,u,u);"
+    "c=ctypes.CDLL(None);s=ctypes.c_int(0);c.prctl(2,ctypes.byref(s),0,0,0);"  # PR_GET_PDEATHSIG
+    "c.prctl(38,1,0,0,0);os.setgroups([]);os.setresgid(g,g,g);os.setresuid(u,u,u);"
+    "c.prctl(1,s.value,0,0,0);"  # the uid change cleared the parent-death signal: set it again
     "os.execvp(sys.argv[3],sys.argv[3:])"
 )
+
+
+# Run as root inside the new mount namespace, before the uid drop: cover the hidden directories with
+# empty tmpfs and bind the workspace back at its own path, through a descriptor taken before the
+# cover (the path may lie under /tmp). Propagation is private, so none of it reaches the host. Any
+# failure ends the command (status 125) rather than running it with the host's directories.
+_MOUNT_PY = (
+    "import ctypes,os,sys\n"
+    "ws,hidden,size,argv=sys.argv[1],[d for d in sys.argv[2].split(',') if d],int(sys.argv[3]),sys.argv[4:]\n"
+    "libc=ctypes.CDLL(None,use_errno=True)\n"
+    "def mount(src,dst,fs,flags,opts):\n"
+    " if libc.mount(src.encode(),dst.encode(),fs and fs.encode(),ctypes.c_ulong(flags),opts and opts.encode()):\n"
+    "  sys.stderr.write('sandbox setup failed: mount %s: %s\\n'%(dst,os.strerror(ctypes.get_errno())));os._exit(125)\n"
+    "mount('none','/',None,0x40000|0x4000,None)\n"  # MS_PRIVATE|MS_REC
+    "os.umask(0o022);fd=os.open(ws,os.O_PATH|os.O_DIRECTORY|os.O_NOFOLLOW)\n"
+    "for d in hidden: mount('tmpfs',d,'tmpfs',2|4,'size=%d,mode=%s'%(size,'0755' if d=='/run' else '1777'))\n"  # NOSUID|NODEV
+    "os.makedirs(ws,0o755,exist_ok=True)\n"
+    "mount('/proc/self/fd/%d'%fd,ws,None,0x1000|0x4000,None);os.close(fd);os.chdir(ws)\n"  # MS_BIND|MS_REC
+    "os.execvp(argv[0],argv)\n"
+)
+_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+_PR_SET_PDEATHSIG = 1
 
 
 def sandbox_uid(real_root: str) -> int:
@@ -82,19 +116,24 @@ def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
     bwrap, unshare, setpriv = shutil.which("bwrap"), shutil.which("unshare"), shutil.which("setpriv")
     missing: list[str] = []
     kind = "none"
+    sized = False  # whether each private scratch tmpfs gets quotas.scratch_bytes as its size
     if choice in ("auto", "bwrap") and bwrap:
         if _probe([bwrap, "--unshare-net", "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/",
                    "--dev", "/dev", "--proc", "/proc", "true"]):
             kind = "bwrap"
+            sized = _probe([bwrap, "--ro-bind", "/", "/", "--size", "1048576", "--tmpfs", "/tmp", "true"])
+            if not sized:
+                missing.append("bubblewrap < 0.7 cannot size a tmpfs: the private /tmp, /var/tmp and "
+                               "/dev/shm are bounded only by memory, not by quotas.scratch_bytes")
         else:
             missing.append("bubblewrap is installed but cannot create namespaces here")
     elif choice in ("auto", "bwrap"):
         missing.append("bubblewrap not installed (apt-get install bubblewrap)")
     if kind == "none" and choice in ("auto", "unshare"):
-        if unshare and _probe([unshare, "--net", "--pid", "--mount-proc", "--fork", "--kill-child", "true"]):
-            kind = "unshare"
+        if unshare and _probe([unshare, "--net", "--pid", "--ipc", "--mount-proc", "--fork", "--kill-child", "true"]):
+            kind, sized = "unshare", True
         else:
-            missing.append("unshare cannot create network/pid/mount namespaces (needs root or user namespaces)")
+            missing.append("unshare cannot create network/pid/IPC/mount namespaces (needs root or user namespaces)")
     if kind == "none":
         missing.append("no network namespace: commands share the host network")
         missing.append("no pid namespace: a process that calls setsid() can outlive its command")
@@ -102,9 +141,16 @@ def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
         missing.append("not root: cannot drop to a dedicated uid; RLIMIT_NPROC counts all of this user's processes")
     info: dict[str, Any] = {
         "kind": kind, "bwrap": bwrap, "unshare": unshare, "setpriv": setpriv,
-        "missing": tuple(missing), "root": euid == 0,
+        "missing": tuple(missing), "root": euid == 0, "scratch_sized": sized,
     }
     return tuple(sorted(info.items()))
+
+
+@functools.lru_cache(maxsize=4)
+def _keep_pdeathsig(setpriv: str) -> tuple[str, ...]:
+    """``--pdeathsig keep`` where setpriv has it (util-linux >= 2.33): changing uid clears the
+    parent-death signal, which ties the command to the harness (see _limits)."""
+    return ("--pdeathsig", "keep") if _probe([setpriv, "--pdeathsig", "keep", "true"]) else ()
 
 
 def _own_process_count(uid: int) -> int:
@@ -119,33 +165,75 @@ def _own_process_count(uid: int) -> int:
     return count
 
 
+def _hidden(network: bool) -> list[str]:
+    """The host directories a command gets a private, empty tmpfs over (those that exist here)."""
+    dirs = _SCRATCH if network else (*_SCRATCH, "/run")
+    return [d for d in dirs if os.path.isdir(d)]
+
+
+def _parents_in(ws: str, hidden: Sequence[str]) -> list[str]:
+    """The directories between a hidden one and ``ws`` (ws under /tmp is common): they must exist,
+    traversable, in the new tmpfs for the workspace to be reachable at its own path."""
+    for top in hidden:
+        if ws.startswith(top + "/"):
+            names = ws[len(top) + 1:].split("/")[:-1]
+            return [top + "/" + "/".join(names[:i + 1]) for i in range(len(names))]
+    return []
+
+
 def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only: bool,
-          uid: int | None) -> list[str]:
+          uid: int | None, scratch: int) -> list[str]:
     inner = list(argv)
     if uid is not None:
         if iso["setpriv"]:
             inner = [iso["setpriv"], f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *inner]
+                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", *_keep_pdeathsig(iso["setpriv"]),
+                     "--", *inner]
         else:
             inner = [sys.executable, "-I", "-c", _DROP_PY, str(uid), str(uid), *inner]
+    # A network namespace does not cover Unix sockets (reached by path, and a read-only bind does
+    # not stop connect()): the shared scratch directories, and /run without network, are private.
+    hidden = _hidden(network)
     if iso["kind"] == "bwrap":
-        # A network namespace does not cover Unix sockets (reached by path, and a read-only bind
-        # does not stop connect()): without network, /run, where services keep theirs, is empty.
-        hide = [] if network else ["--unshare-net", "--tmpfs", "/run"]
+        size = ["--size", str(scratch)] if iso["scratch_sized"] else []
+        cover = [arg for d in hidden
+                 for arg in ("--perms", "0755" if d == "/run" else "1777", *size, "--tmpfs", d)]
+        parents = [arg for d in _parents_in(ws, hidden) for arg in ("--perms", "0755", "--dir", d)]
+        net = [] if network else ["--unshare-net"]
         bind = "--ro-bind" if read_only else "--bind"
         return [iso["bwrap"], "--unshare-pid", "--unshare-ipc", "--die-with-parent",
-                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *hide,
-                "--perms", "1777", "--tmpfs", "/tmp", bind, ws, ws, "--chdir", ws, "--", *inner]
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *net, *cover, *parents,
+                bind, ws, ws, "--chdir", ws, "--", *inner]
     if iso["kind"] == "unshare":
         net = [] if network else ["--net"]
         # --mount-proc: a proc of the new pid namespace; the host's would show every host process
         # and its command line (world-readable), secrets passed as flags included.
-        return [iso["unshare"], *net, "--pid", "--mount-proc", "--fork", "--kill-child", "--", *inner]
+        return [iso["unshare"], *net, "--pid", "--ipc", "--mount-proc", "--fork", "--kill-child",
+                "--propagation", "private", "--", sys.executable, "-I", "-S", "-c", _MOUNT_PY, ws,
+                ",".join(hidden), str(scratch), *inner]
     return inner
 
 
+@functools.lru_cache(maxsize=1)  # loaded in the parent: the child between fork and exec only calls it
+def _prctl() -> Callable[..., int] | None:
+    try:
+        fn: Callable[..., int] = ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):
+        return None
+    return fn
+
+
 def _limits(q: Quotas, nproc: int) -> Callable[[], None]:
+    prctl, parent = _prctl(), os.getpid()
+
     def apply() -> None:  # runs in the child between fork and exec: only async-signal-safe work
+        # The deadline lives in this process: if it is killed, the wrapper (and with it, through
+        # --kill-child or the pid namespace, the command) must die too, as bwrap's
+        # --die-with-parent does, instead of running on with no timeout.
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # died before the prctl took effect
+                os._exit(1)
         resource.setrlimit(resource.RLIMIT_CPU, (q.cpu_seconds, q.cpu_seconds + 1))
         resource.setrlimit(resource.RLIMIT_AS, (q.memory_bytes, q.memory_bytes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (q.file_size_bytes, q.file_size_bytes))
@@ -171,7 +259,7 @@ def run_command(argv: Sequence[str], *, ws: str, timeout: float, quotas: Quotas,
                           else f"RLIMIT_NPROC={nproc} per user (approximate: not root)"),
         "missing": list(iso["missing"]),
     }
-    full = _wrap(argv, ws, iso, network, read_only, uid)
+    full = _wrap(argv, ws, iso, network, read_only, uid, quotas.scratch_bytes)
     started = time.monotonic()
     try:
         proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

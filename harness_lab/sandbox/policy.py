@@ -46,6 +46,9 @@ class Quotas(BaseModel):
     file_size_bytes: int = Field(default=256 * _MIB, gt=0)  # RLIMIT_FSIZE; also caps write_file
     open_files: int = Field(default=256, gt=3)  # RLIMIT_NOFILE
     output_bytes: int = Field(default=10 * _MIB, gt=0)  # stdout+stderr cap; also caps read_file, list_dir
+    # The size of each private tmpfs a command gets (/tmp, /var/tmp, /dev/shm, /run): its pages are
+    # memory not charged to RLIMIT_AS, so without a cap a command could fill the host's memory.
+    scratch_bytes: int = Field(default=512 * _MIB, gt=0)
 
 
 class SandboxPolicy(BaseModel):

@@ -91,7 +91,9 @@ class Sandbox:
             "isolation": iso["kind"],
             "network_namespace": iso["kind"] != "none" and not self.policy.network_allow,
             "pid_namespace": iso["kind"] != "none",
-            "mount_namespace": iso["kind"] == "bwrap",
+            "mount_namespace": iso["kind"] != "none",
+            # bytes per private scratch tmpfs (/tmp, /var/tmp, /dev/shm, /run); None: unbounded or none
+            "scratch_size_limit": self.policy.quotas.scratch_bytes if iso["scratch_sized"] else None,
             "uid_drop": self._uid,
             "process_limit": ("RLIMIT_NPROC under a dedicated unprivileged uid" if self._uid is not None
                               else "RLIMIT_NPROC per user (not root: approximate)"),
