@@ -57,7 +57,9 @@ def test_the_structural_check_grows_linearly_with_unclosed_markers(layout: str) 
 
     def check(report: bytes) -> object:
         verdict = check_report(report, (), (), contract)
-        assert not verdict.accepted and verdict.errors[0].code == "citation_malformed"
+        malformed = [e for e in verdict.errors if e.code == "citation_malformed"]
+        assert len(malformed) == report.count(b"[E:"), "every unclosed marker is reported, as before"
+        assert malformed[0].message.startswith("malformed citation marker '[E:")
         return verdict
 
     growth = _growth(check, layout, 10_000)
@@ -71,16 +73,9 @@ def test_the_semantic_review_grows_linearly_with_unclosed_markers(layout: str) -
     def review(report: bytes) -> object:
         verdict = reviewer.review(report, {})
         assert not verdict.passed and verdict.findings[0].problem == "no_citation"
+        assert verdict.findings[0].claim.startswith("A claim [E:"), "unclosed markers are not stripped, as before"
         return verdict
 
     growth = _growth(review, layout, 5_000)
     assert growth < 8, f"4x the unclosed markers cost {growth:.1f}x the time (quadratic: ~16x)"
 
-
-def test_twenty_thousand_unclosed_markers_keep_their_verdicts() -> None:
-    report = _report(20_000, "one_line")
-    verdict = check_report(report, (), (), ReportContract())
-    malformed = [e for e in verdict.errors if e.code == "citation_malformed"]
-    assert len(malformed) == 20_000 and malformed[0].message.startswith("malformed citation marker '[E:x ---")
-    review = EvidenceSupportReviewer().review(report, {})
-    assert review.findings[0].claim.startswith("A claim [E:x ---")  # unclosed markers are not stripped
