@@ -143,6 +143,8 @@ class RunBase:
         self.step_no, self._seq, self.usage = step, seq, usage
         self.gates.started_at = self.clock.now() - usage.elapsed_s
         self.restore(captured, source=source, ref_loader=ref_loader)
+        if self.repair is not None:  # not in restore(): a rollback is one of the policy's own moves
+            self.repair.restore(captured.get("repair"), {s.id for s in self.sandbox.snapshots()})
 
     def _crash_point(self, point: CrashPoint) -> None:
         if self._faults.armed and (crash := self._faults.crash(self, point)) is not None:
@@ -279,11 +281,14 @@ class RunBase:
             held["waiting"] = self.waiting.model_dump(mode="json")
         if (pending := self._pending or self._in_flight) is not None:
             held["pending"] = pending.raw
+        if self.repair is not None and (repair := self.repair.state()) is not None:
+            held["repair"] = repair
         return held
 
     def restore(self, captured: dict[str, Any], *, source: str,
                 ref_loader: Callable[[str], str | None] | None = None) -> None:
-        """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent."""
+        """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent.
+        The repair policy's state is left as it is (resume and fork set it: :meth:`continue_from`)."""
         self.state = RunState(captured["state"])
         self.stop_reason = StopReason.model_validate(captured["stop_reason"]) if captured["stop_reason"] else None
         self.executor.observed = dict(captured["observed"])
@@ -334,7 +339,7 @@ _KEPT_WHEN_ABANDONED = ("external_change", "pending_discarded")
 
 
 # capture()'s entries after ``state``, in the order a snapshot or checkpoint holds them.
-_CAPTURED = ("stop_reason", "observed", "gates", "proposer", "receipt", "waiting", "pending")
+_CAPTURED = ("stop_reason", "observed", "gates", "proposer", "receipt", "waiting", "pending", "repair")
 
 
 def _empty(value: Any) -> Any:

@@ -80,6 +80,7 @@ def run_spec(run: Run) -> dict[str, Any]:
         "workspace": str(run.workspace),
         "validation": run.validation,
         "proposer": proposer,
+        "repair": run.repair.spec() if run.repair is not None else None,  # its state is in each row
     }
 
 

@@ -132,7 +132,12 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     from .proposers.replay import saved_trace
     from .store import SQLiteStore
 
-    for record in saved_trace(SQLiteStore(args.db, create=False), args.run_id):
+    store = SQLiteStore(args.db, read_only=True)  # a store on a read-only mount or shared read-only
+    try:
+        records = saved_trace(store, args.run_id)
+    finally:
+        store.close()
+    for record in records:
         print(record.model_dump_json() if args.json else record.summary())
     return 0
 
@@ -141,7 +146,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from .proposers.replay import replay_run
     from .store import SQLiteStore
 
-    result = replay_run(SQLiteStore(args.db, create=False), args.run_id)
+    store = SQLiteStore(args.db, read_only=True)
+    try:
+        result = replay_run(store, args.run_id)
+    finally:
+        store.close()
     result.run.close()
     print(("identical: " if result.identical else "diverged: ") + result.detail)
     return 0 if result.identical else 1

@@ -15,6 +15,7 @@ from .checkpoint_record import Checkpoint
 from .errors import RunStateError, StoreError
 from .proposers.base import Proposer
 from .proposers.scripted import ScriptedProposer
+from .repair import RepairPolicy
 from .resume import _CHECKPOINT_ID, _continue, _first_missing, _load
 from .store import Store
 
@@ -67,7 +68,7 @@ def _new_fork(run: Run, new_run_id: str | None, workspace: str | Path | None) ->
         proposer = ScriptedProposer(proposer.actions, then=proposer.then)
     fork = Run(contract=run.contract, proposer=proposer, evidence=run.evidence, workspace=workspace,
                validation=run.validation, approver=run.approver, clock=run.clock, run_id=new_run_id or "fork",
-               resume=True)
+               resume=True, repair=RepairPolicy.from_spec(run.repair.spec()) if run.repair is not None else None)
     fork.scenario = run.scenario
     if any(fork.workspace.iterdir()):
         fork.close()

@@ -11,12 +11,18 @@ table measures plain feedback loops. With it on, each failed finish is answered 
    because Y; try a different approach";
 3. a failure after the rollback: *escalate* -- the run stops BLOCKED with code ``escalated`` and a
    report of what was tried and why it failed, for a person to decide.
+
+A run with a store keeps the policy across a kill: its configuration (:meth:`RepairPolicy.spec`) is
+in the run's spec, its state (:meth:`RepairPolicy.state`) in each checkpoint row; resume and fork
+rebuild it. The healthy snapshot lived in the sandbox of the process that took it: a run continued
+elsewhere can no longer roll back to it, so a failure past the cap escalates there instead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -47,14 +53,46 @@ class RepairPolicy:
     rolled_back: bool = False
     healthy: str | None = None  # snapshot id: the state before the first draft
     history: list[RepairStep] = field(default_factory=list)
+    # The healthy snapshot of a run continued in another process or as a fork: its sandbox does not
+    # hold it, so there is nothing to roll back to (a new one would hold the failed draft).
+    healthy_lost: str | None = None
 
     def __post_init__(self) -> None:
-        if self.max_retries is not None and (isinstance(self.max_retries, bool) or self.max_retries < 0):
+        if self.max_retries is not None and (not isinstance(self.max_retries, int) or isinstance(self.max_retries, bool)
+                                             or self.max_retries < 0):
             raise ValueError(f"max_retries must be a non-negative int or None, got {self.max_retries!r}")
+
+    def spec(self) -> dict[str, Any]:
+        """The configuration, for the run's spec (what rebuilds the policy in another process)."""
+        return {"max_retries": self.max_retries}
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any] | None) -> RepairPolicy | None:
+        """A fresh policy of :meth:`spec`'s configuration; None (an old spec, or no policy): none."""
+        return None if spec is None else cls(max_retries=spec.get("max_retries"))
+
+    def state(self) -> dict[str, Any] | None:
+        """What a checkpoint row holds of the policy; None while it is untouched (the row leaves it out)."""
+        if not self.failures and not self.rolled_back and self.healthy is None and self.healthy_lost is None \
+                and not self.history:
+            return None
+        return {"failures": self.failures, "rolled_back": self.rolled_back, "healthy": self.healthy,
+                "healthy_lost": self.healthy_lost, "history": [s.model_dump(mode="json") for s in self.history]}
+
+    def restore(self, state: dict[str, Any] | None, snapshots: Collection[str]) -> None:
+        """Continue from a checkpoint's :meth:`state` (resume, fork) in a run whose sandbox holds the
+        snapshot ids ``snapshots``; None: untouched. A healthy snapshot not among them is lost."""
+        state = state or {}
+        self.failures, self.rolled_back = int(state.get("failures", 0)), bool(state.get("rolled_back", False))
+        self.history = [RepairStep.model_validate(s) for s in state.get("history", ())]
+        self.healthy, self.healthy_lost = state.get("healthy"), state.get("healthy_lost")
+        if self.healthy is not None and self.healthy not in snapshots:
+            # Ids restart in a new sandbox ("snap-0001"): the old id must never name a new snapshot.
+            self.healthy, self.healthy_lost = None, self.healthy
 
     def before_execute(self, run: Run, proposal: Proposal) -> None:
         """Mark the last healthy state: a snapshot right before the artifact is first written."""
-        if self.healthy is None and _writes_artifact(run, proposal):
+        if self.healthy is None and self.healthy_lost is None and _writes_artifact(run, proposal):
             self.healthy = run.sandbox.snapshot(label="healthy: before the first draft").id
 
     def after_failure(self, run: Run, verdict: ReportVerdict) -> RepairStep:
@@ -64,9 +102,11 @@ class RepairPolicy:
         why = "; ".join(verdict.reasons) or "checks failed"
         if self.rolled_back or (self.failures > cap and self.healthy is None):
             tried = "; ".join(f"#{s.failure} {s.action}" for s in self.history)
+            lost = ("" if self.rolled_back or self.healthy_lost is None else
+                    f"; the healthy snapshot {self.healthy_lost} did not survive the restart: no rollback is possible")
             step = RepairStep(action="escalate", failure=self.failures, note=(
                 f"verification failed {self.failures} times (tried: {tried}); last failure: {why}. "
-                "Retrying and rolling back did not fix it: a person must decide how to proceed"))
+                f"Retrying and rolling back did not fix it: a person must decide how to proceed{lost}"))
         elif self.failures <= cap:
             step = RepairStep(action="retry", failure=self.failures, note=f"retry {self.failures}/{cap}: fix {why}")
         else:

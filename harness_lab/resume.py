@@ -50,6 +50,7 @@ from .heartbeat import driver_of
 from .paths import data_dir
 from .proposers.base import Proposer
 from .proposers.scripted import ScriptedProposer
+from .repair import RepairPolicy
 from .sandbox.fileops import write_debris
 from .sandbox.snapshots import manifest_hash
 from .scenarios import load_scenario
@@ -227,7 +228,8 @@ def _rebuild(info: RunInfo, proposer: Proposer | None, evidence: EvidenceCatalog
         proposer = ScriptedProposer(recorded["actions"], then=recorded["then"])
     run = Run(contract=contract, proposer=proposer, evidence=evidence or EvidenceCatalogue.from_dir(data_dir() / "evidence"),
               workspace=spec["workspace"], validation=bool(spec.get("validation", True)), approver=approver,
-              clock=clock, effects=effects, run_id=info.run_id, resume=True)
+              clock=clock, effects=effects, run_id=info.run_id, resume=True,
+              repair=RepairPolicy.from_spec(spec.get("repair")))  # its state: the checkpoint's (_continue)
     run.scenario = scenario
     return run
 

@@ -22,6 +22,11 @@ the ``blobs`` table; a schema-1 file gains it on open (nothing existing is rewri
 key step rows by one integer (see ``_TABLES``); older files keep their ``(run_id, step)`` key. Plain SQL
 over a schema-5 file finds a step by ``id = (SELECT run_no FROM runs WHERE run_id = ?) * 4294967296 + step``
 (~6 µs at 10,000 steps); a ``WHERE run_id = ? AND step = ?`` filter has no index and scans (~11 ms).
+
+``read_only=True`` (``trace``, ``replay``) opens the file read-only (``mode=ro``) and writes nothing, not
+even the log's side files: a store on a read-only mount or shared read-only can be read. A folder where
+the side files cannot be made, with no log beside the file (its writer closed it), is opened
+``immutable``: SQLite then takes no locks and reads no log. A write raises :class:`StoreError`.
 """
 
 from __future__ import annotations
@@ -86,19 +91,20 @@ _STEP_COLS = "run_id, step, at, record, checkpoint, context"
 class SQLiteStore:
     """Checkpoints in one SQLite file (see the module docstring for the settings and why).
 
-    ``create=False`` opens an existing store only (``resume``, ``trace``): a missing file is an
-    error, never a new empty database. A file that is not SQLite, a SQLite file of another
+    ``create=False`` opens an existing store only (``resume``): a missing file is an error, never a
+    new empty database; ``read_only=True`` too, and the store writes nothing (see the module docstring). A file that is not SQLite, a SQLite file of another
     application, a corrupt one, or one written by a newer schema raises :class:`StoreError` and
     is left exactly as it was.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, read_only: bool = False,
                  synchronous: Literal["NORMAL", "FULL"] = "NORMAL") -> None:
         self.path = Path(path)
+        self.read_only = read_only
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError("synchronous must be 'NORMAL' or 'FULL'")
         if not self.path.exists():
-            if not create:
+            if not create or read_only:
                 raise StoreError(f"{self.path}: no such checkpoint database")
             if not self.path.parent.is_dir():
                 raise StoreError(f"{self.path}: directory {self.path.parent} does not exist")
@@ -106,15 +112,19 @@ class SQLiteStore:
             raise StoreError(f"{self.path}: not a regular file")
         self._lock = threading.Lock()  # the heartbeat thread shares the connection
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10.0)
+            self._db = sqlite3.connect(_read_only_uri(self.path) if read_only else self.path, isolation_level=None,
+                                       check_same_thread=False, timeout=10.0, uri=read_only)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open: {exc}") from exc
+        self._log: LogCopier | None = None
         try:
             self._check_or_create()
             # A file of schema 5 or later keeps step rows under one integer key (see _TABLES); older
             # files keep theirs, and every statement below reads both the same.
             self._keyed = any(r[1] == "id" for r in self._db.execute("PRAGMA table_info(steps)"))
             self._run_nos: dict[str, int] = {}
+            if read_only:
+                return
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             # The log is copied back into the file off the step's path (see store/_wal.py).
@@ -131,6 +141,8 @@ class SQLiteStore:
     def _check_or_create(self) -> None:
         db = self._db
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables and self.read_only:
+            raise StoreError(f"{self.path}: an empty database, not a harness-lab checkpoint database")
         if not tables:
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -152,7 +164,9 @@ class SQLiteStore:
         if int(row[1]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path}: written by a newer harness-lab (schema {row[1]} > {SCHEMA_VERSION}); "
                              "upgrade harness-lab to read it")
-        if int(row[1]) == 1:  # schema 1 -> 2: only a new table; existing rows stay as they are
+        if self.read_only:
+            pass  # read as it is: schemas 2-5 differ only in newer rows' forms; schema 1 has no blobs to read
+        elif int(row[1]) == 1:  # schema 1 -> 2: only a new table; existing rows stay as they are
             self._tx([(_BLOBS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
         elif int(row[1]) in (2, 3, 4, 5):  # -> 4, 6: only newer rows' forms change; -> 5: only new files' layout
             self._tx([("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
@@ -171,6 +185,8 @@ class SQLiteStore:
 
     def _tx(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
         """Run the statements in one transaction; the rows the last one changed."""
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only (read_only=True); nothing is written to it")
         with self._lock:
             db = self._db
             changed = 0
@@ -247,7 +263,8 @@ class SQLiteStore:
                                  ) from exc.__cause__
             raise
         with self._lock:
-            self._log.committed()
+            if self._log is not None:
+                self._log.committed()
 
     def _run_no(self, run_id: str) -> int | None:
         run_no = self._run_nos.get(run_id)
@@ -348,9 +365,20 @@ class SQLiteStore:
         return "; ".join(str(r[0]) for r in self._q("PRAGMA integrity_check"))
 
     def close(self) -> None:
-        self._log.close()  # first: the last connection to close copies the log in and removes it
+        if self._log is not None:
+            self._log.close()  # first: the last connection to close copies the log in and removes it
         with self._lock:
             self._db.close()
+
+
+def _read_only_uri(path: Path) -> str:
+    """The URI that opens ``path`` read-only: ``immutable`` too when no log can be read or made beside it
+    (a read-only folder and no ``-wal``: a reader would need to create ``-shm``, so SQLite refuses)."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    side = path.parent
+    if not os.access(side, os.W_OK) and not path.with_name(path.name + "-wal").exists():
+        uri += "&immutable=1"
+    return uri
 
 
 def _effect(row: tuple[Any, ...]) -> EffectEntry:

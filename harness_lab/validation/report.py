@@ -129,16 +129,23 @@ def find_citations(text: str) -> tuple[list[str], list[str]]:
     ids: list[str] = []
     malformed: list[str] = []
     starts = [(m.start(), m.group()) for m in _MARKER_LIKE.finditer(text)]
+    # The next ']' (and fullwidth one) at or after the marker, searched again only once a marker is past
+    # it (-1: there is none): a search per marker ran to the end of the text for every unclosed one.
+    square = wide = -2
     for n, (start, marker) in enumerate(starts):
         following = starts[n + 1][0] if n + 1 < len(starts) else -1
+        if square != -1 and square < start:
+            square = text.find("]", start)
         if marker != _MARKER:
-            closes = [c for c in (text.find("]", start), text.find("\uff3d", start)) if c != -1]
+            if wide != -1 and wide < start:
+                wide = text.find("\uff3d", start)
+            closes = [c for c in (square, wide) if c != -1]
             close = min(closes) if closes else -1
             end = close + 1 if close != -1 and (following == -1 or close < following) else (
                 following if following != -1 else len(text))
             malformed.append(text[start:end].split("\n", 1)[0])
             continue
-        close = text.find("]", start)
+        close = square
         if close == -1 or (following != -1 and following < close):
             end = following if following != -1 else len(text)
             malformed.append(text[start:end].split("\n", 1)[0])
