@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,9 @@ class RunBase:
         self.gates = LoopGates(contract.budget, self.clock)
         snapshot_dir = Path(tempfile.mkdtemp(prefix="harness-lab-snapshots-"))
         self._owned_dirs.append(snapshot_dir)
+        # Snapshots live only in this process (a resumed run starts new ones): a run dropped without
+        # close() must not leave them behind in the temporary folder, one folder per run ever made.
+        weakref.finalize(self, shutil.rmtree, snapshot_dir, True)
         self.sandbox = Sandbox(self.workspace, snapshot_dir=snapshot_dir, state_provider=self.capture)
         self.executor = ToolExecutor(
             self.sandbox, evidence, contract.verification.report.path,

@@ -81,15 +81,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from .store import SQLiteStore
 
         store = SQLiteStore(args.db)
-        run = Run.from_scenario(args.scenario, validation=not args.no_validation, run_id=args.run_id, store=store,
-                                approver=approver_from_policy(args.gate_policy))
-        return _drive_stored(run, store, args)
-    run = Run.from_scenario(args.scenario, validation=not args.no_validation,
-                            approver=approver_from_policy(args.gate_policy))
-    while not run.state.terminal and run.waiting is None:
-        record = run.step()
-        print(record.model_dump_json() if args.json else record.summary())
-    return _print_final(run, args)
+        try:  # the workspace stays: a later `resume` continues in it
+            run = Run.from_scenario(args.scenario, validation=not args.no_validation, run_id=args.run_id,
+                                    store=store, approver=approver_from_policy(args.gate_policy))
+            return _drive_stored(run, store, args)
+        finally:
+            store.close()
+    # Nothing can resume a run without a store: its temporary workspace and snapshots go with it.
+    with Run.from_scenario(args.scenario, validation=not args.no_validation,
+                           approver=approver_from_policy(args.gate_policy)) as run:
+        while not run.state.terminal and run.waiting is None:
+            record = run.step()
+            print(record.model_dump_json() if args.json else record.summary())
+        return _print_final(run, args)
 
 
 def _drive_stored(run: Run, store: Store, args: argparse.Namespace) -> int:
@@ -106,11 +110,19 @@ def _drive_stored(run: Run, store: Store, args: argparse.Namespace) -> int:
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
-    from .run import Run
     from .store import SQLiteStore
 
     _check_liveness(args)
     store = SQLiteStore(args.db, create=False)
+    try:
+        return _resume_stored(store, args)
+    finally:
+        store.close()
+
+
+def _resume_stored(store: Store, args: argparse.Namespace) -> int:
+    from .run import Run
+
     approver = approver_from_policy(args.gate_policy)
     run = Run.resume(store, args.run_id, approver=approver)
     assert run.resume_report is not None
