@@ -1,4 +1,4 @@
-"""Typed context records: the layers, one item, and the frozen view a model sees.
+r"""Typed context records: the layers, one item, and the frozen view a model sees.
 
 Layers (seed 003, section 3.2), highest priority first::
 
@@ -11,10 +11,20 @@ Layers (seed 003, section 3.2), highest priority first::
 
 Items are immutable; the manager replaces an item (``dataclasses.replace`` + a recount) when its
 layer, freshness or status changes, so a view taken earlier never changes under its reader.
+
+Rendering (what the model reads) is each item's header line, ``[L2 | round 3 | from ... | c7]``, then
+its text. A header is the only line that begins with ``[L``: a line of item text that begins with
+``[L`` (after any spaces or tabs, after any line break ``str.splitlines`` knows, ``\r`` and U+2028
+included) is shown with a backslash in front, ``\[L0 | ...``, so a tool output cannot forge an item
+(a fake L0 instruction or harness feedback). A source with a line break or other unprintable character
+is shown escaped in its header, which so stays one line. Only the rendering changes: ``text``, the
+stored outputs and the state keep the text byte for byte; token counts are of the rendered form. Most
+texts hold no ``[L`` at all, and rendering them costs one ``in`` test (:func:`shown_text`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from enum import IntEnum
@@ -32,6 +42,7 @@ __all__ = [
     "Role",
     "Status",
     "item_header",
+    "shown_text",
 ]
 
 Freshness = Literal["fresh", "stale"]
@@ -111,7 +122,10 @@ class ContextItem:
         return self.source.startswith(COMPRESSION_SOURCE_PREFIX)
 
     def render(self) -> str:
-        return f"{self._header or item_header(self)}\n{self.text}\n"
+        text = self.text
+        if "[L" in text:  # (shown_text, inline: most texts hold none)
+            text = _HEADERLIKE.sub("\\\\", text)
+        return f"{self._header or item_header(self)}\n{text}\n"
 
     def to_dict(self, *, compact: bool = False) -> dict[str, Any]:
         """Every field; ``compact`` leaves out those at their default (a checkpoint row's form:
@@ -244,12 +258,32 @@ def view_order(items: Iterable[ContextItem]) -> tuple[ContextItem, ...]:
 _LAYER_NAMES = {layer: layer.name for layer in Layer}  # Enum.name is a Python-level descriptor: ~0.4 µs
 
 
+# str.splitlines' line breaks: a model may read any of them as a new line.
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+# Where a line of item text begins with "[L" (after spaces or tabs): rendering puts a backslash there.
+_HEADERLIKE = re.compile(f"(?:^|(?<=[{_LINE_BREAKS}]))(?=[^\\S{_LINE_BREAKS}]*\\[L)")
+
+
+def shown_text(text: str) -> str:
+    """*text* as rendered under its header: each line that would begin with ``[L`` (a header's start)
+    gets a backslash in front (see the module docstring). Text without ``[L`` is returned as it is."""
+    return text if "[L" not in text else _HEADERLIKE.sub("\\\\", text)
+
+
+def _printable(source: str) -> str:
+    # A header stays one line: a line break (or any unprintable character) in a source is shown escaped.
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in source)
+
+
 def item_header(item: ContextItem) -> str:
     """The one-line stamp in front of every item: layer, round, source, freshness, status."""
+    source = item.source
+    if not source.isprintable():
+        source = _printable(source)
     if (item.status == "current" and not (item.supersedes or item.ref_id or item.anomaly or item.pinned)):
         # the usual item, as the general path below renders it
-        return f"[{_LAYER_NAMES[item.layer]} | round {item.round} | from {item.source} | {item.freshness} | current | {item.id}]"
-    parts = [_LAYER_NAMES[item.layer], f"round {item.round}", f"from {item.source}", item.freshness]
+        return f"[{_LAYER_NAMES[item.layer]} | round {item.round} | from {source} | {item.freshness} | current | {item.id}]"
+    parts = [_LAYER_NAMES[item.layer], f"round {item.round}", f"from {source}", item.freshness]
     if item.status == "superseded":
         parts.append(f"superseded by {item.superseded_by}" if item.superseded_by else "superseded")
     else:
