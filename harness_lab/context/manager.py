@@ -12,7 +12,9 @@ Behaviour worth knowing:
 
 * the last 3 interactions stay whole in L2; older ones move to L4 (early exploration);
 * a result (or any L2-L5 text) over ``output_cap_bytes`` UTF-8 bytes is stored in the ref store and
-  replaced in the view by an L5 reference + short summary; :meth:`read_ref` returns it unchanged;
+  replaced in the view by an L5 reference + short summary; :meth:`read_ref` returns it unchanged,
+  after one line ``[stale: ref_007 ...]`` (since when, why) once its source was marked stale
+  (:meth:`ref_text` gives the stored text alone);
 * ``anomaly=None`` detects anomalies with :data:`~harness_lab.context.anomaly.ANOMALY_PATTERN`;
 * compression never loses protected items (L0/L1, pinned, anomalies, failure reasons): a summary
   that drops one is caught by the self-check, reported, and the item is re-pinned verbatim;
@@ -250,8 +252,23 @@ class ContextManager:
     def mark_stale(self, key_or_source: str) -> list[ContextItem]:
         """Mark items whose key or source matches (``source`` equal, or equal after its ``tool:``
         prefix, e.g. ``config.yaml`` matches ``read_file:config.yaml``) stale, along with summaries
-        and conclusions built from them. Returns the stale versions of the items still in the view."""
-        return self._rec.mark_stale(_utf8(key_or_source))
+        and conclusions built from them, and the stored outputs of those items or of that source
+        (:meth:`read_ref` says so from then on). Returns the stale versions of the items still in the view."""
+        key_or_source = _utf8(key_or_source)
+        refs: list[str] = []
+        marked = self._rec.mark_stale(key_or_source, refs)
+        # by source too: the item that showed an output may be retired by now
+        refs += [r for r, source in self._refs.sources() if key_or_source in (source, source.split(":", 1)[-1])]
+        if refs:
+            last = next(reversed(self._rec.archive.values()), None)
+            for ref_id in refs:
+                info = self._refs.info(ref_id)
+                since = info.round if last is None else max(info.round, last.round)
+                self._refs.mark_stale(ref_id, (
+                    f"[stale: {ref_id} (stored in round {info.round}, from {info.source!r}) was marked stale after "
+                    f"round {since} by an outside change ({key_or_source!r}); its source may no longer match "
+                    "this text: re-read it before relying on it]"))
+        return marked
 
     def reselect(self) -> None:
         """Take stale items out of the view (L0/L1 and pinned ones stay, shown stale); all stay recorded.
@@ -263,8 +280,15 @@ class ContextManager:
     # ------------------------------------------------------------------ reading
 
     def read_ref(self, ref_id: str, start: int = 0, end: int | None = None) -> str:
-        """Characters ``[start:end]`` of a stored large output, unchanged (Python slice semantics)."""
-        return self._refs.read(ref_id, start, end)
+        """Characters ``[start:end]`` of a stored large output, unchanged (Python slice semantics); if
+        its source was marked stale (:meth:`mark_stale`), after a first line that says so."""
+        text = self._refs.read(ref_id, start, end)
+        note = self._refs.stale.get(ref_id)
+        return text if note is None else f"{note}\n{text}"
+
+    def ref_text(self, ref_id: str) -> str:
+        """The whole stored output exactly as stored, stale or not (a checkpoint's blob holds this)."""
+        return self._refs.read(ref_id)
 
     def ref_info(self, ref_id: str) -> RefInfo:
         return self._refs.info(ref_id)
@@ -332,6 +356,7 @@ class ContextManager:
             "window": list(self._window),
             **self._rec.to_dict(raw_items=raw_items),
             "refs": self._refs.to_dict(texts=ref_texts),
+            **({"stale_refs": dict(self._refs.stale)} if self._refs.stale else {}),
         }
 
     def take_changes(self, *, raw_items: bool = False) -> dict[str, Any]:
@@ -352,6 +377,7 @@ class ContextManager:
         _, patches, retired, live, stubs = changes
         values, logged = self._scalar_values(), self._logged_scalars
         usual = not (retired or stubs is not None or logged is None or not self._plain_ids or self._refs.has_new()
+                     or self._refs.stale_changed
                      or values[:4] != logged[:4] or values[6:] != logged[6:] or (live is not None and live[0] is not None))
         for p in patches if usual else ():
             if len(p) != 2 or "layer" not in p:
@@ -391,6 +417,9 @@ class ContextManager:
             out["stubs"] = stubs
         if self._refs.has_new():
             out["refs"] = [_entry(info, None) for info, _ in self._refs.take_new()]
+        if self._refs.stale_changed:
+            out["stale_refs"] = dict(self._refs.stale)
+            self._refs.stale_changed = False
         values, logged = self._scalar_values(), self._logged_scalars
         if logged is None:
             out.update(zip(SCALARS, values, strict=True))
@@ -422,6 +451,7 @@ class ContextManager:
         """Start a new change log here (after the whole state was written)."""
         self._rec.forget_changes()
         self._refs.take_new()
+        self._refs.stale_changed = False
         self._logged_scalars = None
 
     def state_scalars(self) -> dict[str, Any]:
@@ -463,6 +493,7 @@ class ContextManager:
         ctx._subtask = state["subtask"]
         ctx._window = [str(i) for i in state["window"]]
         ctx._refs = RefStore.from_dict(state["refs"], ref_loader)
+        ctx._refs.stale = {str(r): str(note) for r, note in state.get("stale_refs", {}).items()}
         ctx._rec.load(state)
         ctx._plain_ids = plain_ids([*ctx._rec.archive, *ctx._window])
         return ctx

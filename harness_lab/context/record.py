@@ -315,8 +315,9 @@ class ItemRecord:
         self.store(new)
         return new
 
-    def mark_stale(self, key_or_source: str) -> list[ContextItem]:
-        """Mark matching items and the summaries/conclusions built from them stale (see the manager)."""
+    def mark_stale(self, key_or_source: str, refs: list[str] | None = None) -> list[ContextItem]:
+        """Mark matching items and the summaries/conclusions built from them stale (see the manager);
+        the stored outputs (ref ids) of the items hit are appended to *refs*."""
         hit = {i for i, (key, source) in self.stubs.items()
                if key_or_source in (key, source, source.split(":", 1)[-1])}
         marked: list[ContextItem] = []
@@ -328,6 +329,8 @@ class ItemRecord:
                 item.role in _BUILT_FROM_OTHERS and hit.intersection(item.covers)
             ):
                 hit.add(item.id)
+                if item.ref_id is not None and refs is not None:
+                    refs.append(item.ref_id)
                 if item.freshness != "stale":
                     item = self.restamp(item, freshness="stale")
                     self.store(item)
