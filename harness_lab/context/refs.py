@@ -102,15 +102,22 @@ class RefStore:
                                "and its store does not hold it")
         return text
 
-    def mark_stale(self, ref_id: str, note: str) -> None:
-        """Note that *ref_id*'s source changed outside the run (a later mark keeps the first note)."""
-        if ref_id not in self.stale:
-            self.stale[ref_id] = note
+    def mark_stale(self, cause: str, ref_ids: Iterable[str], last_round: int | None) -> None:
+        """Note that these outputs, and those stored from source *cause* (equal, or equal after its
+        ``tool:`` prefix: the item that showed one may be retired by now), may no longer match their
+        source, changed outside the run (after *last_round*, the latest round recorded). An output
+        keeps the note of its first mark."""
+        by_source = [i.ref_id for i in self._infos.values() if cause in (i.source, i.source.split(":", 1)[-1])]
+        for ref_id in (*ref_ids, *by_source):
+            if ref_id in self.stale:
+                continue
+            info = self.info(ref_id)
+            since = info.round if last_round is None else max(info.round, last_round)
+            self.stale[ref_id] = (
+                f"[stale: {ref_id} (stored in round {info.round}, from {info.source!r}) was marked stale after "
+                f"round {since} by an outside change ({cause!r}); its source may no longer match this text: "
+                "re-read it before relying on it]")
             self.stale_changed = True
-
-    def sources(self) -> list[tuple[str, str]]:
-        """(ref id, source) of every stored output."""
-        return [(i.ref_id, i.source) for i in self._infos.values()]
 
     def release_texts(self, sha256s: Iterable[str]) -> None:
         """Forget these outputs' texts in memory (only with a loader: it reads them back on demand)."""

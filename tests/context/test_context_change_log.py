@@ -20,7 +20,7 @@ from runhelpers import think_run
 from harness_lab._context_rows import _dumps
 from harness_lab.checkpoint import FULL_EVERY
 from harness_lab.context import ContextManager, apply_changes
-from harness_lab.context import manager as manager_module
+from harness_lab.context import _change_log as change_log_module
 from harness_lab.context.changes import SCALARS, usual_log_json
 from harness_lab.resume import load_checkpoint
 from harness_lab.store import InMemoryStore, SQLiteStore
@@ -162,7 +162,7 @@ def _json_and_dict_logs_agree(fast: ContextManager, slow: ContextManager) -> boo
     True when the log was the usual step's (spelled from pieces)."""
     spelled = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(manager_module, "usual_log_json", lambda *a: spelled.append(1) or usual_log_json(*a))
+        patch.setattr(change_log_module, "usual_log_json", lambda *a: spelled.append(1) or usual_log_json(*a))
         head, items, refs = fast.take_changes_json(_dumps)
     log = slow.take_changes(raw_items=True)
     want = log.pop("items")
