@@ -111,7 +111,7 @@ class ContextRows:
         self._verbatim = []
         for entry in refs:  # (a change log names new outputs only when there are some)
             if entry["sha256"] not in self._blobs:
-                text = ctx.read_ref(entry["ref_id"])
+                text = ctx.ref_text(entry["ref_id"])  # as stored (read_ref notes a stale one)
                 blobs.append((entry["sha256"], redacted := self._redact_text(text)))
                 if redacted == text:
                     self._verbatim.append(entry["sha256"])

@@ -23,6 +23,7 @@ from .items import (
     Status,
     _ItemFill,
     item_header,
+    shown_text,
 )
 
 __all__ = ["INIT_FIELDS", "INIT_SET", "REQUIRED", "build", "count", "counted", "patch", "relayered", "replace"]
@@ -55,7 +56,7 @@ def counted(counter: Callable[[str], int], id: str, layer: Layer, text: str, sou
     item = _fill(id, layer, text, source, round, 0, seq, role, False, anomaly, key, "fresh", "current", ref_id,
                  None, None, (), (), segment, "context_item", "")
     item._header = header = item_header(item)
-    item.tokens = counter(f"{header}\n{text}\n")
+    item.tokens = counter(f"{header}\n{text if '[L' not in text else shown_text(text)}\n")  # (render())
     item.__class__ = ContextItem
     made: ContextItem = item
     return made

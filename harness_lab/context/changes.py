@@ -5,7 +5,8 @@ A checkpoint stores the whole context state now and then and, in between, only w
 rewritten with its text unchanged, such as the interaction that left the window for L4, as a patch of
 the fields that changed), the items retired, the stubs when they changed, the view's membership when
 it changed (as ids dropped and added when the order allows, else whole), new stored outputs (by
-sha256) and the scalars that changed. A step then costs what it changed, not what the run remembers.
+sha256), the stale outputs' notes (whole, when one was added) and the scalars that changed. A step
+then costs what it changed, not what the run remembers.
 :func:`apply_changes` replays such logs onto a state; the result equals ``state(ref_texts=False)``
 at that moment.
 
@@ -72,6 +73,8 @@ def replay(state: Mapping[str, Any],
         if (stubs := get("stubs")) is not None:
             out["stubs"] = stubs
         refs.extend(get("refs", ()))
+        if (stale := get("stale_refs")) is not None:  # (whole, when it changed)
+            out["stale_refs"] = stale
         for key in _SCALAR_KEYS.intersection(change):
             out[key] = change[key]
     out["items"] = list(items.values())

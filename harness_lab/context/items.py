@@ -1,4 +1,4 @@
-"""Typed context records: the layers, one item, and the frozen view a model sees.
+r"""Typed context records: the layers and one item, and how an item is rendered for a model.
 
 Layers (seed 003, section 3.2), highest priority first::
 
@@ -10,18 +10,31 @@ Layers (seed 003, section 3.2), highest priority first::
     L5  references to large tool outputs stored outside          reference + short summary
 
 Items are immutable; the manager replaces an item (``dataclasses.replace`` + a recount) when its
-layer, freshness or status changes, so a view taken earlier never changes under its reader.
+layer, freshness or status changes, so a view taken earlier never changes under its reader. That frozen
+view, :class:`ContextView`, is defined in :mod:`~harness_lab.context._view`, importable from here.
+
+Rendering (what the model reads) is each item's header line, ``[L2 | round 3 | from ... | c7]``, then
+its text. A header is the only line that begins with ``[L``: a line of item text that begins with
+``[L`` (after any spaces or tabs, after any line break ``str.splitlines`` knows, ``\r`` and U+2028
+included) is shown with a backslash in front, ``\[L0 | ...``, so a tool output cannot forge an item
+(a fake L0 instruction or harness feedback). A source with a line break or other unprintable character
+is shown escaped in its header, which so stays one line. Only the rendering changes: ``text``, the
+stored outputs and the state keep the text byte for byte; token counts are of the rendered form. Most
+texts hold no ``[L`` at all, and rendering them costs one ``in`` test (:func:`shown_text`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from enum import IntEnum
 from itertools import compress
 from json.encoder import encode_basestring
 from operator import attrgetter, is_not
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, Literal, get_args
+
+from ._view import ContextView, view_order
 
 __all__ = [
     "COMPRESSION_SOURCE_PREFIX",
@@ -32,6 +45,8 @@ __all__ = [
     "Role",
     "Status",
     "item_header",
+    "shown_text",
+    "view_order",
 ]
 
 Freshness = Literal["fresh", "stale"]
@@ -111,7 +126,10 @@ class ContextItem:
         return self.source.startswith(COMPRESSION_SOURCE_PREFIX)
 
     def render(self) -> str:
-        return f"{self._header or item_header(self)}\n{self.text}\n"
+        text = self.text
+        if "[L" in text:  # (shown_text, inline: most texts hold none)
+            text = _HEADERLIKE.sub("\\\\", text)
+        return f"{self._header or item_header(self)}\n{text}\n"
 
     def to_dict(self, *, compact: bool = False) -> dict[str, Any]:
         """Every field; ``compact`` leaves out those at their default (a checkpoint row's form:
@@ -228,28 +246,35 @@ _ROLES = frozenset(get_args(Role))
 assert _DEFAULT_NAMES[0] == "role" and _DEFAULT_VALUES[0] == "note"  # to_dict(compact=True) looks at it first
 _LAYER_BY_NAME = {layer.name: layer for layer in Layer}  # Layer[name] is a Python-level lookup: ~0.3 µs
 
-# Stable sort by (layer, seq); ties keep insertion order, which the state preserves.
-_ORDER = attrgetter("layer", "seq")
-
-
-def view_order(items: Iterable[ContextItem]) -> tuple[ContextItem, ...]:
-    """Items in view order: the current resume note first, then by layer and position."""
-    ordered = sorted(items, key=_ORDER)
-    resume = [i for i in ordered if i.role == "resume" and i.status == "current"]
-    if resume:
-        ordered = resume + [i for i in ordered if i not in resume]
-    return tuple(ordered)
-
-
 _LAYER_NAMES = {layer: layer.name for layer in Layer}  # Enum.name is a Python-level descriptor: ~0.4 µs
+
+
+# str.splitlines' line breaks: a model may read any of them as a new line.
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+# Where a line of item text begins with "[L" (after spaces or tabs): rendering puts a backslash there.
+_HEADERLIKE = re.compile(f"(?:^|(?<=[{_LINE_BREAKS}]))(?=[^\\S{_LINE_BREAKS}]*\\[L)")
+
+
+def shown_text(text: str) -> str:
+    """*text* as rendered under its header: each line that would begin with ``[L`` (a header's start)
+    gets a backslash in front (see the module docstring). Text without ``[L`` is returned as it is."""
+    return text if "[L" not in text else _HEADERLIKE.sub("\\\\", text)
+
+
+def _printable(source: str) -> str:
+    # A header stays one line: a line break (or any unprintable character) in a source is shown escaped.
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in source)
 
 
 def item_header(item: ContextItem) -> str:
     """The one-line stamp in front of every item: layer, round, source, freshness, status."""
+    source = item.source
+    if not source.isprintable():
+        source = _printable(source)
     if (item.status == "current" and not (item.supersedes or item.ref_id or item.anomaly or item.pinned)):
         # the usual item, as the general path below renders it
-        return f"[{_LAYER_NAMES[item.layer]} | round {item.round} | from {item.source} | {item.freshness} | current | {item.id}]"
-    parts = [_LAYER_NAMES[item.layer], f"round {item.round}", f"from {item.source}", item.freshness]
+        return f"[{_LAYER_NAMES[item.layer]} | round {item.round} | from {source} | {item.freshness} | current | {item.id}]"
+    parts = [_LAYER_NAMES[item.layer], f"round {item.round}", f"from {source}", item.freshness]
     if item.status == "superseded":
         parts.append(f"superseded by {item.superseded_by}" if item.superseded_by else "superseded")
     else:
@@ -264,108 +289,3 @@ def item_header(item: ContextItem) -> str:
         parts.append("pinned")
     parts.append(item.id)
     return "[" + " | ".join(parts) + "]"
-
-
-class ContextView:
-    """What a model sees at one step: items in order, their total and the budget. Immutable.
-
-    The view is a snapshot of the items taken when it was made; it puts them in view order (the
-    current resume note first, then by layer and position) only when someone reads ``items``: a
-    proposer that does not read the view (a scripted one) does not pay for ordering it every step.
-    """
-
-    __slots__ = ("_items", "_unordered", "_total", "_budget")
-    kind: ClassVar[Literal["context_view"]] = "context_view"
-    _items: tuple[ContextItem, ...]
-    _unordered: tuple[ContextItem, ...] | None
-    _total: int
-    _budget: int
-
-    def __init__(self, items: Iterable[ContextItem], total_tokens: int, budget_tokens: int) -> None:
-        _init = object.__setattr__
-        _init(self, "_items", tuple(items))
-        _init(self, "_unordered", None)
-        _init(self, "_total", total_tokens)
-        _init(self, "_budget", budget_tokens)
-
-    @classmethod
-    def unordered(cls, items: Iterable[ContextItem], total_tokens: int, budget_tokens: int) -> ContextView:
-        """A view of *items* (taken now) that orders them on first read of ``items``."""
-        view: Any = _ViewFill()  # what __init__ does, without its calls (see _ItemFill): a step makes one view
-        view._items = ()
-        view._unordered = tuple(items)
-        view._total = total_tokens
-        view._budget = budget_tokens
-        view.__class__ = cls
-        made: ContextView = view
-        return made
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"ContextView is immutable: cannot set {name!r}")
-
-    @property
-    def items(self) -> tuple[ContextItem, ...]:
-        if self._unordered is not None:
-            object.__setattr__(self, "_items", view_order(self._unordered))
-            object.__setattr__(self, "_unordered", None)
-        return self._items
-
-    @property
-    def total_tokens(self) -> int:
-        return self._total
-
-    @property
-    def budget_tokens(self) -> int:
-        return self._budget
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ContextView):
-            return NotImplemented
-        return (self.items, self._total, self._budget) == (other.items, other._total, other._budget)
-
-    def __hash__(self) -> int:
-        return hash((self.items, self._total, self._budget))
-
-    def __repr__(self) -> str:
-        return f"ContextView(items={self.items!r}, total_tokens={self._total}, budget_tokens={self._budget})"
-
-    @property
-    def over_budget(self) -> bool:
-        """True only when protected content alone (L0/L1, pinned, anomalies) exceeds the budget."""
-        return self.total_tokens > self.budget_tokens
-
-    def by_layer(self, layer: Layer) -> tuple[ContextItem, ...]:
-        return tuple(item for item in self.items if item.layer == layer)
-
-    def get(self, item_id: str) -> ContextItem | None:
-        for item in self.items:
-            if item.id == item_id:
-                return item
-        return None
-
-    def render(self) -> str:
-        """The text a model would see: each item's header line and text, in view order."""
-        return "".join(item.render() for item in self.items)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "items": [item.to_dict() for item in self.items],
-            "total_tokens": self.total_tokens,
-            "budget_tokens": self.budget_tokens,
-            "over_budget": self.over_budget,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ContextView:
-        return cls(
-            items=tuple(ContextItem.from_dict(d) for d in data["items"]),
-            total_tokens=int(data["total_tokens"]),
-            budget_tokens=int(data["budget_tokens"]),
-        )
-
-
-class _ViewFill:
-    """ContextView's slot layout without its immutability (see _ItemFill)."""
-
-    __slots__ = ContextView.__slots__

@@ -19,16 +19,16 @@ checkpoint can store what changed since the previous one instead of the whole re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._versions import INIT_SET, REQUIRED, build, count, counted, patch, relayered, replace
 from .items import _LAYER_NAMES, ContextItem, Layer, Role, view_order
 from .tokens import approx_token_count
 
-__all__ = ["ItemRecord"]
+__all__ = ["BUILT_FROM_OTHERS", "ItemRecord"]
 
-_BUILT_FROM_OTHERS = frozenset({"summary", "conclusion"})
+BUILT_FROM_OTHERS = frozenset({"summary", "conclusion"})
 # Roles a later item with the same key supersedes (current_with_key callers): kept while current.
 _SUPERSEDABLE = frozenset({"summary", "conclusion", "feedback", "resume"})
 RETIRE_MIN = 128  # archive growth (items) that triggers a retirement pass; amortizes its O(archive)
@@ -211,7 +211,7 @@ class ItemRecord:
                 covered.update(item.covers)
                 # A summary covers ~100 ids, mostly retired long ago: the few still archived, found in C.
                 for ref in (archive.keys() & item.covers) - keep:
-                    if archive[ref].role in _BUILT_FROM_OTHERS:
+                    if archive[ref].role in BUILT_FROM_OTHERS:
                         keep.add(ref)
                         todo.append(archive[ref])
             for ref in item.carries:
@@ -281,69 +281,6 @@ class ItemRecord:
         if self._stub_rows is None:
             self._stub_rows = [[i, key, source] for i, (key, source) in self.stubs.items()]
         return list(self._stub_rows)
-
-    def live_delta(self, before: list[str], after: list[str]) -> dict[str, list[str]] | None:
-        """``after`` as ``before`` minus ``drop`` plus ``add`` at the end, when that is what happened
-        (the usual step: one interaction in, maybe one out); None when the order changed otherwise.
-        An empty ``drop`` is left out."""
-        if after[: len(before)] == before:  # nothing dropped (most steps): one comparison in C
-            return {"add": after[len(before) :]}
-        kept = set(after)
-        rest = [i for i in before if i in kept]
-        if after[: len(rest)] != rest:
-            return None
-        return {"drop": [i for i in before if i not in kept], "add": after[len(rest) :]}
-
-    def current_with_key(
-        self, key: str | None, *, exclude: str, roles: Iterable[str] = ("summary", "conclusion")
-    ) -> list[ContextItem]:
-        if key is None:
-            return []
-        wanted = frozenset(roles)
-        return [
-            i for i in self.archive.values()
-            if i.key == key and i.status == "current" and i.id != exclude and i.role in wanted
-        ]  # fmt: skip
-
-    def supersede(self, item: ContextItem, targets: list[ContextItem]) -> ContextItem:
-        """Mark *targets* superseded by *item* (both stay visible); returns the new *item*."""
-        if not targets:
-            return item
-        for old in targets:
-            self.store(self.restamp(old, status="superseded", superseded_by=item.id))
-        new = self.restamp(self.archive[item.id], supersedes=",".join(t.id for t in targets))
-        self.store(new)
-        return new
-
-    def mark_stale(self, key_or_source: str) -> list[ContextItem]:
-        """Mark matching items and the summaries/conclusions built from them stale (see the manager)."""
-        hit = {i for i, (key, source) in self.stubs.items()
-               if key_or_source in (key, source, source.split(":", 1)[-1])}
-        marked: list[ContextItem] = []
-        # One pass suffices: the record is in creation order and a summary only covers older items,
-        # so staleness reaches summaries of summaries too.
-        for item in list(self.archive.values()):
-            tail = item.source.split(":", 1)[-1]
-            if key_or_source in (item.key, item.source, tail) or (
-                item.role in _BUILT_FROM_OTHERS and hit.intersection(item.covers)
-            ):
-                hit.add(item.id)
-                if item.freshness != "stale":
-                    item = self.restamp(item, freshness="stale")
-                    self.store(item)
-                if item.id in self.live:
-                    marked.append(item)
-        return marked
-
-    def reselect(self) -> None:
-        """Drop stale unpinned L2-L5 items from the view; restore fresh anomalies a summary carried."""
-        for item in list(self.live.values()):
-            if item.freshness == "stale" and item.layer.compressible and not item.pinned:
-                self.remove(item.id)
-                if item.is_compression_summary:  # it went stale with one source, not with all
-                    for carried in (self.archive[c] for c in item.carries):
-                        if carried.freshness == "fresh":
-                            self.put(self.restamp(carried, layer=item.layer, pinned=True))
 
     def ordered(self) -> tuple[ContextItem, ...]:
         """Items in view order: the current resume note first, then by layer and position."""

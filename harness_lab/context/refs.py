@@ -9,6 +9,10 @@ a UTF-8 sequence. ``read(ref_id)`` with no offsets returns the stored text exact
 With a ``loader`` (sha256 -> text; a checkpoint store's blob table), texts need not stay in memory:
 a state written with ``texts=False`` names each output by its sha256 only, and
 :meth:`RefStore.release_texts` drops the texts already kept durably; a read fetches the text again.
+
+An output whose source changed outside the run since it was stored is *stale*
+(:meth:`RefStore.mark_stale`, with a one-line note: which ref, since when, why). The store keeps its
+text unchanged; the manager's ``read_ref`` puts the note in front of what it returns.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ class RefStore:
         self._infos: dict[str, RefInfo] = {}
         self.loader = loader
         self._taken = 0  # refs handed out by take_new
+        self.stale: dict[str, str] = {}  # ref id -> the note read_ref puts first (the first mark's)
+        self.stale_changed = False  # since the change log last took them
 
     def __len__(self) -> int:
         return len(self._infos)
@@ -95,6 +101,23 @@ class RefStore:
                 raise KeyError(f"stored output {ref_id} (sha256 {info.sha256[:12]}) is not in memory "
                                "and its store does not hold it")
         return text
+
+    def mark_stale(self, cause: str, ref_ids: Iterable[str], last_round: int | None) -> None:
+        """Note that these outputs, and those stored from source *cause* (equal, or equal after its
+        ``tool:`` prefix: the item that showed one may be retired by now), may no longer match their
+        source, changed outside the run (after *last_round*, the latest round recorded). An output
+        keeps the note of its first mark."""
+        by_source = [i.ref_id for i in self._infos.values() if cause in (i.source, i.source.split(":", 1)[-1])]
+        for ref_id in (*ref_ids, *by_source):
+            if ref_id in self.stale:
+                continue
+            info = self.info(ref_id)
+            since = info.round if last_round is None else max(info.round, last_round)
+            self.stale[ref_id] = (
+                f"[stale: {ref_id} (stored in round {info.round}, from {info.source!r}) was marked stale after "
+                f"round {since} by an outside change ({cause!r}); its source may no longer match this text: "
+                "re-read it before relying on it]")
+            self.stale_changed = True
 
     def release_texts(self, sha256s: Iterable[str]) -> None:
         """Forget these outputs' texts in memory (only with a loader: it reads them back on demand)."""

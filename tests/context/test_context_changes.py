@@ -55,7 +55,7 @@ def test_replaying_changes_gives_the_state(seed: int) -> None:
         if rnd % 50 == 0:  # a new base, as a checkpoint compaction does
             base, log = ctx.state(ref_texts=False), []
             ctx.discard_changes()
-    texts = {e["sha256"]: ctx.read_ref(e["ref_id"]) for e in ctx.state(ref_texts=False)["refs"]["refs"]}
+    texts = {e["sha256"]: ctx.ref_text(e["ref_id"]) for e in ctx.state(ref_texts=False)["refs"]["refs"]}
     restored = ContextManager.from_state(apply_changes(base, log), ref_loader=texts.get)
     assert restored.state() == ctx.state()  # (before a view: an over-budget view compresses again)
     assert restored.view() == ctx.view()

@@ -48,7 +48,7 @@ def _one_log(state: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
            "refs": {"kind": "ref_store", "refs": [*state["refs"]["refs"], *change.get("refs", ())]}}
     if change.get("stubs") is not None:
         out["stubs"] = change["stubs"]
-    for key in ("budget_tokens", "output_cap_bytes", "low_water", "subtask", "window", "next", "segment", "retained"):
+    for key in ("budget_tokens", "output_cap_bytes", "low_water", "subtask", "window", "next", "segment", "retained", "stale_refs"):
         if key in change:
             out[key] = change[key]
     return out

@@ -1,0 +1,104 @@
+"""Items that supersede: feedback, summaries, subtask conclusions and resume notes, made on the record.
+
+A later item with the key of a current one of its roles supersedes it *visibly*: both stay, the
+earlier marked ``superseded by <id>``, the later ``supersedes <id>``. Feedback and resume notes are
+pinned while current; the one a later one supersedes is released (unpinned) so compression may fold
+it. Private to the manager, whose methods of the same names document them for callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .items import ContextItem, Layer
+from .record import ItemRecord
+
+__all__ = ["close_subtask", "current_with_key", "feedback", "resume_note", "summary", "supersede"]
+
+_SUMMARIZABLE_ROLES = frozenset({"summary", "conclusion"})
+
+
+def current_with_key(rec: ItemRecord, key: str | None, *, exclude: str,
+                     roles: Iterable[str] = ("summary", "conclusion")) -> list[ContextItem]:
+    if key is None:
+        return []
+    wanted = frozenset(roles)
+    return [
+        i for i in rec.archive.values()
+        if i.key == key and i.status == "current" and i.id != exclude and i.role in wanted
+    ]  # fmt: skip
+
+
+def supersede(rec: ItemRecord, item: ContextItem, targets: list[ContextItem]) -> ContextItem:
+    """Mark *targets* superseded by *item* (both stay visible); returns the new *item*."""
+    if not targets:
+        return item
+    for old in targets:
+        rec.store(rec.restamp(old, status="superseded", superseded_by=item.id))
+    new = rec.restamp(rec.archive[item.id], supersedes=",".join(t.id for t in targets))
+    rec.store(new)
+    return new
+
+
+def feedback(rec: ItemRecord, round: int, text: str, source: str, key: str | None) -> ContextItem:
+    """ContextManager.add_feedback on checked input."""
+    item = rec.new(layer=Layer.L2, text=text, source=source, round=round, role="feedback", pinned=True,
+                   anomaly=True, key=key)
+    earlier = current_with_key(rec, key, exclude=item.id, roles=("feedback",))
+    for old in earlier:  # no longer an open failure: let compression fold it
+        rec.store(rec.restamp(old, pinned=False, anomaly=False))
+    return supersede(rec, item, [rec.archive[i.id] for i in earlier])
+
+
+def close_subtask(rec: ItemRecord, name: str, text: str, round: int) -> ContextItem:
+    """ContextManager.finish_subtask on checked input (the caller keeps its window to the view)."""
+    process: list[ContextItem] = []
+    refs: list[str] = []
+    for item in list(rec.live.values()):
+        if item.segment != rec.segment or item.layer not in (Layer.L2, Layer.L4, Layer.L5):
+            continue
+        if item.role == "resume":
+            continue
+        if item.protected:
+            if item.layer != Layer.L5:
+                rec.put(rec.restamp(item, layer=Layer.L3))
+            continue
+        process.append(item)
+        if item.ref_id:
+            refs.append(item.ref_id)
+        rec.remove(item.id)
+    text = f"[round {round} conclusion of subtask {name}] {text}"
+    if refs:
+        text += f"\n(stored outputs: {', '.join(refs)})"
+    key = f"subtask:{name}"
+    item = rec.new(layer=Layer.L3, text=text, source=key, round=round, role="conclusion", key=key,
+                   covers=tuple(i.id for i in process))
+    item = supersede(rec, item, current_with_key(rec, key, exclude=item.id))
+    rec.segment += 1
+    return item
+
+
+def summary(rec: ItemRecord, text: str, round: int, source: str, key: str | None,
+            supersedes: str | None) -> ContextItem:
+    """ContextManager.summarize on checked input."""
+    stamped = f"[round {round} summary, from {source}] {text}"
+    item = rec.new(layer=Layer.L3, text=stamped, source=source, round=round, role="summary", key=key)
+    targets = current_with_key(rec, key, exclude=item.id) if key else []
+    if supersedes:
+        for other in rec.archive.values():
+            hit = other.id == supersedes or (
+                other.key == supersedes and other.role in _SUMMARIZABLE_ROLES
+            )
+            if hit and other.id != item.id and other.status == "current" and other not in targets:
+                targets.append(other)
+    return supersede(rec, item, targets)
+
+
+def resume_note(rec: ItemRecord, text: str, round: int) -> ContextItem:
+    """ContextManager.add_resume_note on checked input."""
+    item = rec.new(layer=Layer.L2, text=text, source="resume", round=round, role="resume", pinned=True,
+                   key="resume")
+    earlier = current_with_key(rec, "resume", exclude=item.id, roles=("resume",))
+    for old in earlier:
+        rec.store(rec.restamp(old, pinned=False))
+    return supersede(rec, item, [rec.archive[i.id] for i in earlier])
