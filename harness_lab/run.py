@@ -68,7 +68,7 @@ class Run(HumanGate):
         if self.waiting is not None:
             raise RunStateError(f"run {self.run_id} waits for a human on this proposal: approve or reject it")
         if self.crashed is not None:
-            raise RunStateError(f"run {self.run_id} crashed at {self.crashed.value} (simulated); resume from a checkpoint")
+            raise RunStateError(f"run {self.run_id} {self._crash_why()}; resume from a checkpoint")
         before = self.pending
         if before is None:
             raise RunStateError(f"run {self.run_id} is {self.state.value}: no pending proposal to edit")
@@ -203,7 +203,7 @@ class Run(HumanGate):
         if at_step is not None and (not isinstance(at_step, int) or isinstance(at_step, bool)):
             raise ValueError(f"at_step: a whole step number, got {at_step!r}")
         if self.crashed is not None or self.state.terminal:  # a fault armed now could never fire
-            why = f"crashed at {self.crashed.value} (simulated)" if self.crashed else self.state.value
+            why = self._crash_why() if self.crashed else self.state.value
             raise RunStateError(f"run {self.run_id} is {why}: it takes no more steps, so no fault can strike it")
         step = self.step_no + 1 if at_step is None else at_step
         if step <= self.step_no:
@@ -288,8 +288,17 @@ class Run(HumanGate):
             executor = self._faults.executor_for(self, proposal.action, executor)
             self._crash_point(CrashPoint.BEFORE_EFFECT)
         key = key or f"{self.run_id}:{self.step_no}"
-        held = self.checkpoints.before_effect(proposal.action, key) if self.checkpoints is not None else None
-        result = held or executor.execute(proposal.action, idempotency_key=key)
+        # A Ctrl-C in here is a crash mid-effect (see _crash_on_interrupt); the try costs nothing.
+        try:
+            held = self.checkpoints.before_effect(proposal.action, key) if self.checkpoints is not None else None
+        except BaseException as exc:
+            self._crash_on_interrupt(exc, CrashPoint.BEFORE_EFFECT, proposal.action.kind)
+            raise
+        try:
+            result = held or executor.execute(proposal.action, idempotency_key=key)
+        except BaseException as exc:
+            self._crash_on_interrupt(exc, CrashPoint.AFTER_EFFECT, proposal.action.kind)
+            raise
         if self._faults.armed:
             self._crash_point(CrashPoint.AFTER_EFFECT)
         self._append(tool_called(self._next_seq(), self.step_no, result.tool, result))
