@@ -122,6 +122,7 @@ class RunBase:
         self._seq = 0
         self._faults = FaultSchedule(lambda topic, message, data: self._emit(Note, topic=topic, message=message, data=data))
         self.crashed: CrashPoint | None = None
+        self._crash_cause = "simulated"  # or how a real interrupt struck (see _crash_on_interrupt)
         self._ws_hash: str | None = None  # the workspace as the last step left it
         self.scenario: str | None = None  # set by from_scenario: resume rebuilds the run from it
         # With a store, every step is checkpointed; only a window of the trace stays in memory.
@@ -155,10 +156,26 @@ class RunBase:
             self.crashed = point
             raise crash
 
+    def _crash_on_interrupt(self, exc: BaseException, point: CrashPoint, tool: str) -> None:
+        """A Ctrl-C (any BaseException that is not an Exception) at ``point`` of a tool call: as a
+        crash there, the run refuses further steps and the step stays unrecorded. The effect's
+        outcome is unknown, so it must not be repeated blindly: with a store, ``Run.resume`` decides
+        from the ledger, as after kill -9. The caller re-raises."""
+        if isinstance(exc, Exception) or self.crashed is not None:
+            return  # a tool's error is the executor's to report; a simulated crash is already recorded
+        self.crashed, self._crash_cause = point, f"interrupted: {type(exc).__name__}"
+        self._emit(Note, topic="interrupted", message=f"{self._crash_why()} during {tool} of step {self.step_no}; "
+                   "its outcome is unknown: resume from a checkpoint",
+                   data={"point": point.value, "tool": tool, "interrupt": type(exc).__name__})
+
+    def _crash_why(self) -> str:
+        assert self.crashed is not None
+        return f"crashed at {self.crashed.value} ({self._crash_cause})"
+
     # -- bookkeeping ----------------------------------------------------------------------------
     def _open_step(self) -> None:
         if self.crashed is not None:
-            raise RunStateError(f"run {self.run_id} crashed at {self.crashed.value} (simulated); resume from a checkpoint")
+            raise RunStateError(f"run {self.run_id} {self._crash_why()}; resume from a checkpoint")
         if self.state.terminal:
             raise RunStateError(f"run {self.run_id} is {self.state.value} ({self.stop_reason.code if self.stop_reason else '?'}); it takes no more steps")
         self.gates.start()

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ._finish_check import FinishCheck
 from ._human_gate import HumanGate
-from ._run_base import _sha
 from ._step_records import proposed, tool_called
-from .actions import _MODELS, Finish, ForbiddenAction, GatedAction, ReadEvidence, WriteReport, _Action
+from ._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
+from .actions import Finish, ForbiddenAction
 from .approval import Approver
 from .checkpoint import Checkpointer
 from .clock import Clock
 from .context import ContextView
-from .contract import ControlContract, load_contract
+from .contract import load_contract
 from .effect_classes import effect_class
 from .errors import RunStateError
 from .events import (
@@ -36,7 +37,6 @@ from .scenarios import load_scenario
 from .states import RunState
 from .store import Store
 from .tools import ToolResult
-from .validation import Receipt, ReportVerdict, check_report
 
 __all__ = ["Run"]
 
@@ -44,11 +44,8 @@ __all__ = ["Run"]
 _EXECUTE = Decision(verdict="execute", reason="allowed tool call within budget")
 _VALIDATE = Decision(verdict="validate", reason="finish is a claim: validate the artifact")
 
-# Tools whose results describe the workspace: stale when someone else changes it (sources "step N:<tool>").
-_WORKSPACE_TOOLS = ("read_file", "list_dir", "write_file", "delete_file", "run_command")
 
-
-class Run(HumanGate):
+class Run(HumanGate, FinishCheck):
     """A single-steppable run. ``step()`` reads as propose -> gate -> execute -> observe -> validate."""
 
     # -- the caller drives -------------------------------------------------------------------
@@ -68,7 +65,7 @@ class Run(HumanGate):
         if self.waiting is not None:
             raise RunStateError(f"run {self.run_id} waits for a human on this proposal: approve or reject it")
         if self.crashed is not None:
-            raise RunStateError(f"run {self.run_id} crashed at {self.crashed.value} (simulated); resume from a checkpoint")
+            raise RunStateError(f"run {self.run_id} {self._crash_why()}; resume from a checkpoint")
         before = self.pending
         if before is None:
             raise RunStateError(f"run {self.run_id} is {self.state.value}: no pending proposal to edit")
@@ -203,7 +200,7 @@ class Run(HumanGate):
         if at_step is not None and (not isinstance(at_step, int) or isinstance(at_step, bool)):
             raise ValueError(f"at_step: a whole step number, got {at_step!r}")
         if self.crashed is not None or self.state.terminal:  # a fault armed now could never fire
-            why = f"crashed at {self.crashed.value} (simulated)" if self.crashed else self.state.value
+            why = self._crash_why() if self.crashed else self.state.value
             raise RunStateError(f"run {self.run_id} is {why}: it takes no more steps, so no fault can strike it")
         step = self.step_no + 1 if at_step is None else at_step
         if step <= self.step_no:
@@ -223,7 +220,7 @@ class Run(HumanGate):
         self._ws_hash = now
         if before is None or now == before:
             return False
-        stale = [item.id for tool in _WORKSPACE_TOOLS for item in self.context.mark_stale(tool)]
+        stale = [item.id for tool in WORKSPACE_TOOLS for item in self.context.mark_stale(tool)]
         self.context.reselect()
         why = (f"the workspace changed outside the run before step {self.step_no}: {len(stale)} earlier "
                "observation(s) of it are stale and left the view; re-read before relying on them")
@@ -256,7 +253,7 @@ class Run(HumanGate):
         action = proposal.action
         if action is None:
             return Decision(verdict="refuse", reason=proposal.error.message if proposal.error else "invalid"), None
-        if type(action) not in _PLAIN_TOOLS:  # most steps: one set lookup, no pydantic isinstance
+        if type(action) not in PLAIN_TOOLS:  # most steps: one set lookup, no pydantic isinstance
             if isinstance(action, ForbiddenAction):
                 why = f"{action.requested_kind} would change the contract, validator or run state"
                 return Decision(verdict="block", reason=why), StopReason(code="forbidden_action", message=why)
@@ -288,8 +285,17 @@ class Run(HumanGate):
             executor = self._faults.executor_for(self, proposal.action, executor)
             self._crash_point(CrashPoint.BEFORE_EFFECT)
         key = key or f"{self.run_id}:{self.step_no}"
-        held = self.checkpoints.before_effect(proposal.action, key) if self.checkpoints is not None else None
-        result = held or executor.execute(proposal.action, idempotency_key=key)
+        # A Ctrl-C in here is a crash mid-effect (see _crash_on_interrupt); the try costs nothing.
+        try:
+            held = self.checkpoints.before_effect(proposal.action, key) if self.checkpoints is not None else None
+        except BaseException as exc:
+            self._crash_on_interrupt(exc, CrashPoint.BEFORE_EFFECT, proposal.action.kind)
+            raise
+        try:
+            result = held or executor.execute(proposal.action, idempotency_key=key)
+        except BaseException as exc:
+            self._crash_on_interrupt(exc, CrashPoint.AFTER_EFFECT, proposal.action.kind)
+            raise
         if self._faults.armed:
             self._crash_point(CrashPoint.AFTER_EFFECT)
         self._append(tool_called(self._next_seq(), self.step_no, result.tool, result))
@@ -302,82 +308,10 @@ class Run(HumanGate):
         if result is not None:
             text = result.content if result.ok else str(result.for_model())
             self.context.add_interaction(self.step_no, proposal.describe(), text or "",
-                                         source=f"step {self.step_no}:{result.tool}", key=_state_key(proposal, self.contract))
+                                         source=f"step {self.step_no}:{result.tool}", key=state_key(proposal, self.contract))
         elif decision.verdict == "refuse":
             hint = proposal.error.hint if proposal.error else decision.reason
             self.context.add_feedback(self.step_no, f"refused: {decision.reason}; {hint}", source=f"step {self.step_no}:gate")
         if (warning := self.gates.token_warning(self._used)) is not None:
             self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
             self._emit(Note, topic="budget_warning", message=warning)
-
-    def _validate_step(self) -> ReportVerdict | None:
-        """Validation is the finish step's effect: a crash fault may strike either side of it."""
-        if self._faults.armed:
-            self._crash_point(CrashPoint.BEFORE_EFFECT)
-        verdict = self._validate()
-        if self._faults.armed:
-            self._crash_point(CrashPoint.AFTER_EFFECT)
-        return verdict
-
-    def _validate(self) -> ReportVerdict | None:
-        self._transition(RunState.VALIDATING, "finish proposed: validating the artifact, not the claim")
-        report = self.contract.verification.report
-        snapshot = self.sandbox.read_bytes(report.path)
-        verdict = check_report(snapshot, self.executor.observed, self.evidence, report) if self.validation else None
-        if verdict is not None and not verdict.accepted:
-            self.context.add_feedback(self.step_no, "finish rejected: " + "; ".join(verdict.reasons),
-                                      source=f"step {self.step_no}:validator")
-            repair = self.repair.after_failure(self, verdict) if self.repair is not None else None
-            if repair is not None:
-                self._emit(Note, topic="repair", message=repair.note, data=repair.model_dump(mode="json"))
-            if repair is not None and repair.action == "escalate":
-                self._transition(RunState.BLOCKED, repair.note)
-                self.stop_reason = StopReason(code="escalated", message=repair.note)
-                return verdict
-            self._transition(RunState.RUNNING, "checks failed: " + "; ".join(verdict.reasons))
-            if repair is not None and repair.action == "rollback" and repair.snapshot is not None:
-                self.rollback(repair.snapshot)  # files, run state and context together
-                self._pending = None  # ask afresh, with the note: never repeat the failed approach unchanged
-                self.context.add_feedback(self.step_no, repair.note, source="repair", key="repair:approach")
-            return verdict
-        self._faults.after_validate(self)
-        if self.sandbox.read_bytes(report.path) != snapshot:  # changed behind the validator
-            why = "the artifact changed after it was validated; finish not accepted, validate it again"
-            self.context.add_feedback(self.step_no, why, source=f"step {self.step_no}:validator")
-            self._emit(Note, topic="artifact_changed", message=why,
-                       data={"validated_sha256": _sha(snapshot)})
-            self._transition(RunState.RUNNING, why)
-            return verdict
-        self.accepted_bytes = snapshot
-        self.receipt = Receipt(
-            artifact_path=report.path, artifact_sha256=_sha(snapshot), contract_version=self.contract.version,
-            evidence_sha256=dict(self.executor.observed), step=self.step_no,
-            structural="passed" if verdict is not None else "not_run",
-        )
-        self._transition(RunState.REVIEW_READY, "all checks passed" if verdict else "validation disabled: finish accepted unchecked")
-        self.stop_reason = StopReason(code="checks_passed" if verdict else "finish_unvalidated",
-                                      message="mechanical checks passed; ready for human review"
-                                      if verdict else "finish accepted without validation")
-        return verdict
-
-
-def _state_key(proposal: Proposal, contract: ControlContract) -> str | None:
-    """The external state an observation came from, so a change to it can mark the item stale."""
-    action = proposal.action
-    kind = type(action)
-    if kind not in _KEYED:  # most steps (think, finish, run_command, gated actions): a set lookup
-        return None
-    if isinstance(action, ReadEvidence):
-        return f"evidence:{action.id}"
-    if isinstance(action, WriteReport):
-        return f"file:{contract.verification.report.path}"
-    path = getattr(action, "path", None)
-    return f"file:{path}" if isinstance(path, str) else None
-
-
-# The action models that are neither forbidden nor finish: the gate takes them as tool calls.
-_ACTION_TYPES: list[type[_Action]] = [*_MODELS.values(), GatedAction]
-_PLAIN_TOOLS = frozenset(model for model in _ACTION_TYPES if not issubclass(model, (ForbiddenAction, Finish)))
-
-# The action models whose observation has a state key (pydantic's isinstance runs Python code).
-_KEYED = frozenset({ReadEvidence, WriteReport, *(model for model in _MODELS.values() if "path" in model.model_fields)})

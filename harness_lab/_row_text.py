@@ -1,0 +1,144 @@
+"""How the parts of a step row are spelled: the JSON text of proposals, usage and the records a run
+shares between steps, built from templates and caches so a store can write one row per step cheaply.
+
+:func:`~harness_lab.events.dump_step_row` assembles a row from these; read that first.
+"""
+
+from __future__ import annotations
+
+from json.encoder import encode_basestring as _encode
+from math import isfinite
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+from pydantic_core import to_json
+
+from .actions import _FLAT, _MODELS
+from .proposal import Proposal
+from .states import RunState
+from .tools import ToolResult
+
+if TYPE_CHECKING:
+    from .events import Decision, Usage
+
+__all__: list[str] = []  # private: harness_lab.events uses and re-exports what it needs
+
+
+def _name_json(name: str) -> str:
+    # a tool's name: JSON spells an identifier as it is
+    return f'"{name}"' if name.isidentifier() else to_json(name).decode()
+
+
+def _proposal_json(proposal: Proposal) -> str:
+    p = proposal.__dict__
+    raw, action = p["raw"], p["action"]
+    # The usual proposal: a flat action (plain str fields, see _flat) parsed from a raw dict that holds
+    # exactly its fields, in field order, and nothing else. Both texts are then the raw's, spelled from
+    # a template: no action dump and no second text to compare (_full_proposal_json's outcome).
+    if type(raw) is dict and (row := _FLAT_ROWS.get(type(action))) is not None and not p["claims"]:
+        names, head, fields = row
+        if raw == action.__dict__ and [*raw] == names:  # (a proposal with an action has no error)
+            text = head
+            for before, name in fields:
+                value = raw[name]
+                if type(value) is not str or not value.isascii():  # pydantic's own text for the others
+                    return _full_proposal_json(proposal)
+                text = f"{text}{before}{_encode(value)}"  # json's escapes of an ASCII str are serde's: same text
+            return f'{text}}},"action":"raw"}}'
+    return _full_proposal_json(proposal)
+
+
+def _flat_rows() -> dict[type[BaseModel], tuple[list[str], str, tuple[tuple[str, str], ...]]]:
+    """Per flat action class whose ``kind`` comes first: its field names, the row text up to its first
+    str value and, per value, the text before it."""
+    rows: dict[type[BaseModel], tuple[list[str], str, tuple[tuple[str, str], ...]]] = {}
+    for kind, spec in _FLAT.items():
+        names = list(_MODELS[kind].model_fields)
+        if names[0] == "kind" and all(name.isidentifier() for name in names):
+            fields = tuple((f',"{name}":', name) for name, _, _ in spec)
+            rows[_MODELS[kind]] = (names, f'{{"raw":{{"kind":{_encode(kind)}', fields)
+    return rows
+
+
+def _full_proposal_json(proposal: Proposal) -> str:
+    raw = to_json(proposal.raw).decode()
+    out = [f'{{"raw":{raw}']
+    if proposal.action is not None:
+        action = proposal.action_json
+        # The same text reads back to the same action; equal dicts alone could differ (1 == 1.0).
+        text = to_json(action).decode()
+        out.append(',"action":"raw"' if action == proposal.raw and text == raw else f',"action":{text}')
+    if proposal.error is not None:
+        out.append(f',"error":{to_json(proposal.error.model_dump(mode="json")).decode()}')
+    if proposal.claims:
+        out.append(f',"claims":{to_json(proposal.claims).decode()}')
+    out.append("}")
+    return "".join(out)
+
+
+def _usage_json(usage: Usage) -> str:
+    u = usage.__dict__
+    elapsed = u["elapsed_s"]
+    if not isfinite(elapsed):  # no JSON number spells these
+        return to_json(usage.model_dump(mode="json", exclude={"kind"})).decode()
+    return (f'{{"decisions":{u["decisions"]},"tool_calls":{u["tool_calls"]},"tokens":{u["tokens"]},'
+            f'"elapsed_s":{to_json(elapsed).decode()}}}')  # (the shortest text that reads back the same)
+
+
+class _Pieces:
+    """The JSON of shared frozen records, by object identity: a run reuses one decision object per
+    verdict and one result for every ``think``, so most steps dump none of them. Safe because the
+    records are frozen and each entry holds its object (its id cannot be reused while cached)."""
+
+    _MAX = 64  # a few shared records per run; new ones (a read's result) churn through
+
+    def __init__(self) -> None:
+        self._texts: dict[int, tuple[BaseModel, str]] = {}
+        self._usage: tuple[Usage | None, str] = (None, "")
+        self._outcomes: dict[tuple[int, int], tuple[Decision, ToolResult | None, str]] = {}
+        self.last: tuple[Decision | None, ToolResult | None, str] = (None, None, "")  # the latest outcome
+
+    def usage(self, usage: Usage) -> str:
+        """``_usage_json(usage)``; a run's usage record is new only when a step spent something, and
+        its step record and checkpoint both write it."""
+        if self._usage[0] is not usage:
+            self._usage = (usage, _usage_json(usage))
+        return self._usage[1]
+
+    def outcome(self, decision: Decision, result: ToolResult | None) -> str:
+        """The row's ``,"decision":...`` and ``,"tool_result":...`` (when there is one): a step of a run
+        pairs one of its few decision objects with one of its few results, so a pair is usually met before."""
+        key = (id(decision), id(result))
+        hit = self._outcomes.get(key)
+        if hit is not None and hit[0] is decision and hit[1] is result:
+            self.last = hit
+            return hit[2]
+        text = f',"decision":{self.text(decision)}'
+        if result is not None:
+            text += f',"tool_result":{self.text(result)}'
+        if len(self._outcomes) >= self._MAX:
+            self._outcomes.clear()
+        self._outcomes[key] = self.last = (decision, result, text)
+        return text
+
+    def text(self, record: BaseModel, *, full: bool = False) -> str:
+        hit = self._texts.get(id(record))
+        if hit is not None and hit[0] is record:
+            return hit[1]
+        data = record.model_dump(mode="json")
+        if not full:  # leave out the fields at their default (read back the same)
+            for name, field in type(record).model_fields.items():
+                if name in data and not field.is_required():
+                    default = field.get_default(call_default_factory=True)
+                    if data[name] == default and type(data[name]) is type(default):
+                        del data[name]
+        text = to_json(data).decode()
+        if len(self._texts) >= self._MAX:
+            self._texts.clear()
+        self._texts[id(record)] = (record, text)
+        return text
+
+
+_PIECES = _Pieces()
+_FLAT_ROWS = _flat_rows()
+_STATE_JSON = {state: to_json(state.value).decode() for state in RunState}  # Enum.value is a slow descriptor
