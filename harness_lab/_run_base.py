@@ -79,9 +79,13 @@ class RunBase:
         self.repair = repair  # None: plain feedback loops (seed 004's table); see harness_lab.repair
         # Directories the run made itself are removed by close(); a caller's workspace never is.
         self._owned_dirs: list[Path] = []
+        # A temporary workspace nobody can find once the run is gone goes with it, unless a store holds the
+        # run (resume continues in it): Checkpointer detaches this finalizer (keep_workspace).
+        self._workspace_finalizer: weakref.finalize[..., Any] | None = None
         if workspace is None:
             workspace = tempfile.mkdtemp(prefix="harness-lab-ws-")
             self._owned_dirs.append(Path(workspace))
+            self._workspace_finalizer = weakref.finalize(self, shutil.rmtree, workspace, True)
         self.workspace = Path(workspace)
         self.workspace.mkdir(parents=True, exist_ok=True)
         if not resume and (self.workspace / contract.verification.report.path).exists():
@@ -135,6 +139,12 @@ class RunBase:
         for path in self._owned_dirs:
             shutil.rmtree(path, ignore_errors=True)
         self._owned_dirs = []
+
+    def keep_workspace(self) -> None:
+        """Keep a temporary workspace the run made after the run is collected (a store's run resumes in
+        it); close() still removes it."""
+        if self._workspace_finalizer is not None:
+            self._workspace_finalizer.detach()
 
     def __enter__(self: _R) -> _R:
         return self

@@ -104,6 +104,7 @@ class Checkpointer:
         if fresh and store.has_run(run.run_id):
             raise StoreError(f"run id {run.run_id!r} exists already in the store; resume it or choose another id")
         self.store, self.run = store, run
+        run.keep_workspace()  # resume continues in it, in this process or another
         # The version is a sha256 over the whole contract (~70 µs): a fork holding its source's very
         # contract object takes the source's.
         version = like._version if like is not None and like.run.contract is run.contract else run.contract.version

@@ -54,3 +54,23 @@ def test_a_command_line_run_with_a_store_keeps_its_workspace_for_resume(
     capsys.readouterr()
     assert main(["resume", "--db", str(db), "--run-id", "R1"]) == 0
     assert "final: REVIEW_READY" in capsys.readouterr().out
+
+
+def test_a_dropped_run_takes_its_own_temporary_workspace_unless_a_store_holds_it(
+        own_tmp: Path, tmp_path: Path) -> None:
+    from harness_lab.store import SQLiteStore
+
+    run = Run.from_scenario("conforming_report")
+    run.run()
+    del run
+    gc.collect()
+    assert list(own_tmp.iterdir()) == [], "nothing could find that workspace any more"
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    stored = Run.from_scenario("conforming_report", store=store, run_id="R1")
+    stored.run()
+    del stored
+    gc.collect()
+    (workspace,) = own_tmp.glob("harness-lab-ws-*")
+    assert (workspace / "report.md").is_file(), "a stored run resumes in its workspace"
+    assert Run.resume(store, "R1").state.value == "REVIEW_READY"
+    store.close()
