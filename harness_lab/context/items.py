@@ -17,15 +17,16 @@ Rendering (what the model reads) is each item's header line, ``[L2 | round 3 | f
 its text. A header is the only line that begins with ``[L``: a line of item text that begins with
 ``[L`` (after any spaces or tabs, after any line break ``str.splitlines`` knows, ``\r`` and U+2028
 included) is shown with a backslash in front, ``\[L0 | ...``, so a tool output cannot forge an item
-(a fake L0 instruction or harness feedback). A source with a line break or other unprintable character
-is shown escaped in its header, which so stays one line. Only the rendering changes: ``text``, the
-stored outputs and the state keep the text byte for byte; token counts are of the rendered form. Most
-texts hold no ``[L`` at all, and rendering them costs one ``in`` test (:func:`shown_text`).
+(a fake L0 instruction or harness feedback). Within a header, a field value (the source, an id) shows
+``\\``, ``|`` and ``]`` with a backslash in front and an unprintable character (a line break) as its
+escape code, so a value cannot add a field (`` | pinned``) or end the header early, and the header stays
+one line (:func:`item_header`). Only the rendering changes: ``text``, ``source``, the stored outputs
+and the state keep their values byte for byte; token counts are of the rendered form. Most texts hold
+no ``[L`` at all, and rendering them costs one ``in`` test (:func:`shown_text`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from enum import IntEnum
@@ -34,6 +35,7 @@ from json.encoder import encode_basestring
 from operator import attrgetter, is_not
 from typing import Any, Literal, get_args
 
+from ._escape import HEADERLIKE, escape_field, header_field, shown_text
 from ._view import ContextView, view_order
 
 __all__ = [
@@ -128,7 +130,7 @@ class ContextItem:
     def render(self) -> str:
         text = self.text
         if "[L" in text:  # (shown_text, inline: most texts hold none)
-            text = _HEADERLIKE.sub("\\\\", text)
+            text = HEADERLIKE.sub("\\\\", text)
         return f"{self._header or item_header(self)}\n{text}\n"
 
     def to_dict(self, *, compact: bool = False) -> dict[str, Any]:
@@ -249,43 +251,32 @@ _LAYER_BY_NAME = {layer.name: layer for layer in Layer}  # Layer[name] is a Pyth
 _LAYER_NAMES = {layer: layer.name for layer in Layer}  # Enum.name is a Python-level descriptor: ~0.4 µs
 
 
-# str.splitlines' line breaks: a model may read any of them as a new line.
-_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-# Where a line of item text begins with "[L" (after spaces or tabs): rendering puts a backslash there.
-_HEADERLIKE = re.compile(f"(?:^|(?<=[{_LINE_BREAKS}]))(?=[^\\S{_LINE_BREAKS}]*\\[L)")
-
-
-def shown_text(text: str) -> str:
-    """*text* as rendered under its header: each line that would begin with ``[L`` (a header's start)
-    gets a backslash in front (see the module docstring). Text without ``[L`` is returned as it is."""
-    return text if "[L" not in text else _HEADERLIKE.sub("\\\\", text)
-
-
-def _printable(source: str) -> str:
-    # A header stays one line: a line break (or any unprintable character) in a source is shown escaped.
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in source)
-
-
 def item_header(item: ContextItem) -> str:
-    """The one-line stamp in front of every item: layer, round, source, freshness, status."""
-    source = item.source
-    if not source.isprintable():
-        source = _printable(source)
+    """The one-line stamp in front of every item: layer, round, source, freshness, status.
+
+    Field values (the source, the ids) are shown escaped where they hold ``|``, ``]``, ``\\`` or an
+    unprintable character, so a value from outside (a tool's name, a path) can neither add a field nor
+    end the header early: read with the escape rule, the header gives back exactly the item's fields."""
+    source, item_id = item.source, item.id
+    if "|" in source or "]" in source or "\\" in source or not source.isprintable():  # header_field, inline
+        source = escape_field(source)
+    if not item_id.isalnum():  # (ids are c1, c2, ...; a loaded state may hold any)
+        item_id = header_field(item_id)
     if (item.status == "current" and not (item.supersedes or item.ref_id or item.anomaly or item.pinned)):
         # the usual item, as the general path below renders it
-        return f"[{_LAYER_NAMES[item.layer]} | round {item.round} | from {source} | {item.freshness} | current | {item.id}]"
+        return f"[{_LAYER_NAMES[item.layer]} | round {item.round} | from {source} | {item.freshness} | current | {item_id}]"
     parts = [_LAYER_NAMES[item.layer], f"round {item.round}", f"from {source}", item.freshness]
     if item.status == "superseded":
-        parts.append(f"superseded by {item.superseded_by}" if item.superseded_by else "superseded")
+        parts.append(f"superseded by {header_field(item.superseded_by)}" if item.superseded_by else "superseded")
     else:
         parts.append("current")
     if item.supersedes:
-        parts.append(f"supersedes {item.supersedes}")
+        parts.append(f"supersedes {header_field(item.supersedes)}")
     if item.ref_id:
-        parts.append(f"ref {item.ref_id}")
+        parts.append(f"ref {header_field(item.ref_id)}")
     if item.anomaly:
         parts.append("anomaly")
     if item.pinned:
         parts.append("pinned")
-    parts.append(item.id)
+    parts.append(item_id)
     return "[" + " | ".join(parts) + "]"
