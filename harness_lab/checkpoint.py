@@ -1,6 +1,12 @@
 """The per-step checkpointer a run with a store carries (the record it writes, and its reader,
 live in :mod:`harness_lab.checkpoint_record`; both are re-exported here).
 
+Where things live: this module holds :class:`Checkpointer`'s flow: the first row that registers the
+run, :meth:`~Checkpointer.commit` (one row per step) and the side-effect ledger
+(:meth:`~Checkpointer.before_effect`). How the row's checkpoint text is spelled (its pieces, the run's
+spec :func:`run_spec`) is in ``harness_lab/_checkpoint_row.py``; its context part in
+``harness_lab/_context_rows.py``; the stores in ``harness_lab/store/``.
+
 A :class:`Checkpoint` (seed 000) holds what a later process needs to continue: the contract
 version, the completed scope, artifact and workspace hashes, the last verification result, the
 failure root cause, pending items, the next step, and the restorable run state
@@ -36,15 +42,16 @@ from collections.abc import Mapping
 from math import isfinite
 from typing import TYPE_CHECKING, Any
 
-from pydantic_core import to_json
-
+from ._checkpoint_row import _KEPT, _ROW_HEAD, _SEP, _next_step_json, _RowJson, _usage_text, run_spec
+from ._checkpoint_row import _next_step as _next_step  # tests read it here
 from ._context_rows import ContextRows, _dumps
+from ._row_text import _STATE_JSON
 from .actions import DeleteFile, WriteReport, _Action
-from .checkpoint_record import ROW_FORM, RUN_STATE_EMPTY, Checkpoint
+from .checkpoint_record import ROW_FORM as ROW_FORM  # read here by tests (not in __all__, as before)
+from .checkpoint_record import RUN_STATE_EMPTY, Checkpoint
 from .effect_classes import EffectClass, effect_class, effect_of_tool
 from .errors import StoreError
-from .events import _PIECES, StepRecord, Usage, dump_step_row
-from .proposers.scripted import ScriptedProposer
+from .events import StepRecord, Usage, dump_step_row
 from .redaction import SECRET_CATEGORIES, Redactor, redact
 from .states import RunState
 from .store import EffectEntry, Store
@@ -62,29 +69,8 @@ FULL_EVERY = 16  # steps between whole context states: a restore replays at most
 # (parse 2.7, fold 1.4, fetch 0.7) and ~2 µs to restore the item it adds; bench/fork_resume.py --full-every 32)
 FULL_BYTES = 256 * 1024  # ... or fewer, once the change logs since the last whole state are this large
 
-_STATE_JSON = {state: to_json(state.value).decode() for state in RunState}
-_SEP = ',"'
-_ROW_HEAD = f'{{"kind":{_dumps(ROW_FORM)}'
-_KEPT = 64  # gates texts and checkpoint shapes remembered (a loop's take few forms)
 
-
-def run_spec(run: Run) -> dict[str, Any]:
-    """How to rebuild this run in another process (redacted before it is stored)."""
-    proposer: dict[str, Any] = {"kind": type(run.proposer).__name__}
-    if isinstance(run.proposer, ScriptedProposer):
-        proposer = {"kind": "scripted", "actions": list(run.proposer.actions), "then": run.proposer.then}
-    return {
-        "kind": "run_spec",
-        "scenario": run.scenario,
-        "contract": run.contract.model_dump(mode="json"),
-        "workspace": str(run.workspace),
-        "validation": run.validation,
-        "proposer": proposer,
-        "repair": run.repair.spec() if run.repair is not None else None,  # its state is in each row
-    }
-
-
-class Checkpointer:
+class Checkpointer(_RowJson):
     """Writes one checkpoint per step and keeps the side-effect ledger for one run."""
 
     _redact: Redactor
@@ -115,15 +101,15 @@ class Checkpointer:
         # The checkpoint JSON's constant pieces (see _write).
         self._version_json = f'{_ROW_HEAD},"contract_version":{_dumps(version)},"state":'
         self._excluded_json = f',"excluded":{_dumps(self._drop)}'
-        self._ws_text: tuple[str | None, str] = (None, "")
-        self._pending_text: tuple[list[str] | None, str] = (None, "")
-        self._gates_json: dict[tuple[object, ...], str] = {}  # see _state_json
+        self._ws_text = (None, "")  # see _RowJson (harness_lab/_checkpoint_row.py) for these three
+        self._pending_text = (None, "")
+        self._gates_json = {}
         self._clean_shapes: set[tuple[object, ...]] = set()  # see _write
         self._report = run.contract.verification.report.path
         self._seq = run.events[-1].seq if run.events else 0
-        self._artifacts: dict[str, str] = {}
-        self._verification: dict[str, Any] | None = None
-        self._failure: str | None = None
+        self._artifacts = {}
+        self._verification = None
+        self._failure = None
         self.last_commit_at = time.time()
         self.last_step = run.step_no
         self._rows = ContextRows(store, self._redact, context_from=context_from)
@@ -241,50 +227,6 @@ class Checkpointer:
         self._rows.written(run.context, step, base, written, blobs)
         self.last_commit_at, self.last_step = now, step
 
-    def _state_json(self, state: dict[str, Any], decisions: int) -> tuple[str, str]:
-        """The row's ``run_state`` text in two parts. A loop's row holds only the gates, whose text is
-        kept by value (the recent fingerprints are JSON in JSON, escaped again); ``hinted`` and
-        ``warned`` are left out when false, ``last_decision`` when it is the usage's ``decisions``
-        (Checkpoint.from_row fills them in): the second part is what differs from row to row."""
-        gates = state.get("gates") if len(state) == 1 else None
-        if gates is None or type(last := gates["last_decision"]) is not int:
-            return _dumps(state), ""
-        hinted, warned = gates["hinted"], gates["warned"]
-        key = (*gates["recent"], hinted, warned)
-        head = self._gates_json.get(key)
-        if head is None:
-            if len(self._gates_json) >= _KEPT:
-                self._gates_json.clear()
-            head = self._gates_json[key] = "".join([
-                '{"gates":{"recent":', _dumps(gates["recent"]), ',"hinted":true' if hinted else "",
-                ',"warned":true' if warned else ""])
-        return head, "}}" if last == decisions else f',"last_decision":{last}}}}}'
-
-    def _optional(self, workspace_hash: str | None) -> list[str]:
-        """The checkpoint's fields that a row leaves out at their default, in Checkpoint's order."""
-        run, out = self.run, []
-        if run.executor.observed:
-            out.append(f',"completed_scope":{_dumps(sorted(run.executor.observed))}')
-        if self._artifacts:
-            out.append(f',"artifact_sha256":{_dumps(self._artifacts)}')
-        if workspace_hash is not None:
-            if workspace_hash != self._ws_text[0]:  # a hash repeats while the workspace is unchanged
-                self._ws_text = (workspace_hash, f',"workspace_hash":{_dumps(workspace_hash)}')
-            out.append(self._ws_text[1])
-        if self._verification is not None:
-            out.append(f',"verification":{_dumps(self._verification)}')
-        if self._failure is not None:
-            out.append(f',"failure_root_cause":{_dumps(self._failure)}')
-        if pending := _pending(run):
-            if pending != self._pending_text[0]:
-                self._pending_text = (pending, f',"pending":{_dumps(pending)}')
-            out.append(self._pending_text[1])
-        if self._drop:
-            out.append(self._excluded_json)
-        if (source := self._rows.context_from) is not None:
-            out.append(f',"context_from":{_dumps(source)}')
-        return out
-
     def _observe(self, record: StepRecord) -> None:
         result, verdict = record.tool_result, record.verdict
         report = self._report
@@ -330,37 +272,3 @@ def _target(action: _Action, run: Run) -> str | None:
 def _with_ancestors(path: str) -> list[str]:
     parts = path.split("/")
     return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
-
-
-def _pending(run: Run) -> list[str]:
-    if run.state.terminal:
-        return []
-    items = []
-    if run.waiting is not None:
-        items.append(f"a human decision on {run.waiting.category} ({run.waiting.action_kind}) from step {run.waiting.step}")
-    if run.receipt is None:
-        items.append(f"an accepted {run.contract.verification.report.path}")
-    return items
-
-
-def _next_step_json(run: Run) -> str:
-    """``_dumps(_next_step(run))``; the usual text needs no escaping."""
-    if run.state.terminal or run.waiting is not None:
-        return _dumps(_next_step(run))
-    return f'"step {run.step_no + 1}: ask the proposer"'
-
-
-def _usage_text(usage: Usage) -> str:
-    """The checkpoint's ``usage``: the step record's text of it (a non-finite time as _dumps spells it)."""
-    if isfinite(usage.elapsed_s):
-        return _PIECES.usage(usage)
-    return _dumps({"decisions": usage.decisions, "tool_calls": usage.tool_calls, "tokens": usage.tokens,
-                   "elapsed_s": usage.elapsed_s})
-
-
-def _next_step(run: Run) -> str:
-    if run.state.terminal:
-        return f"none: {run.state.value}"
-    if run.waiting is not None:
-        return "approve() or reject(reason) the parked proposal"
-    return f"step {run.step_no + 1}: ask the proposer"

@@ -39,7 +39,7 @@ __all__ = [
 #    of holding the whole state again; nothing existing changes, so 1 and 2 open as they are.
 # 4: step records and checkpoints in a compacter form (fields at their default left out: see
 #    events.dump_step_row, checkpoint.Checkpoint) that an older harness-lab cannot read; rows of 1-3
-#    still read as they are. New files keep step rows in a rowid table (see sqlite._TABLES). Their
+#    still read as they are. New files keep step rows in a rowid table (see _sqlite_schema._TABLES). Their
 #    context change logs are of version 2 (context.changes: patches, unchanged parts left out).
 # 5: new files key step rows by one integer (run_no * 2**32 + step; runs gain run_no), so a step
 #    writes no separate (run_id, step) index page; rows are as in 4. Files of 2-4 keep their layout

@@ -1,0 +1,139 @@
+"""How a checkpoint row's text is spelled: the run's spec for its first row, and the pieces of the
+checkpoint JSON that :meth:`Checkpointer._write <harness_lab.checkpoint.Checkpointer>` joins each step.
+
+The text is of the row form (:data:`~harness_lab.checkpoint_record.ROW_FORM`, read back by
+:meth:`Checkpoint.from_row <harness_lab.checkpoint_record.Checkpoint.from_row>`): fields at their
+default, and what the row's columns and step record hold, are left out. The pieces that repeat from
+row to row (the gates, the workspace hash, the pending items) are kept as text and dumped again only
+when they change. :class:`_RowJson` is the Checkpointer's base class, so its methods cost the hot
+path no more than they did as the Checkpointer's own.
+"""
+
+from __future__ import annotations
+
+from math import isfinite
+from typing import TYPE_CHECKING, Any
+
+from ._context_rows import ContextRows, _dumps
+from .checkpoint_record import ROW_FORM
+from .events import _PIECES, Usage
+from .proposers.scripted import ScriptedProposer
+
+if TYPE_CHECKING:
+    from ._run_base import RunBase as Run
+
+__all__ = ["run_spec"]  # harness_lab.checkpoint re-exports it, and uses the private names
+
+_SEP = ',"'
+_ROW_HEAD = f'{{"kind":{_dumps(ROW_FORM)}'
+_KEPT = 64  # gates texts and checkpoint shapes remembered (a loop's take few forms)
+
+
+def run_spec(run: Run) -> dict[str, Any]:
+    """How to rebuild this run in another process (redacted before it is stored)."""
+    proposer: dict[str, Any] = {"kind": type(run.proposer).__name__}
+    if isinstance(run.proposer, ScriptedProposer):
+        proposer = {"kind": "scripted", "actions": list(run.proposer.actions), "then": run.proposer.then}
+    return {
+        "kind": "run_spec",
+        "scenario": run.scenario,
+        "contract": run.contract.model_dump(mode="json"),
+        "workspace": str(run.workspace),
+        "validation": run.validation,
+        "proposer": proposer,
+        "repair": run.repair.spec() if run.repair is not None else None,  # its state is in each row
+    }
+
+
+class _RowJson:
+    """The parts of the checkpoint text a :class:`~harness_lab.checkpoint.Checkpointer` keeps from row to
+    row; its ``__init__`` sets these attributes, its ``_observe`` and ``adopt`` the slow-moving fields."""
+
+    run: Run
+    _rows: ContextRows
+    _drop: tuple[str, ...]  # contract.memory.exclude's keys of the run state (not secret categories)
+    _excluded_json: str
+    _ws_text: tuple[str | None, str]  # (workspace hash, its text)
+    _pending_text: tuple[list[str] | None, str]  # (pending items, their text)
+    _gates_json: dict[tuple[object, ...], str]  # see _state_json
+    _artifacts: dict[str, str]
+    _verification: dict[str, Any] | None
+    _failure: str | None
+
+    def _state_json(self, state: dict[str, Any], decisions: int) -> tuple[str, str]:
+        """The row's ``run_state`` text in two parts. A loop's row holds only the gates, whose text is
+        kept by value (the recent fingerprints are JSON in JSON, escaped again); ``hinted`` and
+        ``warned`` are left out when false, ``last_decision`` when it is the usage's ``decisions``
+        (Checkpoint.from_row fills them in): the second part is what differs from row to row."""
+        gates = state.get("gates") if len(state) == 1 else None
+        if gates is None or type(last := gates["last_decision"]) is not int:
+            return _dumps(state), ""
+        hinted, warned = gates["hinted"], gates["warned"]
+        key = (*gates["recent"], hinted, warned)
+        head = self._gates_json.get(key)
+        if head is None:
+            if len(self._gates_json) >= _KEPT:
+                self._gates_json.clear()
+            head = self._gates_json[key] = "".join([
+                '{"gates":{"recent":', _dumps(gates["recent"]), ',"hinted":true' if hinted else "",
+                ',"warned":true' if warned else ""])
+        return head, "}}" if last == decisions else f',"last_decision":{last}}}}}'
+
+    def _optional(self, workspace_hash: str | None) -> list[str]:
+        """The checkpoint's fields that a row leaves out at their default, in Checkpoint's order."""
+        run, out = self.run, []
+        if run.executor.observed:
+            out.append(f',"completed_scope":{_dumps(sorted(run.executor.observed))}')
+        if self._artifacts:
+            out.append(f',"artifact_sha256":{_dumps(self._artifacts)}')
+        if workspace_hash is not None:
+            if workspace_hash != self._ws_text[0]:  # a hash repeats while the workspace is unchanged
+                self._ws_text = (workspace_hash, f',"workspace_hash":{_dumps(workspace_hash)}')
+            out.append(self._ws_text[1])
+        if self._verification is not None:
+            out.append(f',"verification":{_dumps(self._verification)}')
+        if self._failure is not None:
+            out.append(f',"failure_root_cause":{_dumps(self._failure)}')
+        if pending := _pending(run):
+            if pending != self._pending_text[0]:
+                self._pending_text = (pending, f',"pending":{_dumps(pending)}')
+            out.append(self._pending_text[1])
+        if self._drop:
+            out.append(self._excluded_json)
+        if (source := self._rows.context_from) is not None:
+            out.append(f',"context_from":{_dumps(source)}')
+        return out
+
+
+def _pending(run: Run) -> list[str]:
+    if run.state.terminal:
+        return []
+    items = []
+    if run.waiting is not None:
+        items.append(f"a human decision on {run.waiting.category} ({run.waiting.action_kind}) from step {run.waiting.step}")
+    if run.receipt is None:
+        items.append(f"an accepted {run.contract.verification.report.path}")
+    return items
+
+
+def _next_step_json(run: Run) -> str:
+    """``_dumps(_next_step(run))``; the usual text needs no escaping."""
+    if run.state.terminal or run.waiting is not None:
+        return _dumps(_next_step(run))
+    return f'"step {run.step_no + 1}: ask the proposer"'
+
+
+def _usage_text(usage: Usage) -> str:
+    """The checkpoint's ``usage``: the step record's text of it (a non-finite time as _dumps spells it)."""
+    if isfinite(usage.elapsed_s):
+        return _PIECES.usage(usage)
+    return _dumps({"decisions": usage.decisions, "tool_calls": usage.tool_calls, "tokens": usage.tokens,
+                   "elapsed_s": usage.elapsed_s})
+
+
+def _next_step(run: Run) -> str:
+    if run.state.terminal:
+        return f"none: {run.state.value}"
+    if run.waiting is not None:
+        return "approve() or reject(reason) the parked proposal"
+    return f"step {run.step_no + 1}: ask the proposer"

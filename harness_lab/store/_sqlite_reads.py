@@ -1,0 +1,134 @@
+"""The reading half of :class:`~harness_lab.store.SQLiteStore`: every query (runs, step rows and their
+history, blobs, the ledger's entries, heartbeats, reports), all that a ``read_only=True`` store uses.
+
+Step rows are read by one key range whatever the file's layout: ``id`` in a file of schema 5 or later
+(``run_no * SPAN + step``, see ``_sqlite_schema._TABLES``), ``(run_id, step)`` in an older one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError
+from ._sqlite_schema import SPAN
+from .base import EffectEntry, Heartbeat, HistoryEntry, RunInfo, StoredStep, _unknown_run
+
+__all__ = ["SQLiteReads"]
+
+_STEP_COLS = "run_id, step, at, record, checkpoint, context"
+_EFFECT_COLS = "SELECT key, run_id, step, tool, status, detail FROM effects"
+
+
+class SQLiteReads:
+    """The queries of a SQLite store; :class:`~harness_lab.store.SQLiteStore` opens the file and adds the writes."""
+
+    path: Path
+    _db: sqlite3.Connection
+    _lock: threading.Lock  # the heartbeat thread shares the connection
+    _keyed: bool  # step rows keyed by one integer (schema 5 or later)
+    _run_nos: dict[str, int]  # run id -> run_no, as read (a keyed file's step rows)
+
+    def _q(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+
+    # -- runs -----------------------------------------------------------------------------------
+    def has_run(self, run_id: str) -> bool:
+        return bool(self._q("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)))
+
+    def run_info(self, run_id: str) -> RunInfo:
+        rows = self._q("SELECT spec, created_at, status, status_reason FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise StoreError(f"{self.path}: " + _unknown_run(run_id, self.run_ids()))
+        spec, created, status, reason = rows[0]
+        return RunInfo(run_id, json.loads(spec), float(created), status, reason)
+
+    def run_ids(self) -> list[str]:
+        return [r[0] for r in self._q("SELECT run_id FROM runs ORDER BY run_id")]
+
+    # -- steps ----------------------------------------------------------------------------------
+    def _run_no(self, run_id: str) -> int | None:
+        run_no = self._run_nos.get(run_id)
+        if run_no is None:
+            rows = self._q("SELECT run_no FROM runs WHERE run_id = ?", (run_id,))
+            if not rows:
+                return None
+            run_no = self._run_nos[run_id] = int(rows[0][0])
+        return run_no
+
+    def _range(self, cols: str, run_id: str, start: int, end: int, *, last: bool = False) -> list[Any]:
+        """``cols`` of the run's rows ``start..end`` by step (only the last of them with ``last``)."""
+        order = " DESC LIMIT 1" if last else ""
+        if not self._keyed:
+            return self._q(f"SELECT {cols} FROM steps WHERE run_id = ? AND step >= ? AND step <= ? ORDER BY step{order}",
+                           (run_id, start, end))
+        run_no, start, end = self._run_no(run_id), max(start, 0), min(end, SPAN - 1)
+        if run_no is None or start > end:
+            return []
+        return self._q(f"SELECT {cols} FROM steps WHERE id >= ? AND id <= ? ORDER BY id{order}",
+                       (run_no * SPAN + start, run_no * SPAN + end))
+
+    def blob(self, sha256: str) -> str | None:
+        rows = self._q("SELECT text FROM blobs WHERE sha256 = ?", (sha256,))
+        return str(rows[0][0]) if rows else None
+
+    def contexts(self, run_id: str, start: int, end: int) -> list[tuple[int, str | None]]:
+        rows = self._range("step, context", run_id, start, end)
+        if not rows:
+            self.run_info(run_id)
+        return [(int(n), c) for n, c in rows]
+
+    def history(self, run_id: str) -> list[HistoryEntry]:
+        self.run_info(run_id)
+        return [HistoryEntry(run_id, n, at) for n, at in self._range("step, at", run_id, -(2**62), 2**62)]
+
+    def last_step(self, run_id: str) -> StoredStep | None:
+        rows = self._range(_STEP_COLS, run_id, -(2**62), 2**62, last=True)
+        return StoredStep(*rows[0]) if rows else None
+
+    def step(self, run_id: str, step: int) -> StoredStep:
+        rows = self._range(_STEP_COLS, run_id, step, step)
+        if not rows:
+            self.run_info(run_id)
+            raise StoreError(f"{self.path}: run {run_id!r} has no step {step}")
+        return StoredStep(*rows[0])
+
+    def steps(self, run_id: str, start: int = 1, end: int | None = None) -> list[StoredStep]:
+        self.run_info(run_id)
+        return [StoredStep(*r) for r in self._range(_STEP_COLS, run_id, start, end if end is not None else 2**62)]
+
+    # -- the side-effect ledger -------------------------------------------------------------------
+    def effect(self, key: str) -> EffectEntry | None:
+        rows = self._q(f"{_EFFECT_COLS} WHERE key = ?", (key,))
+        return _effect(rows[0]) if rows else None
+
+    def effects(self, run_id: str, step: int | None = None) -> list[EffectEntry]:
+        cols = f"{_EFFECT_COLS} WHERE run_id = ?"
+        rows = (self._q(f"{cols} ORDER BY step", (run_id,)) if step is None
+                else self._q(f"{cols} AND step = ? ORDER BY rowid", (run_id, step)))  # effects_by_step index
+        return [_effect(r) for r in rows]
+
+    # -- liveness and reports ---------------------------------------------------------------------
+    def last_beat(self, run_id: str) -> Heartbeat | None:
+        rows = self._q("SELECT run_id, at, step, progress_at, pid, doing FROM heartbeats WHERE run_id = ?", (run_id,))
+        return Heartbeat(*rows[0]) if rows else None
+
+    def reports(self, run_id: str) -> list[str]:
+        self.run_info(run_id)
+        return [r[0] for r in self._q("SELECT text FROM reports WHERE run_id = ? ORDER BY rowid", (run_id,))]
+
+    def integrity_check(self) -> str:
+        """``PRAGMA integrity_check``: ``"ok"`` or the problems SQLite found."""
+        return "; ".join(str(r[0]) for r in self._q("PRAGMA integrity_check"))
+
+
+def _effect(row: tuple[Any, ...]) -> EffectEntry:
+    key, run_id, step, tool, status, detail = row
+    return EffectEntry(key, run_id, int(step), tool, status, json.loads(detail))

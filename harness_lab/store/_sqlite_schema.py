@@ -1,0 +1,112 @@
+"""Opening a :class:`~harness_lab.store.SQLiteStore` file: its tables, the checks and migrations on open,
+and the URI that opens it read-only.
+
+A new file gets ``_TABLES`` and ``schema_version``; an existing one must be a harness-lab store of
+schema ``SCHEMA_VERSION`` or older (see :mod:`harness_lab.store.base` for what each version added), and
+an older one is marked current on open (schema 1 also gains the ``blobs`` table; nothing existing is
+rewritten). A file that is not one is refused and left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError
+from .base import SCHEMA_VERSION
+
+__all__ = ["SPAN", "check_or_create", "connect", "read_only_uri"]
+
+_APP = "harness-lab"
+_BLOBS = "CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID"
+_TABLES = (
+    "CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL)",
+    # run_no: a run's number in this file, for the step rows' key (see steps).
+    "CREATE TABLE runs (run_no INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE, spec TEXT NOT NULL,"
+    " created_at REAL NOT NULL, status TEXT NOT NULL DEFAULT 'active', status_reason TEXT NOT NULL DEFAULT '')",
+    # Keyed by id = run_no * 2**32 + step, the rowid: one b-tree, so a step writes one leaf page (and
+    # its parent when the leaf fills) through the write-ahead log, not also a (run_id, step) index's
+    # page (~10 us of a no-op step). A rowid table keeps a row of up to ~4 KB in its leaf page.
+    # Files made before keep their (run_id, step) key, WITHOUT ROWID or not (see SQLiteReads._range).
+    "CREATE TABLE steps (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL, at REAL NOT NULL,"
+    " record TEXT NOT NULL, checkpoint TEXT NOT NULL, context TEXT)",
+    "CREATE TABLE effects (key TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL,"
+    " tool TEXT NOT NULL, status TEXT NOT NULL, detail TEXT NOT NULL)",
+    "CREATE INDEX effects_by_step ON effects (run_id, step, status)",
+    "CREATE TABLE heartbeats (run_id TEXT PRIMARY KEY, at REAL NOT NULL, step INTEGER NOT NULL,"
+    " progress_at REAL NOT NULL, pid INTEGER NOT NULL, doing TEXT NOT NULL)",
+    "CREATE TABLE reports (run_id TEXT NOT NULL, at REAL NOT NULL, text TEXT NOT NULL)",
+    _BLOBS,
+)
+SPAN = 2**32  # steps per run in a keyed file (id = run_no * SPAN + step)
+
+_Tx = Callable[[list[tuple[str, tuple[Any, ...]]]], int]
+
+
+def connect(path: Path, *, create: bool, read_only: bool) -> sqlite3.Connection:
+    """The connection a store uses (autocommit; shared with its heartbeat thread), after checking the
+    path: with ``create=False`` or ``read_only`` a missing file is an error, never a new empty database."""
+    if not path.exists():
+        if not create or read_only:
+            raise StoreError(f"{path}: no such checkpoint database")
+        if not path.parent.is_dir():
+            raise StoreError(f"{path}: directory {path.parent} does not exist")
+    elif not path.is_file():
+        raise StoreError(f"{path}: not a regular file")
+    try:
+        return sqlite3.connect(read_only_uri(path) if read_only else path, isolation_level=None,
+                               check_same_thread=False, timeout=10.0, uri=read_only)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: cannot open: {exc}") from exc
+
+
+def check_or_create(db: sqlite3.Connection, path: Path, *, read_only: bool, tx: _Tx) -> None:
+    """Create the tables in an empty file, or check (and migrate, through the store's ``tx``) an existing one."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables and read_only:
+        raise StoreError(f"{path}: an empty database, not a harness-lab checkpoint database")
+    if not tables:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for sql in _TABLES:
+                db.execute(sql)
+            db.execute("INSERT INTO schema_version (app, version) VALUES (?, ?)", (_APP, SCHEMA_VERSION))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return
+    if "schema_version" not in tables:
+        raise StoreError(f"{path}: a SQLite database of another application "
+                         f"(tables: {', '.join(sorted(tables))}); refusing to touch it")
+    row = db.execute("SELECT app, version FROM schema_version").fetchone()
+    if row is None or row[0] != _APP:
+        raise StoreError(f"{path}: schema_version names {row[0] if row else 'nothing'!r}, "
+                         f"not {_APP!r}; refusing to touch it")
+    if int(row[1]) > SCHEMA_VERSION:
+        raise StoreError(f"{path}: written by a newer harness-lab (schema {row[1]} > {SCHEMA_VERSION}); "
+                         "upgrade harness-lab to read it")
+    if read_only:
+        pass  # read as it is: schemas 2-5 differ only in newer rows' forms; schema 1 has no blobs to read
+    elif int(row[1]) == 1:  # schema 1 -> 2: only a new table; existing rows stay as they are
+        tx([(_BLOBS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
+    elif int(row[1]) in (2, 3, 4, 5):  # -> 4, 6: only newer rows' forms change; -> 5: only new files' layout
+        tx([("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
+    elif int(row[1]) < SCHEMA_VERSION:
+        raise StoreError(f"{path}: schema {row[1]} is older than {SCHEMA_VERSION} and has no migration")
+    check = db.execute("PRAGMA quick_check").fetchone()
+    if check is None or check[0] != "ok":
+        raise StoreError(f"{path}: database is corrupt (quick_check: {check[0] if check else '?'})")
+
+
+def read_only_uri(path: Path) -> str:
+    """The URI that opens ``path`` read-only: ``immutable`` too when no log can be read or made beside it
+    (a read-only folder and no ``-wal``: a reader would need to create ``-shm``, so SQLite refuses)."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    side = path.parent
+    if not os.access(side, os.W_OK) and not path.with_name(path.name + "-wal").exists():
+        uri += "&immutable=1"
+    return uri
