@@ -72,7 +72,12 @@ class Sandbox:
         if snap == self.root or snap.startswith(self.root.rstrip("/") + "/"):
             self.close()
             raise SandboxEnvironmentError("snapshot_dir must lie outside the workspace the model can write")
-        self._store = SnapshotStore(snap)
+        try:
+            self._store = SnapshotStore(snap)
+        except BaseException:
+            self.close()
+            raise
+        self._store_finalizer = weakref.finalize(self, SnapshotStore.close, self._store)
         self._scanner = Scanner(self._boundary.root_fd, self._store.blobs,
                                 journal=self.policy.change_tracking == "auto")
         self._journal_finalizer = weakref.finalize(self, Scanner.close, self._scanner)
@@ -106,9 +111,11 @@ class Sandbox:
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the root directory descriptor and the journal (also done when collected)."""
+        """Release the root directory descriptor, the journal and the snapshot_dir (also done when collected)."""
         if hasattr(self, "_journal_finalizer"):
             self._journal_finalizer()
+        if hasattr(self, "_store_finalizer"):
+            self._store_finalizer()
         self._finalizer()
 
     def __enter__(self) -> Sandbox:
