@@ -8,6 +8,7 @@ tool call returns a :class:`~harness_lab.tools.ToolResult`. Modules:
 * :mod:`.fileops`   read_file / write_file / list_dir / delete_file
 * :mod:`.command`   run_command: namespaces, rlimits, uid drop, timeout, output cap
 * :mod:`.process`   collecting output, ending the child and everything it started
+* :mod:`._reaper`   without a pid namespace: the command's parent, which kills what it leaves behind
 * :mod:`.scan`      manifests with a stat cache (full walk, or only what was written since)
 * :mod:`.journal`   the change journal (inotify): which paths anyone wrote, so scans skip the rest
 * :mod:`.mhash`     the workspace hash, updated by what changed

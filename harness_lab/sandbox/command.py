@@ -34,8 +34,8 @@ deadline. Every child starts a new session; the wrapper's children are killed fi
 process group gets SIGKILL, and with a pid namespace the kernel kills everything left in it when
 its init dies, so nothing outlives the call. The wrapper gets SIGKILL when this process dies (the
 parent-death signal, kept across the uid drop), so a killed harness leaves no command running
-without a deadline. Without a pid namespace a process that calls setsid() escapes the group kill
-(and the children of the command outlive a killed harness); ``missing`` says so. The environment
+without a deadline. Without a pid namespace the wrapper is :mod:`._reaper`, a child subreaper that
+kills everything beneath it (setsid() or not) when the command ends or the harness dies. The environment
 is rebuilt from scratch (PATH, HOME, TMPDIR, LANG): no variable of the parent, hence no secret,
 reaches the child.
 """
@@ -92,6 +92,7 @@ _MOUNT_PY = (
     "os.execvp(argv[0],argv)\n"
 )
 _SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+_REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -136,7 +137,7 @@ def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
             missing.append("unshare cannot create network/pid/IPC/mount namespaces (needs root or user namespaces)")
     if kind == "none":
         missing.append("no network namespace: commands share the host network")
-        missing.append("no pid namespace: a process that calls setsid() can outlive its command")
+        missing.append("no pid namespace: commands see (and, as the same uid, can signal) host processes")
     if euid != 0:
         missing.append("not root: cannot drop to a dedicated uid; RLIMIT_NPROC counts all of this user's processes")
     info: dict[str, Any] = {
@@ -211,7 +212,7 @@ def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only
         return [iso["unshare"], *net, "--pid", "--ipc", "--mount-proc", "--fork", "--kill-child",
                 "--propagation", "private", "--", sys.executable, "-I", "-S", "-c", _MOUNT_PY, ws,
                 ",".join(hidden), str(scratch), *inner]
-    return inner
+    return [sys.executable, "-I", "-S", _REAPER, str(os.getpid()), *inner]  # no pid namespace: see _reaper.py
 
 
 @functools.lru_cache(maxsize=1)  # loaded in the parent: the child between fork and exec only calls it

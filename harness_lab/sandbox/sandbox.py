@@ -30,17 +30,12 @@ from typing import Any
 
 from harness_lab.errors import SandboxEnvironmentError
 from harness_lab.sandbox import fileops
+from harness_lab.sandbox._snapshot_ops import SnapshotOps
 from harness_lab.sandbox.boundary import Boundary, Refusal
 from harness_lab.sandbox.command import detect_isolation, run_command, sandbox_uid
 from harness_lab.sandbox.policy import TOOLS, SandboxPolicy
-from harness_lab.sandbox.restore import apply_manifest
 from harness_lab.sandbox.scan import Manifest, Scanner
-from harness_lab.sandbox.snapshots import (
-    SnapshotDiff,
-    SnapshotInfo,
-    SnapshotStore,
-    diff_manifests,
-)
+from harness_lab.sandbox.snapshots import SnapshotInfo, SnapshotStore
 from harness_lab.tools import ToolResult
 
 __all__ = ["Sandbox"]
@@ -56,8 +51,8 @@ _ARGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {  # tool -> (required
 }
 
 
-class Sandbox:
-    """A workspace root plus a stated policy; see the module docstring."""
+class Sandbox(SnapshotOps):
+    """A workspace root plus a stated policy; see the module docstring (snapshots: :mod:`._snapshot_ops`)."""
 
     def __init__(self, root: str | os.PathLike[str], policy: SandboxPolicy | None = None,
                  snapshot_dir: str | os.PathLike[str] | None = None,
@@ -72,7 +67,12 @@ class Sandbox:
         if snap == self.root or snap.startswith(self.root.rstrip("/") + "/"):
             self.close()
             raise SandboxEnvironmentError("snapshot_dir must lie outside the workspace the model can write")
-        self._store = SnapshotStore(snap)
+        try:
+            self._store = SnapshotStore(snap)
+        except BaseException:
+            self.close()
+            raise
+        self._store_finalizer = weakref.finalize(self, SnapshotStore.close, self._store)
         self._scanner = Scanner(self._boundary.root_fd, self._store.blobs,
                                 journal=self.policy.change_tracking == "auto")
         self._journal_finalizer = weakref.finalize(self, Scanner.close, self._scanner)
@@ -106,9 +106,11 @@ class Sandbox:
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the root directory descriptor and the journal (also done when collected)."""
+        """Release the root directory descriptor, the journal and the snapshot_dir (also done when collected)."""
         if hasattr(self, "_journal_finalizer"):
             self._journal_finalizer()
+        if hasattr(self, "_store_finalizer"):
+            self._store_finalizer()
         self._finalizer()
 
     def __enter__(self) -> Sandbox:
@@ -212,9 +214,6 @@ class Sandbox:
                              read_only=read_only, uid=self._uid)
         return _with_snapshot(result, auto)
 
-    def _owner(self) -> tuple[int, int] | None:
-        return (self._uid, self._uid) if self._uid is not None else None
-
     def _auto_snapshot(self, trigger: str, take_ownership: bool = False) -> SnapshotInfo | ToolResult:
         tool = trigger.split()[1]
         # Before a command the walk also hands the tree to the sandbox uid, so files that appeared
@@ -230,89 +229,6 @@ class Sandbox:
                                       retryable=True)
         self.last_auto_snapshot = info
         return info
-
-    # -- snapshots -------------------------------------------------------------------------
-    def _take(self, label: str, trigger: str | None, owner: tuple[int, int] | None = None,
-              full: bool = False) -> SnapshotInfo:
-        entries = self._scanner.scan(owner, full=full)
-        state = self._state_provider() if self._state_provider is not None else None
-        try:
-            return self._store.save(entries, label, trigger, state, self._scanner.hashed_last,
-                                    self._scanner.take_changes())
-        except BaseException:
-            self._scanner.lose_changes()
-            raise
-
-    def snapshot(self, label: str = "manual", *, rescan: bool = False) -> SnapshotInfo:
-        """Take a snapshot of the workspace (and the run state) now.
-
-        Looks only at the paths written since the last scan (by the sandbox's tools and, with the
-        change journal, by anyone); walks the tree in full (stat cache: only changed files are
-        read) on the first snapshot, after every ``run_command`` and when ``rescan`` is true.
-        Without a journal, pass ``rescan=True`` when something outside the sandbox may have
-        written to the workspace.
-        """
-        return self._take(label, None, full=rescan)
-
-    def snapshots(self) -> list[SnapshotInfo]:
-        """All snapshots of this store, oldest first."""
-        return self._store.infos()
-
-    def _entries(self, snap_id: str) -> Manifest:
-        if self._store.info(snap_id) is None:
-            raise KeyError(f"unknown snapshot {snap_id!r}; known: {[i.id for i in self._store.infos()]}")
-        return self._store.entries(snap_id)
-
-    def diff(self, a_id: str, b_id: str) -> SnapshotDiff:
-        """Paths added, removed and changed from snapshot ``a_id`` to ``b_id``."""
-        return diff_manifests(a_id, self._entries(a_id), b_id, self._entries(b_id))
-
-    def rollback(self, snapshot_id: str) -> SnapshotInfo:
-        """Restore the workspace to ``snapshot_id`` byte for byte; the caller restores ``run_state``."""
-        target = self._entries(snapshot_id)
-        apply_manifest(self._boundary.root_fd, self._scanner, self._store.blobs, target, self._owner(),
-                       since=self._store.changed_since(snapshot_id))
-        info = self._store.info(snapshot_id)
-        assert info is not None
-        return info
-
-    def materialize(self, snapshot_id: str, dest: str | os.PathLike[str]) -> SnapshotInfo:
-        """Write snapshot ``snapshot_id`` into ``dest`` (new or empty), e.g. to fork a run from it.
-
-        The returned info carries the snapshot's ``run_state`` for the forked run; this sandbox's
-        workspace is not touched.
-        """
-        target = self._entries(snapshot_id)
-        path = os.fspath(dest)
-        real = os.path.realpath(path)
-        if real == self.root or real.startswith(self.root.rstrip("/") + "/"):
-            raise SandboxEnvironmentError("cannot materialize a snapshot inside the workspace it came from")
-        os.makedirs(path, exist_ok=True)
-        if os.listdir(path):
-            raise SandboxEnvironmentError(f"cannot materialize into {path!r}: it is not empty")
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            apply_manifest(fd, Scanner(fd, self._store.blobs), self._store.blobs, target, None)
-        finally:
-            os.close(fd)
-        info = self._store.info(snapshot_id)
-        assert info is not None
-        return info
-
-    def adopt_blobs(self, source: Sandbox, snapshot_id: str | None = None) -> int:
-        """Share the stored contents of ``source``'s files (its current manifest, or snapshot
-        ``snapshot_id``) with this sandbox's snapshot store, e.g. after copying its workspace here
-        for a fork. The next scan still reads and hashes every file here (nothing is taken on
-        trust); a file whose hash is among these is just not stored a second time. Returns how
-        many blobs are shared; stops at the first one that cannot be linked."""
-        entries = source.manifest() if snapshot_id is None else source._entries(snapshot_id)
-        mine, theirs = self._store.blobs, source._store.blobs
-        shared = 0
-        for digest in {e[1] for e in entries.values() if e[0] == "f"}:
-            if not mine.adopt(digest, theirs):
-                break
-            shared += 1
-        return shared
 
     def read_bytes(self, path: str) -> bytes | None:
         """The bytes of a regular file in the workspace, resolved like the file tools (no link in any

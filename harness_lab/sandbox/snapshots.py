@@ -7,11 +7,13 @@ Layout of a snapshot directory (kept outside the workspace, so the model cannot 
                                   against its parent (``base``, ``set``, ``drop``)
 
 Deltas keep the cost of a snapshot proportional to what changed, not to the size of the tree; a
-full table is written every ``_FULL_EVERY`` snapshots so no chain gets long.
+full table is written every ``_FULL_EVERY`` snapshots so no chain gets long. One live store at
+a time uses a directory (it holds a flock on it; see ``_claim``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -71,8 +73,51 @@ def diff_manifests(a_id: str, a: Manifest, b_id: str, b: Manifest) -> SnapshotDi
     return SnapshotDiff(a=a_id, b=b_id, added=tuple(added), removed=tuple(removed), changed=tuple(changed))
 
 
+def _claim(directory: str) -> int:
+    """Lock ``directory`` for one store; a clear error when another live store holds it.
+
+    Two live stores in one directory would number from the same ``snap-0001`` and overwrite each
+    other's manifests, so a rollback could restore the other workspace's files. Refusing the
+    second (rather than interleaving ids) is what a user expects: ``snapshots()`` and ``diff`` of
+    one sandbox would otherwise list the other's snapshots of another tree. Reopening a directory
+    whose sandbox is gone stays allowed (a store persists). flock on the directory itself, not a
+    pid file: the kernel drops the lock when its holder closes it or dies (nothing stale after a
+    killed harness), and nothing is written until the first snapshot.
+    """
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SandboxEnvironmentError(f"snapshot_dir {directory!r} cannot be opened: {exc.strerror}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = _holder(fd)
+        os.close(fd)
+        if isinstance(exc, BlockingIOError):
+            raise SandboxEnvironmentError(
+                f"snapshot_dir {directory!r} is in use by another live sandbox (process {holder}); "
+                "give each sandbox its own snapshot_dir") from None
+        raise SandboxEnvironmentError(f"snapshot_dir {directory!r} cannot be locked: {exc.strerror}") from exc
+    return fd
+
+
+def _holder(fd: int) -> str:
+    """The pid holding the flock on ``fd``'s inode, from /proc/locks (only for the error message)."""
+    st = os.fstat(fd)
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                f = line.split()
+                if len(f) > 5 and f[1] == "FLOCK" and f[5] == key:
+                    return f[4]
+    except OSError:
+        pass
+    return "unknown"
+
+
 class SnapshotStore:
-    """Manifests and blobs of one workspace's snapshots."""
+    """Manifests and blobs of one workspace's snapshots; holds its directory's lock until closed."""
 
     def __init__(self, directory: str) -> None:
         self.directory = os.path.abspath(directory)
@@ -80,6 +125,7 @@ class SnapshotStore:
         self._mdir = os.path.join(self.directory, "manifests")  # made by the first save
         if not os.path.isdir(self.directory):  # usually made already (mkdtemp): a stat, not a failing mkdir
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        self._lock_fd: int | None = _claim(self.directory)
         self._infos: dict[str, SnapshotInfo] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self._cache: OrderedDict[str, Manifest] = OrderedDict()
@@ -93,9 +139,19 @@ class SnapshotStore:
             names = sorted(os.listdir(self._mdir))
         except FileNotFoundError:
             names = []  # nothing saved here yet
-        for name in names:
-            if name.endswith(".json"):
-                self._load_meta(name[:-5])
+        try:
+            for name in names:
+                if name.endswith(".json"):
+                    self._load_meta(name[:-5])
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the directory for another store (also when this process dies)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _load_meta(self, snap_id: str) -> dict[str, Any]:
         if snap_id not in self._meta:

@@ -38,8 +38,14 @@ def _live_with_marker(marker: str) -> list[int]:
     return found
 
 
+# The marker sleep as the command itself, and as a grandchild in a session of its own (setsid):
+# without a pid namespace only a reaper that outlives the command's own process can find it.
+_SHAPES = {"itself": "exec sleep {m}", "in a new session": "setsid sleep {m} & wait"}
+
+
+@pytest.mark.parametrize("shape", list(_SHAPES))
 @pytest.mark.parametrize("iso", ["bwrap", "unshare", "none"])
-def test_a_command_dies_with_the_harness_that_started_it(iso: str, tmp_path: Path) -> None:
+def test_a_command_dies_with_the_harness_that_started_it(iso: str, shape: str, tmp_path: Path) -> None:
     # The timeout is enforced by the harness process: if it is killed (OOM killer, a notebook
     # kernel restart), a command left behind runs on with no deadline at all.
     isolation_or_skip("auto" if iso == "none" else iso)
@@ -51,7 +57,7 @@ def test_a_command_dies_with_the_harness_that_started_it(iso: str, tmp_path: Pat
         from harness_lab.sandbox import Sandbox, SandboxPolicy
         sb = Sandbox({str(ws)!r}, SandboxPolicy(isolation={iso!r}), snapshot_dir={str(tmp_path / "snaps")!r})
         print("started", flush=True)
-        sb.call("run_command", argv=["sleep", {marker!r}])
+        sb.call("run_command", argv=["sh", "-c", {_SHAPES[shape].format(m=marker)!r}])
     """)
     proc = subprocess.Popen([sys.executable, "-c", harness], stdout=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(Path(harness_lab.__file__).parents[1])})
@@ -75,6 +81,25 @@ def test_a_command_dies_with_the_harness_that_started_it(iso: str, tmp_path: Pat
     for pid in left:  # only what this test started, by id
         os.kill(pid, signal.SIGKILL)
     assert left == [], f"the command outlived its harness under {iso}"
+
+
+@pytest.mark.parametrize("iso", ["bwrap", "unshare", "none"])
+def test_nothing_a_command_started_outlives_the_call(iso: str, tmp_path: Path, make_sandbox: Any) -> None:
+    # A process in a session of its own escapes the process group kill; it must not escape the call.
+    isolation_or_skip("auto" if iso == "none" else iso)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    marker = f"{1000 + uuid.uuid4().int % 1000}.75"
+    sb: Sandbox = make_sandbox(ws, isolation=iso)
+    result = sb.call("run_command", argv=["sh", "-c", f"setsid sleep {marker} >/dev/null 2>&1 & echo started"])
+    assert result.ok and result.content == "started\n", result
+    deadline = time.monotonic() + 2
+    while _live_with_marker(marker) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    left = _live_with_marker(marker)
+    for pid in left:  # only what this test started, by id
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], f"a process the command started outlived the call under {iso}"
 
 
 @pytest.mark.parametrize("iso", ["bwrap", "unshare"])

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 import pytest
 from sbhelpers import SECRET, isolation_or_skip, journal_or_skip
 
+import harness_lab
 from harness_lab.errors import SandboxEnvironmentError
 from harness_lab.sandbox import Sandbox, SandboxPolicy, SnapshotInfo
 
@@ -247,6 +250,45 @@ def test_snapshots_persist_and_chains_resolve(ws: Path, tmp_path: Path) -> None:
         again.rollback(ids[37])
         assert (ws / "counter.txt").read_text() == "37"
         assert again.snapshot().created_seq == 41
+
+
+def test_two_live_sandboxes_cannot_share_a_snapshot_dir(ws: Path, tmp_path: Path) -> None:
+    # Both would number from the same snap-0001 and overwrite each other's manifests: a rollback
+    # would then restore the other workspace's files. The second one is refused; once the first
+    # is closed the store (and its snapshots) can be opened again.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "docs").mkdir()
+    (other / "docs" / "a.txt").write_text("the other workspace\n")
+    snaps = tmp_path / "shared"
+    with Sandbox(ws, snapshot_dir=snaps) as first:
+        mine = first.snapshot("mine")
+        with pytest.raises(SandboxEnvironmentError, match=r"snapshot_dir .* is in use by another live sandbox"):
+            Sandbox(other, snapshot_dir=snaps)
+        (ws / "docs" / "a.txt").write_text("changed\n")
+        first.rollback(mine.id)
+        assert (ws / "docs" / "a.txt").read_text() == "alpha\n"
+    with Sandbox(ws, snapshot_dir=snaps) as later:
+        assert [i.id for i in later.snapshots()] == [mine.id]
+
+
+def test_a_killed_process_leaves_its_snapshot_dir_free(ws: Path, tmp_path: Path) -> None:
+    snaps = tmp_path / "shared"
+    holder = ("import sys, time\nfrom harness_lab.sandbox import Sandbox\n"
+              f"sb = Sandbox({str(ws)!r}, snapshot_dir={str(snaps)!r})\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(Path(harness_lab.__file__).parents[1])})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        with pytest.raises(SandboxEnvironmentError, match=f"in use by another live sandbox .process {proc.pid}"):
+            Sandbox(ws, snapshot_dir=snaps)
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+    with Sandbox(ws, snapshot_dir=snaps) as after:  # the kernel dropped the dead process's lock
+        assert after.snapshot().id == "snap-0001"
 
 
 def test_snapshot_store_must_be_outside_workspace(ws: Path) -> None:

@@ -1,0 +1,170 @@
+"""The walk beneath :class:`~harness_lab.sandbox.scan.Scanner`: directory entries into manifest
+entries, hashing a file only when its stat key says it may have changed (a stat cache).
+
+The walk opens every directory with O_NOFOLLOW relative to its parent's descriptor, so a symlink
+swapped in during the walk cannot lead it outside. A file is hashed again when its stat key
+(size, mtime_ns, ctime_ns, inode, device) changed, when a sandbox tool wrote it since the last
+scan, or when its timestamps were too close to the moment it was last hashed to prove it was not
+modified again within the same clock tick (git's "racily clean" problem). ``Scanner`` inherits
+this and owns the state declared here (read :mod:`harness_lab.sandbox.scan` first).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+from harness_lab.sandbox._dirs import DIR_FLAGS as _DIR_FLAGS
+from harness_lab.sandbox._dirs import open_dirs as _open_dirs
+from harness_lab.sandbox._dirs import take_ownership as _take_ownership
+from harness_lab.sandbox.blobs import BlobStore
+from harness_lab.sandbox.journal import Journal
+
+__all__ = ["Entry", "Manifest", "TreeWalk"]
+
+Entry = tuple[str, str, int]
+Manifest = dict[str, Entry]
+_StatKey = tuple[int, int, int, int, int]
+
+_RACY_NS = 50_000_000  # timestamps come from a coarse clock (one jiffy); 50 ms is well above it
+
+
+def _key(st: os.stat_result) -> _StatKey:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+class TreeWalk:
+    """Reading entries and whole subtrees into a manifest; the stat cache of file hashes."""
+
+    root_fd: int
+    blobs: BlobStore
+    hashed_last: int
+    _cache: dict[str, tuple[_StatKey, str]]
+    _dirty: set[str]
+    _fresh: set[str]
+    _journal: Journal | None
+
+    def _remember(self, path: str, st: os.stat_result, digest: str, hashed_at: int) -> None:
+        if hashed_at - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
+            self._cache[path] = (_key(st), digest)
+        else:
+            self._cache.pop(path, None)  # racily clean: prove it again next time
+
+    def _refresh(self, rel: str, manifest: Manifest, walked: set[str], changed: set[str]) -> None:
+        changed.add(rel)
+        old = manifest.pop(rel, None)
+        if rel in self._fresh and old is not None and old[0] == "d":
+            # Removed and made again (or another directory moved in): nothing beneath is known.
+            for p in [p for p in manifest if p.startswith(rel + "/")]:
+                del manifest[p]
+                changed.add(p)
+            old = None
+        entry = self._lookup(rel, manifest, walked, old, changed)
+        if entry is not None:
+            manifest[rel] = entry
+        if old is not None and old[0] == "d" and (entry is None or entry[0] != "d"):
+            for p in [p for p in manifest if p.startswith(rel + "/")]:
+                del manifest[p]  # a directory that is gone (or replaced) takes its entries along
+                changed.add(p)
+
+    def _lookup(self, rel: str, manifest: Manifest, walked: set[str], old: Entry | None,
+                changed: set[str]) -> Entry | None:
+        *dirs, name = rel.split("/")
+        try:
+            dfd = _open_dirs(self.root_fd, dirs)
+        except OSError:
+            return None  # the parent is gone or is no longer a directory: so is the entry
+        try:
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            entry = self._entry(dfd, name, rel, st)
+            if entry is not None and entry[0] == "d" and (old is None or old[0] != "d"):
+                walked.add(rel)  # a directory new to us: walk it (tools made it, so it is small)
+                stack = [(os.open(name, _DIR_FLAGS, dir_fd=dfd), rel + "/")]
+                found: Manifest = {}
+                while stack:
+                    cfd, prefix = stack.pop()
+                    try:
+                        self._scan_dir(cfd, prefix, found, stack, None)
+                    finally:
+                        os.close(cfd)
+                manifest.update(found)
+                changed.update(found)
+            return entry
+        finally:
+            os.close(dfd)
+
+    def _entry(self, dfd: int, name: str, rel: str, st: os.stat_result) -> Entry | None:
+        mode = st.st_mode
+        if stat.S_ISDIR(mode):
+            return ("d", "", stat.S_IMODE(mode) & 0o777)
+        if stat.S_ISLNK(mode):
+            try:
+                return ("l", os.readlink(name, dir_fd=dfd), 0)
+            except OSError:
+                return None
+        if stat.S_ISREG(mode):
+            digest = self._digest(dfd, name, rel, st)
+            return None if digest is None else ("f", digest, stat.S_IMODE(mode) & 0o777)
+        return ("s", "", 0)
+
+    def _scan_dir(self, dfd: int, prefix: str, out: Manifest, stack: list[tuple[int, str]],
+                  owner: tuple[int, int] | None) -> None:
+        # The hot loop of every full walk: a cached regular file costs one fstatat and a tuple compare.
+        cache, dirty, s_isreg, journal = self._cache, self._dirty, stat.S_ISREG, self._journal
+        if journal is not None:
+            journal.watch_dir(dfd, prefix[:-1])  # before listing: what is written after is reported
+        with os.scandir(dfd) as it:
+            entries = list(it)
+        for dirent in entries:
+            name = dirent.name
+            rel = prefix + name
+            try:
+                st = dirent.stat(follow_symlinks=False)
+                if owner is not None and st.st_uid != owner[0]:
+                    st = _take_ownership(dfd, name, st, owner)
+            except FileNotFoundError:
+                continue
+            mode = st.st_mode
+            if s_isreg(mode):
+                hit = cache.get(rel)
+                if (hit is not None and rel not in dirty
+                        and hit[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)):
+                    out[rel] = ("f", hit[1], mode & 0o777)
+                    if journal is not None and not journal.is_watched(rel):
+                        journal.watch_file(dfd, name, rel)
+                    continue
+            entry = self._entry(dfd, name, rel, st)
+            if entry is None:
+                continue
+            out[rel] = entry
+            if entry[0] == "d":
+                try:
+                    stack.append((os.open(name, _DIR_FLAGS, dir_fd=dfd), rel + "/"))
+                except OSError:
+                    continue  # swapped for something else mid-walk; the entry stays listed
+
+    def _digest(self, dfd: int, name: str, rel: str, st: os.stat_result) -> str | None:
+        cached = self._cache.get(rel)
+        if cached is not None and cached[0] == _key(st) and rel not in self._dirty:
+            return cached[1]
+        if self._journal is not None:
+            self._journal.watch_file(dfd, name, rel)  # before reading: a later write is reported
+        hashed_at = time.time_ns()
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError:
+            return None
+        try:
+            st2 = os.fstat(fd)
+            if not stat.S_ISREG(st2.st_mode):
+                return None
+            digest = self.blobs.put_fd(fd, st2.st_size)
+        finally:
+            os.close(fd)
+        self.hashed_last += 1
+        self._remember(rel, st2, digest, hashed_at)
+        return digest
