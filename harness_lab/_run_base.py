@@ -166,17 +166,25 @@ class RunBase:
             self.crashed = point
             raise crash
 
-    def _crash_on_interrupt(self, exc: BaseException, point: CrashPoint, tool: str) -> None:
-        """A Ctrl-C (any BaseException that is not an Exception) at ``point`` of a tool call: as a
-        crash there, the run refuses further steps and the step stays unrecorded. The effect's
-        outcome is unknown, so it must not be repeated blindly: with a store, ``Run.resume`` decides
-        from the ledger, as after kill -9. The caller re-raises."""
+    @property
+    def crash_cause(self) -> str | None:
+        """Why the run crashed: ``"simulated"`` (the process_crash fault) or ``"interrupted: <type>"``
+        (a Ctrl-C mid-step); None while it has not crashed."""
+        return self._crash_cause if self.crashed is not None else None
+
+    def _crash_on_interrupt(self, exc: BaseException, point: CrashPoint, tool: str | None,
+                            during: str = "execute") -> None:
+        """A Ctrl-C (any BaseException that is not an Exception) at ``point`` of a step, ``during``
+        one of its parts (execute, observe, validate, close): as a crash there, the run refuses further
+        steps and the step stays unrecorded. An effect's outcome is unknown, so it must not be repeated
+        blindly: with a store, ``Run.resume`` decides from the ledger, as after kill -9. The caller re-raises."""
         if isinstance(exc, Exception) or self.crashed is not None:
             return  # a tool's error is the executor's to report; a simulated crash is already recorded
         self.crashed, self._crash_cause = point, f"interrupted: {type(exc).__name__}"
-        self._emit(Note, topic="interrupted", message=f"{self._crash_why()} during {tool} of step {self.step_no}; "
-                   "its outcome is unknown: resume from a checkpoint",
-                   data={"point": point.value, "tool": tool, "interrupt": type(exc).__name__})
+        self._emit(Note, topic="interrupted",
+                   message=f"{self._crash_why()} during {during} ({tool or 'no action'}) of step {self.step_no}; "
+                           "the step is unrecorded and its outcome unknown: resume from a checkpoint",
+                   data={"point": point.value, "tool": tool, "interrupt": type(exc).__name__, "during": during})
 
     def _crash_why(self) -> str:
         assert self.crashed is not None
@@ -216,35 +224,49 @@ class RunBase:
     def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
                verdict: ReportVerdict | None = None, stop: StopReason | None = None) -> StepRecord:
         self._in_flight = None  # the step is settled: its proposal is history, not pending
-        if stop is not None:
-            target = RunState.EXHAUSTED if decision.verdict == "exhaust" else RunState.BLOCKED
-            self._transition(target, stop.message)
-            self.stop_reason = stop
-        elif decision.verdict == "park":
-            self._transition(RunState.WAITING_FOR_HUMAN, decision.reason)
-            # Checkpoint first, never act then ask: the snapshot holds the waiting request.
-            gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
-            self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
-                       data={"snapshot": gate.id})
-        if self._faults.fired:  # the usual step: no fault fired, nothing to answer
-            self._faults.settle(self, decision, result)
-        if self._faults.armed and self.state.terminal:
-            self._faults.expire(self.step_no, self.state)
-        if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
-            # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
-            # in: the hash stays as the step found it, so an outside write during the step (while
-            # the proposer thought, say) is reported by the next step instead of absorbed here.
-            self._ws_hash = self.sandbox.workspace_hash()
-        self._used.elapsed_s = self.gates.elapsed()
-        record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
-                             self.usage, tuple(self._step_events))
-        self._step_events.clear()
-        if self._faults.armed:  # the usual step has no fault armed: no crash point to visit
-            self._crash_point(CrashPoint.BEFORE_COMMIT)
-        if self.checkpoints is not None:
-            self.checkpoints.commit(record, self._ws_hash)
-            _keep_window(self.records, self.checkpoints.window)
-            _keep_window(self.events, 4 * self.checkpoints.window)
+        # A Ctrl-C in here leaves the step decided (and its effect, if any, carried out) but unrecorded,
+        # with the state maybe moved on: too much to undo by hand, so it is a crash (_crash_on_interrupt),
+        # after the effect if one ran, else before it; from the commit on, before the commit (with a
+        # store, whether the row landed is the store's to say: resume reads it). The tries cost nothing.
+        try:
+            if stop is not None:
+                target = RunState.EXHAUSTED if decision.verdict == "exhaust" else RunState.BLOCKED
+                self._transition(target, stop.message)
+                self.stop_reason = stop
+            elif decision.verdict == "park":
+                self._transition(RunState.WAITING_FOR_HUMAN, decision.reason)
+                # Checkpoint first, never act then ask: the snapshot holds the waiting request.
+                gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
+                self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
+                           data={"snapshot": gate.id})
+            if self._faults.fired:  # the usual step: no fault fired, nothing to answer
+                self._faults.settle(self, decision, result)
+            if self._faults.armed and self.state.terminal:
+                self._faults.expire(self.step_no, self.state)
+            if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
+                # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
+                # in: the hash stays as the step found it, so an outside write during the step (while
+                # the proposer thought, say) is reported by the next step instead of absorbed here.
+                self._ws_hash = self.sandbox.workspace_hash()
+            self._used.elapsed_s = self.gates.elapsed()
+            record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
+                                 self.usage, tuple(self._step_events))
+            self._step_events.clear()
+        except BaseException as exc:
+            landed = result is not None or decision.verdict == "validate"
+            self._crash_on_interrupt(exc, CrashPoint.AFTER_EFFECT if landed else CrashPoint.BEFORE_EFFECT,
+                                     _kind(proposal), "close")
+            raise
+        try:
+            if self._faults.armed:  # the usual step has no fault armed: no crash point to visit
+                self._crash_point(CrashPoint.BEFORE_COMMIT)
+            if self.checkpoints is not None:
+                self.checkpoints.commit(record, self._ws_hash)
+                _keep_window(self.records, self.checkpoints.window)
+                _keep_window(self.events, 4 * self.checkpoints.window)
+        except BaseException as exc:
+            self._crash_on_interrupt(exc, CrashPoint.BEFORE_COMMIT, _kind(proposal), "close")
+            raise
         self.records.append(record)
         if self._faults.armed:
             self._crash_point(CrashPoint.AFTER_COMMIT)
@@ -359,6 +381,10 @@ def _keep_window(trace: list[Any], size: int) -> None:
     """Older entries live in the store; dropping half at a time keeps this O(1) amortized."""
     if len(trace) >= 2 * size:
         del trace[: len(trace) - size]
+
+
+def _kind(proposal: Proposal | None) -> str | None:
+    return proposal.action.kind if proposal is not None and proposal.action is not None else None
 
 
 def _sha(data: bytes | None) -> str:

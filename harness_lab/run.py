@@ -107,7 +107,12 @@ class Run(HumanGate, FinishCheck):
         decision, stop = self._gate(proposal)
         self._append(proposed(self._next_seq(), self.step_no, proposal, decision))
         result = self._execute(proposal) if decision.verdict == "execute" else None
-        self._observe(proposal, decision, result)
+        try:
+            self._observe(proposal, decision, result)
+        except BaseException as exc:  # Ctrl-C: the effect (if any) ran, the step is unrecorded: a crash
+            self._crash_on_interrupt(exc, CrashPoint.BEFORE_EFFECT if result is None else CrashPoint.AFTER_EFFECT,
+                                     proposal.action.kind if proposal.action is not None else None, "observe")
+            raise
         verdict = self._validate_step() if decision.verdict == "validate" else None
         return self._close(proposal, decision, result=result, verdict=verdict, stop=stop)
 
