@@ -40,10 +40,15 @@ class HumanGate(RunBase):
                        data={"by": by, "args_sha256": request.args_sha256, "stop": late.code})
             verdict = "rejected" if late.code == "human_timeout" else "exhaust"
             return self._close(proposal, Decision(verdict=verdict, reason=late.message), stop=late)
-        self._check_external_change()
-        self.waiting, self._pending = None, None
-        self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
-        self._transition(RunState.RUNNING, f"{request.category} approved by {by}")
+        try:
+            self._check_external_change()
+            self.waiting, self._pending = None, None
+            self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
+            self._transition(RunState.RUNNING, f"{request.category} approved by {by}")
+        except BaseException:  # Ctrl-C before anything ran: undo the step, the request still waits
+            self._abandon_step()
+            self.waiting, self._pending = request, proposal
+            raise
         decision = Decision(verdict="approved", reason=f"approved by {by}")
         # Keyed by the request, not the step number: a resumed run re-approving applies it once.
         result = self._execute(proposal, key=f"{self.run_id}:gate:{request.step}:{request.args_sha256[:16]}")

@@ -279,19 +279,21 @@ class Run(HumanGate, FinishCheck):
     def _execute(self, proposal: Proposal, key: str | None = None) -> ToolResult:
         assert proposal.action is not None
         self._used.tool_calls += 1
-        if self.repair is not None:
-            self.repair.before_execute(self, proposal)
-        if effect_class(proposal.action) != "read":
-            # An outside write since the step's first check (while the proposer thought) is reported
-            # now: once this tool has run, the end of the step folds the workspace into the run's own.
-            self._check_external_change()
-        executor = self.executor
-        if self._faults.armed:  # a tool fault swaps the executor; a crash fault may strike
-            executor = self._faults.executor_for(self, proposal.action, executor)
-            self._crash_point(CrashPoint.BEFORE_EFFECT)
-        key = key or f"{self.run_id}:{self.step_no}"
-        # A Ctrl-C in here is a crash mid-effect (see _crash_on_interrupt); the try costs nothing.
+        # A Ctrl-C in here is a crash mid-effect (see _crash_on_interrupt); the tries cost nothing.
+        # Before the effect too (a repair snapshot, a workspace hash, the ledger's intent): the step is
+        # decided and counted, and the intent may be written, so it is a crash before the effect.
         try:
+            if self.repair is not None:
+                self.repair.before_execute(self, proposal)
+            if effect_class(proposal.action) != "read":
+                # An outside write since the step's first check (while the proposer thought) is reported
+                # now: once this tool has run, the end of the step folds the workspace into the run's own.
+                self._check_external_change()
+            executor = self.executor
+            if self._faults.armed:  # a tool fault swaps the executor; a crash fault may strike
+                executor = self._faults.executor_for(self, proposal.action, executor)
+                self._crash_point(CrashPoint.BEFORE_EFFECT)
+            key = key or f"{self.run_id}:{self.step_no}"
             held = self.checkpoints.before_effect(proposal.action, key) if self.checkpoints is not None else None
         except BaseException as exc:
             self._crash_on_interrupt(exc, CrashPoint.BEFORE_EFFECT, proposal.action.kind)

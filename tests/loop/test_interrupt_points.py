@@ -206,3 +206,46 @@ def test_approve_or_reject_after_an_interrupted_approve_says_the_run_crashed(
         run.approve()
     with pytest.raises(RunStateError, match=why):
         run.reject("no")
+
+
+# -- before the effect: approve() before it acts, the tool call before its effect ------------------------
+def test_an_interrupt_in_approve_before_it_acts_leaves_the_request_waiting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: approve() had already cleared the wait; the step stayed half-open and the next step()
+    # asked the proposer for something new: the approved push was silently dropped.
+    outbox = CountingOutbox()
+    run = make_run(tmp_path, ACTIONS, effects=outbox, approver=AskHuman(), run_id="R1")
+    assert run.run() is RunState.WAITING_FOR_HUMAN
+    request, events, step = run.waiting, list(run.events), run.step_no
+    _interrupt_once(run.sandbox, "workspace_hash", monkeypatch)  # approve's look for an outside change
+    with pytest.raises(KeyboardInterrupt):
+        run.approve()
+    assert run.waiting == request and run.state is RunState.WAITING_FOR_HUMAN and run.crashed is None
+    assert run.step_no == step and run.events == events and outbox.applied == []
+    assert run.pending is not None and run.pending.raw == PUSH
+    record = run.approve()
+    assert record.step == step + 1 and record.tool_result is not None and outbox.applied == ["R1:gate:3:" + request.args_sha256[:16]]
+    assert _seqs_contiguous(run)
+
+
+@pytest.mark.parametrize("with_store", [False, True], ids=["no_store", "store"])
+def test_an_interrupt_in_the_tool_call_before_its_effect_is_a_crash_before_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_store: bool) -> None:
+    # Before: a Ctrl-C while the tool call looked for an outside change (before the ledger and the
+    # effect) left the step half-open, the tool call counted, and the run carried on at step 4.
+    store = SQLiteStore(tmp_path / "runs.sqlite") if with_store else None
+    outbox = CountingOutbox()
+    run = make_run(tmp_path, ACTIONS, effects=outbox, approver=AskHuman(), run_id="R1", store=store)
+    assert run.run() is RunState.WAITING_FOR_HUMAN
+    hashes: list[int] = []
+    _interrupt_once(run.sandbox, "workspace_hash", monkeypatch, when=lambda: hashes.append(1) or len(hashes) == 2)
+    with pytest.raises(KeyboardInterrupt):
+        run.approve()  # the first hash is approve's own look, the second the push's, before its effect
+    _crashed_after(run, CrashPoint.BEFORE_EFFECT, "execute", "push", 4)
+    assert outbox.applied == []
+    if store is not None:
+        resumed = Run.resume(store, "R1", effects=outbox, approver=AskHuman())
+        assert resumed.resume_report is not None and resumed.resume_report.ok, resumed.resume_report
+        assert resumed.state is RunState.WAITING_FOR_HUMAN
+        resumed.approve()
+        assert resumed.run() is RunState.REVIEW_READY and len(outbox.applied) == 1
