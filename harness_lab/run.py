@@ -82,10 +82,15 @@ class Run(HumanGate, FinishCheck):
         if self.waiting is not None and (timeout := self._gate_timed_out()) is not None:
             self.waiting, self._pending = None, None
             return self._close(None, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
-        if self._faults.armed:  # the usual step has no fault armed: its hooks are skipped
-            self._faults.before_step(self)
-        if self._check_external_change() and self._pending is not None:
-            self._discard_pending()  # made from the view before the change: ask again below
+        try:
+            if self._faults.armed:  # the usual step has no fault armed: its hooks are skipped
+                self._faults.before_step(self)
+            if self._check_external_change() and self._pending is not None:
+                self._discard_pending()  # made from the view before the change: ask again below
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # Ctrl-C before anything was decided: undo the step
+                self._abandon_step()
+            raise
         if (stop := self.gates.before_decision(self._used)) is not None:
             return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
         # what `pending` would give: the gates and the state were checked just above
@@ -222,8 +227,8 @@ class Run(HumanGate, FinishCheck):
         """Between steps only the outside world changes the workspace: what the run saw there is stale.
         True when it changed."""
         now, before = self.sandbox.workspace_hash(), self._ws_hash
-        self._ws_hash = now
         if before is None or now == before:
+            self._ws_hash = now
             return False
         stale = [item.id for tool in WORKSPACE_TOOLS for item in self.context.mark_stale(tool)]
         self.context.reselect()
@@ -231,6 +236,7 @@ class Run(HumanGate, FinishCheck):
                "observation(s) of it are stale and left the view; re-read before relying on them")
         self.context.add_feedback(self.step_no, why, source="external", key="external_change")
         self._emit(Note, topic="external_change", message=why, data={"stale": stale})
+        self._ws_hash = now  # only once reported: a Ctrl-C half-way leaves the change for the next look
         return True
 
     def _discard_pending(self) -> None:

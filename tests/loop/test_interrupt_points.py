@@ -249,3 +249,35 @@ def test_an_interrupt_in_the_tool_call_before_its_effect_is_a_crash_before_it(
         assert resumed.state is RunState.WAITING_FOR_HUMAN
         resumed.approve()
         assert resumed.run() is RunState.REVIEW_READY and len(outbox.applied) == 1
+
+
+# -- at the step's start: its look for an outside change -------------------------------------------
+def test_an_interrupt_while_the_step_looks_for_an_outside_change_undoes_the_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: step_no had moved on and the run had gone CREATED -> RUNNING with an unrecorded event.
+    run = make_run(tmp_path, ACTIONS, effects=CountingOutbox(), approver=AutoApprove())
+    _interrupt_once(run.sandbox, "workspace_hash", monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        run.step()
+    assert run.step_no == 0 and run.state is RunState.CREATED and run.events == [] and not run.records
+    record = run.step()
+    assert record.step == 1 and record.state_before is RunState.CREATED and _seqs_contiguous(run)
+
+
+def test_an_outside_change_half_reported_when_interrupted_is_reported_by_the_next_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: the run had taken in the new workspace hash before reporting the change, so after the
+    # Ctrl-C no step ever reported it (nor told the proposer its reads were stale).
+    run = make_run(tmp_path, [{"kind": "read_file", "path": "notes.md"}, READ_A, READ_B],
+                   effects=CountingOutbox(), approver=AutoApprove())
+    (tmp_path / "ws" / "notes.md").write_text("old", encoding="utf-8")
+    run.step()
+    (tmp_path / "ws" / "notes.md").write_text("new", encoding="utf-8")
+    _interrupt_once(run.context, "add_feedback", monkeypatch, when=lambda *a, **k: k.get("source") == "external")
+    with pytest.raises(KeyboardInterrupt):
+        run.step()
+    assert run.step_no == 1 and len(run.records) == 1
+    record = run.step()
+    notes = [e for e in record.events if e.kind == "note" and e.topic == "external_change"]
+    assert record.step == 2 and len(notes) == 1 and _seqs_contiguous(run)
+    assert any(item.source == "external" for item in run.context.view().items)
