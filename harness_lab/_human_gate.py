@@ -45,7 +45,7 @@ class HumanGate(RunBase):
             self.waiting, self._pending = None, None
             self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
             self._transition(RunState.RUNNING, f"{request.category} approved by {by}")
-        except BaseException:  # Ctrl-C before anything ran: undo the step, the request still waits
+        except BaseException:  # a Ctrl-C (or a failed look) before anything ran: undo the step, the request waits
             self._abandon_step()
             self.waiting, self._pending = request, proposal
             raise
