@@ -28,7 +28,14 @@ class FinishCheck(RunBase):
         """Validation is the finish step's effect: a crash fault may strike either side of it."""
         if self._faults.armed:
             self._crash_point(CrashPoint.BEFORE_EFFECT)
-        verdict = self._validate()
+        # A Ctrl-C mid-validation leaves the state VALIDATING (a repair may have rolled back): the
+        # finish was carried out in part and is unrecorded, so it is a crash after the effect; with a
+        # store, resume validates again from the last checkpoint (validation has no outside effect).
+        try:
+            verdict = self._validate()
+        except BaseException as exc:
+            self._crash_on_interrupt(exc, CrashPoint.AFTER_EFFECT, "finish", "validate")
+            raise
         if self._faults.armed:
             self._crash_point(CrashPoint.AFTER_EFFECT)
         return verdict

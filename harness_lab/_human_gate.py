@@ -11,6 +11,7 @@ from ._run_base import RunBase
 from .approval import ApprovalDecision, ApprovalRequest
 from .errors import RunStateError
 from .events import Decision, HumanDecided, Note, StepRecord, StopReason
+from .faults import CrashPoint
 from .proposal import Proposal
 from .states import RunState
 from .tools import ToolResult
@@ -39,14 +40,23 @@ class HumanGate(RunBase):
                        data={"by": by, "args_sha256": request.args_sha256, "stop": late.code})
             verdict = "rejected" if late.code == "human_timeout" else "exhaust"
             return self._close(proposal, Decision(verdict=verdict, reason=late.message), stop=late)
-        self._check_external_change()
-        self.waiting, self._pending = None, None
-        self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
-        self._transition(RunState.RUNNING, f"{request.category} approved by {by}")
+        try:
+            self._check_external_change()
+            self.waiting, self._pending = None, None
+            self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
+            self._transition(RunState.RUNNING, f"{request.category} approved by {by}")
+        except BaseException:  # a Ctrl-C (or a failed look) before anything ran: undo the step, the request waits
+            self._abandon_step()
+            self.waiting, self._pending = request, proposal
+            raise
         decision = Decision(verdict="approved", reason=f"approved by {by}")
         # Keyed by the request, not the step number: a resumed run re-approving applies it once.
         result = self._execute(proposal, key=f"{self.run_id}:gate:{request.step}:{request.args_sha256[:16]}")
-        self._observe(proposal, decision, result)
+        try:
+            self._observe(proposal, decision, result)
+        except BaseException as exc:  # Ctrl-C: the approved effect ran, the step is unrecorded: a crash
+            self._crash_on_interrupt(exc, CrashPoint.AFTER_EFFECT, request.action_kind, "observe")
+            raise
         return self._close(proposal, decision, result=result)
 
     def reject(self, reason: str, *, by: str = "human") -> StepRecord:
@@ -70,6 +80,9 @@ class HumanGate(RunBase):
             answer = self.approver.decide(request)
         except Exception as exc:  # a failed approver decides nothing: stop safely, never act
             return _approver_failed(request, f"raised {type(exc).__name__}: {exc}")
+        except BaseException:  # Ctrl-C while a person decides: nothing has run, so the step is undone
+            self._abandon_decision()
+            raise
         if answer is not None and not isinstance(answer, ApprovalDecision):
             return _approver_failed(request, f"answered {answer!r}, not an ApprovalDecision or None")
         if answer is None:  # _close checkpoints once the run is WAITING_FOR_HUMAN
@@ -81,7 +94,20 @@ class HumanGate(RunBase):
             return Decision(verdict="execute", reason=f"approved by {answer.by}"), None
         return Decision(verdict="rejected", reason=answer.reason), StopReason(code="human_rejected", message=answer.reason)
 
+    def _abandon_decision(self) -> None:
+        """Undo a step interrupted before anything ran (see _abandon_step), and its decision too: the
+        proposal is pending again, the gates and the decision count as before it, so the next step
+        asks about the same proposal as if for the first time."""
+        assert self._gates_at_start is not None
+        self._abandon_step()
+        self._pending, self._in_flight = self._in_flight, None
+        self.gates.restore(self.gates.state(self._gates_at_start))
+        self._gates_at_start = None
+        self._used.decisions -= 1
+
     def _require_waiting(self) -> tuple[ApprovalRequest, Proposal]:
+        if self.crashed is not None:  # the cause, not "nothing waits" (a crashed approve cleared the wait)
+            raise RunStateError(f"run {self.run_id} {self._crash_why()}; resume from a checkpoint")
         if self.waiting is None or self._pending is None:
             raise RunStateError(f"run {self.run_id} is {self.state.value}: nothing waits for approval")
         return self.waiting, self._pending

@@ -1,5 +1,5 @@
-"""The run's bookkeeping: construction, the one state-changing function, the trace, and the
-restorable state (``capture`` / ``restore``) that snapshots, checkpoints, rollback and forks share.
+"""The run's bookkeeping: construction, the one state-changing function, the trace, crashes and
+interrupts; the restorable state (``capture`` / ``restore``, ``usage``) is :mod:`harness_lab._restorable`'s.
 
 :class:`~harness_lab.run.Run` adds the step loop on top; read that module first.
 """
@@ -10,17 +10,15 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._restorable import Restorable, _Counters
 from ._run_setup import initial_context
-from ._step_records import step_record, usage
+from ._step_records import step_record
 from .approval import ApprovalRequest, Approver, AskHuman
 from .checkpoint import Checkpointer
-from .checkpoint_record import RUN_STATE_EMPTY
 from .clock import Clock, SystemClock
-from .context import ContextManager
 from .contract import ControlContract
 from .effect_classes import effect_class
 from .errors import RunStateError, WorkspaceError
@@ -28,7 +26,6 @@ from .events import (
     Decision,
     Event,
     Note,
-    Restored,
     StateChanged,
     StepRecord,
     StopReason,
@@ -38,8 +35,8 @@ from .evidence import EvidenceCatalogue
 from .executor import ExternalEffects, Outbox, ToolExecutor
 from .faults import CrashPoint, FaultSchedule
 from .gates import GatesMark, LoopGates
-from .proposal import Proposal, parse_proposal
-from .proposers.base import Proposer, StatefulProposer
+from .proposal import Proposal
+from .proposers.base import Proposer
 from .repair import RepairPolicy
 from .sandbox import Sandbox
 from .states import RunState, can_transition
@@ -55,7 +52,7 @@ __all__ = ["RunBase"]
 _R = TypeVar("_R", bound="RunBase")
 
 
-class RunBase:
+class RunBase(Restorable):
     """State, trace and restorable state of a run; the step loop lives in :class:`Run`."""
 
     def __init__(
@@ -152,31 +149,30 @@ class RunBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str,
-                      ref_loader: Callable[[str], str | None] | None = None) -> None:
-        """Resume and fork entry: unlike a rollback, the step counters come from the checkpoint too."""
-        self.step_no, self._seq, self.usage = step, seq, usage
-        self.gates.started_at = self.clock.now() - usage.elapsed_s
-        self.restore(captured, source=source, ref_loader=ref_loader)
-        if self.repair is not None:  # not in restore(): a rollback is one of the policy's own moves
-            self.repair.restore(captured.get("repair"), {s.id for s in self.sandbox.snapshots()})
-
     def _crash_point(self, point: CrashPoint) -> None:
         if self._faults.armed and (crash := self._faults.crash(self, point)) is not None:
             self.crashed = point
             raise crash
 
-    def _crash_on_interrupt(self, exc: BaseException, point: CrashPoint, tool: str) -> None:
-        """A Ctrl-C (any BaseException that is not an Exception) at ``point`` of a tool call: as a
-        crash there, the run refuses further steps and the step stays unrecorded. The effect's
-        outcome is unknown, so it must not be repeated blindly: with a store, ``Run.resume`` decides
-        from the ledger, as after kill -9. The caller re-raises."""
+    @property
+    def crash_cause(self) -> str | None:
+        """Why the run crashed: ``"simulated"`` (the process_crash fault) or ``"interrupted: <type>"``
+        (a Ctrl-C mid-step); None while it has not crashed."""
+        return self._crash_cause if self.crashed is not None else None
+
+    def _crash_on_interrupt(self, exc: BaseException, point: CrashPoint, tool: str | None,
+                            during: str = "execute") -> None:
+        """A Ctrl-C (any BaseException that is not an Exception) at ``point`` of a step, ``during``
+        one of its parts (execute, observe, validate, close): as a crash there, the run refuses further
+        steps and the step stays unrecorded. An effect's outcome is unknown, so it must not be repeated
+        blindly: with a store, ``Run.resume`` decides from the ledger, as after kill -9. The caller re-raises."""
         if isinstance(exc, Exception) or self.crashed is not None:
             return  # a tool's error is the executor's to report; a simulated crash is already recorded
         self.crashed, self._crash_cause = point, f"interrupted: {type(exc).__name__}"
-        self._emit(Note, topic="interrupted", message=f"{self._crash_why()} during {tool} of step {self.step_no}; "
-                   "its outcome is unknown: resume from a checkpoint",
-                   data={"point": point.value, "tool": tool, "interrupt": type(exc).__name__})
+        self._emit(Note, topic="interrupted",
+                   message=f"{self._crash_why()} during {during} ({tool or 'no action'}) of step {self.step_no}; "
+                           "the step is unrecorded and its outcome unknown: resume from a checkpoint",
+                   data={"point": point.value, "tool": tool, "interrupt": type(exc).__name__, "during": during})
 
     def _crash_why(self) -> str:
         assert self.crashed is not None
@@ -216,53 +212,53 @@ class RunBase:
     def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
                verdict: ReportVerdict | None = None, stop: StopReason | None = None) -> StepRecord:
         self._in_flight = None  # the step is settled: its proposal is history, not pending
-        if stop is not None:
-            target = RunState.EXHAUSTED if decision.verdict == "exhaust" else RunState.BLOCKED
-            self._transition(target, stop.message)
-            self.stop_reason = stop
-        elif decision.verdict == "park":
-            self._transition(RunState.WAITING_FOR_HUMAN, decision.reason)
-            # Checkpoint first, never act then ask: the snapshot holds the waiting request.
-            gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
-            self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
-                       data={"snapshot": gate.id})
-        if self._faults.fired:  # the usual step: no fault fired, nothing to answer
-            self._faults.settle(self, decision, result)
-        if self._faults.armed and self.state.terminal:
-            self._faults.expire(self.step_no, self.state)
-        if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
-            # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
-            # in: the hash stays as the step found it, so an outside write during the step (while
-            # the proposer thought, say) is reported by the next step instead of absorbed here.
-            self._ws_hash = self.sandbox.workspace_hash()
-        self._used.elapsed_s = self.gates.elapsed()
-        record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
-                             self.usage, tuple(self._step_events))
-        self._step_events.clear()
-        if self._faults.armed:  # the usual step has no fault armed: no crash point to visit
-            self._crash_point(CrashPoint.BEFORE_COMMIT)
-        if self.checkpoints is not None:
-            self.checkpoints.commit(record, self._ws_hash)
-            _keep_window(self.records, self.checkpoints.window)
-            _keep_window(self.events, 4 * self.checkpoints.window)
+        # A Ctrl-C in here leaves the step decided (and its effect, if any, carried out) but unrecorded,
+        # with the state maybe moved on: too much to undo by hand, so it is a crash (_crash_on_interrupt),
+        # after the effect if one ran, else before it; from the commit on, before the commit (with a
+        # store, whether the row landed is the store's to say: resume reads it). The tries cost nothing.
+        try:
+            if stop is not None:
+                target = RunState.EXHAUSTED if decision.verdict == "exhaust" else RunState.BLOCKED
+                self._transition(target, stop.message)
+                self.stop_reason = stop
+            elif decision.verdict == "park":
+                self._transition(RunState.WAITING_FOR_HUMAN, decision.reason)
+                # Checkpoint first, never act then ask: the snapshot holds the waiting request.
+                gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
+                self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
+                           data={"snapshot": gate.id})
+            if self._faults.fired:  # the usual step: no fault fired, nothing to answer
+                self._faults.settle(self, decision, result)
+            if self._faults.armed and self.state.terminal:
+                self._faults.expire(self.step_no, self.state)
+            if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
+                # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
+                # in: the hash stays as the step found it, so an outside write during the step (while
+                # the proposer thought, say) is reported by the next step instead of absorbed here.
+                self._ws_hash = self.sandbox.workspace_hash()
+            self._used.elapsed_s = self.gates.elapsed()
+            record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
+                                 self.usage, tuple(self._step_events))
+            self._step_events.clear()
+        except BaseException as exc:
+            landed = result is not None or decision.verdict == "validate"
+            self._crash_on_interrupt(exc, CrashPoint.AFTER_EFFECT if landed else CrashPoint.BEFORE_EFFECT,
+                                     _kind(proposal), "close")
+            raise
+        try:
+            if self._faults.armed:  # the usual step has no fault armed: no crash point to visit
+                self._crash_point(CrashPoint.BEFORE_COMMIT)
+            if self.checkpoints is not None:
+                self.checkpoints.commit(record, self._ws_hash)
+                _keep_window(self.records, self.checkpoints.window)
+                _keep_window(self.events, 4 * self.checkpoints.window)
+        except BaseException as exc:
+            self._crash_on_interrupt(exc, CrashPoint.BEFORE_COMMIT, _kind(proposal), "close")
+            raise
         self.records.append(record)
         if self._faults.armed:
             self._crash_point(CrashPoint.AFTER_COMMIT)
         return record
-
-    @property
-    def usage(self) -> Usage:
-        """What the run used so far, as a frozen record (made again when read after a counter moved)."""
-        used, made = self._used, self._usage
-        if (made is None or made.decisions != used.decisions or made.tool_calls != used.tool_calls
-                or made.tokens != used.tokens or made.elapsed_s != used.elapsed_s):
-            made = self._usage = usage(used.decisions, used.tool_calls, used.tokens, used.elapsed_s)
-        return made
-
-    @usage.setter
-    def usage(self, value: Usage) -> None:
-        self._used = _Counters(value.decisions, value.tool_calls, value.tokens, value.elapsed_s)
-        self._usage = value
 
     def _transition(self, after: RunState, reason: str) -> None:
         """The one place the run's state changes; every change is an event."""
@@ -282,83 +278,15 @@ class RunBase:
         self._step_events.append(event)
         self.events.append(event)
 
-    def capture(self, *, context: bool = True) -> dict[str, Any]:
-        """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets.
-        ``context=False`` leaves the context out (a checkpoint writes it as a change log)."""
-        held = self.capture_compact()
-        captured: dict[str, Any] = {"state": self.state.value}
-        for key in _CAPTURED:
-            captured[key] = held[key] if key in held else _empty(RUN_STATE_EMPTY[key])
-        if context:
-            captured["context"] = self.context.state()
-        return captured
-
-    def capture_compact(self) -> dict[str, Any]:
-        """:meth:`capture` without the context, the state, and the entries at their empty value
-        (``checkpoint.RUN_STATE_EMPTY``): a checkpoint row's ``run_state``, which
-        :class:`~harness_lab.checkpoint.Checkpoint` fills back in. Built every step with a store."""
-        held: dict[str, Any] = {}
-        if self.stop_reason is not None:
-            held["stop_reason"] = self.stop_reason.model_dump(mode="json")
-        if self.executor.observed:
-            held["observed"] = dict(self.executor.observed)
-        # mid-step, the gates have already counted the in-flight proposal: record them as before it
-        held["gates"] = self.gates.state(self._gates_at_start if self._in_flight is not None else None)
-        if _stateful(self.proposer) and (proposer := self.proposer.state()) is not None:
-            held["proposer"] = proposer
-        if self.receipt is not None:
-            held["receipt"] = self.receipt.model_dump(mode="json")
-        if self.waiting is not None:
-            held["waiting"] = self.waiting.model_dump(mode="json")
-        if (pending := self._pending or self._in_flight) is not None:
-            held["pending"] = pending.raw
-        if self.repair is not None and (repair := self.repair.state()) is not None:
-            held["repair"] = repair
-        return held
-
-    def restore(self, captured: dict[str, Any], *, source: str,
-                ref_loader: Callable[[str], str | None] | None = None) -> None:
-        """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent.
-        The repair policy's state is left as it is (resume and fork set it: :meth:`continue_from`)."""
-        self.state = RunState(captured["state"])
-        self.stop_reason = StopReason.model_validate(captured["stop_reason"]) if captured["stop_reason"] else None
-        self.executor.observed = dict(captured["observed"])
-        # Keep the summarizer in use (a fault may have swapped it in): state() holds data, not code.
-        self.context = ContextManager.from_state(captured["context"], summarizer=self.context.summarizer,
-                                                 ref_loader=ref_loader)
-        self.gates.restore(captured["gates"])
-        if captured["proposer"] is not None and isinstance(self.proposer, StatefulProposer):
-            self.proposer.restore(captured["proposer"])
-        self.receipt = Receipt.model_validate(captured["receipt"]) if captured["receipt"] else None
-        self.accepted_bytes = None if self.receipt is None else self.accepted_bytes
-        self.waiting = ApprovalRequest.model_validate(captured["waiting"]) if captured["waiting"] else None
-        self._pending = parse_proposal(captured["pending"]) if captured["pending"] is not None else None
-        self._emit(Restored, source=source, state=self.state)
-
-
-@dataclass(slots=True)
-class _Counters:
-    """What the run used, counted where it is spent. Mutable inside the run (the gates read them
-    mid-step); the frozen :class:`Usage` is made only when someone reads ``RunBase.usage``."""
-
-    decisions: int = 0
-    tool_calls: int = 0
-    tokens: int = 0
-    elapsed_s: float = 0.0
-
-
-def _stateful(proposer: Proposer) -> TypeGuard[StatefulProposer]:
-    # isinstance(proposer, StatefulProposer), which costs ~10 µs (capture() runs every step): the
-    # same test Python 3.11 makes for a runtime-checkable protocol's methods.
-    # Unrolled: all() over a generator costs three times as much.
-    return (getattr(proposer, "propose", None) is not None and getattr(proposer, "state", None) is not None
-            and getattr(proposer, "restore", None) is not None)
-
 
 def _keep_window(trace: list[Any], size: int) -> None:
     """Older entries live in the store; dropping half at a time keeps this O(1) amortized."""
     if len(trace) >= 2 * size:
         del trace[: len(trace) - size]
+
+
+def _kind(proposal: Proposal | None) -> str | None:
+    return proposal.action.kind if proposal is not None and proposal.action is not None else None
 
 
 def _sha(data: bytes | None) -> str:
@@ -369,9 +297,3 @@ def _sha(data: bytes | None) -> str:
 _KEPT_WHEN_ABANDONED = ("external_change", "pending_discarded")
 
 
-# capture()'s entries after ``state``, in the order a snapshot or checkpoint holds them.
-_CAPTURED = ("stop_reason", "observed", "gates", "proposer", "receipt", "waiting", "pending", "repair")
-
-
-def _empty(value: Any) -> Any:
-    return {} if value == {} else value  # a fresh dict each time: the caller may change it

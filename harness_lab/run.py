@@ -82,10 +82,15 @@ class Run(HumanGate, FinishCheck):
         if self.waiting is not None and (timeout := self._gate_timed_out()) is not None:
             self.waiting, self._pending = None, None
             return self._close(None, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
-        if self._faults.armed:  # the usual step has no fault armed: its hooks are skipped
-            self._faults.before_step(self)
-        if self._check_external_change() and self._pending is not None:
-            self._discard_pending()  # made from the view before the change: ask again below
+        try:
+            if self._faults.armed:  # the usual step has no fault armed: its hooks are skipped
+                self._faults.before_step(self)
+            if self._check_external_change() and self._pending is not None:
+                self._discard_pending()  # made from the view before the change: ask again below
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # Ctrl-C before anything was decided: undo the step
+                self._abandon_step()
+            raise
         if (stop := self.gates.before_decision(self._used)) is not None:
             return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
         # what `pending` would give: the gates and the state were checked just above
@@ -107,7 +112,12 @@ class Run(HumanGate, FinishCheck):
         decision, stop = self._gate(proposal)
         self._append(proposed(self._next_seq(), self.step_no, proposal, decision))
         result = self._execute(proposal) if decision.verdict == "execute" else None
-        self._observe(proposal, decision, result)
+        try:
+            self._observe(proposal, decision, result)
+        except BaseException as exc:  # Ctrl-C: the effect (if any) ran, the step is unrecorded: a crash
+            self._crash_on_interrupt(exc, CrashPoint.BEFORE_EFFECT if result is None else CrashPoint.AFTER_EFFECT,
+                                     proposal.action.kind if proposal.action is not None else None, "observe")
+            raise
         verdict = self._validate_step() if decision.verdict == "validate" else None
         return self._close(proposal, decision, result=result, verdict=verdict, stop=stop)
 
@@ -217,8 +227,8 @@ class Run(HumanGate, FinishCheck):
         """Between steps only the outside world changes the workspace: what the run saw there is stale.
         True when it changed."""
         now, before = self.sandbox.workspace_hash(), self._ws_hash
-        self._ws_hash = now
         if before is None or now == before:
+            self._ws_hash = now
             return False
         stale = [item.id for tool in WORKSPACE_TOOLS for item in self.context.mark_stale(tool)]
         self.context.reselect()
@@ -226,6 +236,7 @@ class Run(HumanGate, FinishCheck):
                "observation(s) of it are stale and left the view; re-read before relying on them")
         self.context.add_feedback(self.step_no, why, source="external", key="external_change")
         self._emit(Note, topic="external_change", message=why, data={"stale": stale})
+        self._ws_hash = now  # only once reported: a Ctrl-C half-way leaves the change for the next look
         return True
 
     def _discard_pending(self) -> None:
@@ -274,19 +285,21 @@ class Run(HumanGate, FinishCheck):
     def _execute(self, proposal: Proposal, key: str | None = None) -> ToolResult:
         assert proposal.action is not None
         self._used.tool_calls += 1
-        if self.repair is not None:
-            self.repair.before_execute(self, proposal)
-        if effect_class(proposal.action) != "read":
-            # An outside write since the step's first check (while the proposer thought) is reported
-            # now: once this tool has run, the end of the step folds the workspace into the run's own.
-            self._check_external_change()
-        executor = self.executor
-        if self._faults.armed:  # a tool fault swaps the executor; a crash fault may strike
-            executor = self._faults.executor_for(self, proposal.action, executor)
-            self._crash_point(CrashPoint.BEFORE_EFFECT)
-        key = key or f"{self.run_id}:{self.step_no}"
-        # A Ctrl-C in here is a crash mid-effect (see _crash_on_interrupt); the try costs nothing.
+        # A Ctrl-C in here is a crash mid-effect (see _crash_on_interrupt); the tries cost nothing.
+        # Before the effect too (a repair snapshot, a workspace hash, the ledger's intent): the step is
+        # decided and counted, and the intent may be written, so it is a crash before the effect.
         try:
+            if self.repair is not None:
+                self.repair.before_execute(self, proposal)
+            if effect_class(proposal.action) != "read":
+                # An outside write since the step's first check (while the proposer thought) is reported
+                # now: once this tool has run, the end of the step folds the workspace into the run's own.
+                self._check_external_change()
+            executor = self.executor
+            if self._faults.armed:  # a tool fault swaps the executor; a crash fault may strike
+                executor = self._faults.executor_for(self, proposal.action, executor)
+                self._crash_point(CrashPoint.BEFORE_EFFECT)
+            key = key or f"{self.run_id}:{self.step_no}"
             held = self.checkpoints.before_effect(proposal.action, key) if self.checkpoints is not None else None
         except BaseException as exc:
             self._crash_on_interrupt(exc, CrashPoint.BEFORE_EFFECT, proposal.action.kind)

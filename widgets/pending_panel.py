@@ -18,7 +18,8 @@ __all__ = ["PendingPanel", "what_happens_next"]
 def what_happens_next(run: Any, proposal: Any) -> str:
     """A one-line forecast of the harness's decision, read from the contract (no side effect)."""
     if getattr(run, "crashed", None) is not None:
-        return "the run crashed (simulated): this run object refuses further steps; resume from a checkpoint"
+        cause = getattr(run, "crash_cause", None) or "simulated"  # a simulated fault or a real Ctrl-C
+        return f"the run crashed ({cause}): this run object refuses further steps; resume from a checkpoint"
     if run.waiting is not None:
         return f"waiting for a human: {run.waiting.category} needs approval (args sha256 {run.waiting.args_sha256[:12]}…)"
     action = proposal.action

@@ -226,8 +226,11 @@ class LabView:
         stop = f" ({run.stop_reason.code})" if run.stop_reason else ""
         waiting = " waiting for a human" if run.waiting is not None else ""
         crashed = getattr(run, "crashed", None)
-        # a (simulated) crash leaves the state as it was, but this run object refuses every further step
-        dead = f"; crashed at {getattr(crashed, 'value', crashed)}: resume from a checkpoint" if crashed is not None else ""
+        # a crash (simulated, or a Ctrl-C mid-step) leaves the state as it was, but this run object
+        # refuses every further step
+        cause = getattr(run, "crash_cause", None)
+        dead = (f"; crashed at {getattr(crashed, 'value', crashed)}{f' ({cause})' if cause else ''}: resume from a checkpoint"
+                if crashed is not None else "")
         return f"{run.run_id}: {run.state.value}{stop} after step {run.step_no}{waiting}{dead}"
 
     def _box(self, panel: Panel) -> w.Widget:

@@ -72,7 +72,8 @@ def test_an_interrupt_inside_a_tool_leaves_the_run_crashed_not_half_open(
     assert run.pending is None and run.waiting is None
     interrupted = [e for e in run.events if e.kind == "note" and e.topic == "interrupted"]
     assert len(interrupted) == 1 and interrupted[0].step == step
-    assert interrupted[0].data == {"point": "after_effect", "tool": "push", "interrupt": abort.__name__}
+    assert interrupted[0].data == {"point": "after_effect", "tool": "push", "interrupt": abort.__name__,
+                                   "during": "execute"}
     events = list(run.events)
     why = rf"crashed at after_effect \(interrupted: {abort.__name__}\)"
     for call in (run.step, run.run, lambda: run.edit_pending(READ_A)):

@@ -204,6 +204,40 @@ def test_after_a_simulated_crash_the_dashboard_says_so_and_offers_no_step(make_r
     assert "crashed" in view.pending.html.value and "executes if within budget" not in view.pending.html.value
 
 
+class _InterruptedOutbox:
+    def apply(self, action, idempotency_key):
+        raise KeyboardInterrupt  # Ctrl-C while the push goes out
+
+
+def test_a_crash_says_what_it_was_a_simulated_fault_or_an_interrupt(make_run, tmp_path):
+    # Before: the pending panel called every crash "(simulated)", a real Ctrl-C too, and the status
+    # line did not say which it was.
+    from harness_lab import AutoApprove, EvidenceCatalogue, Run, ScriptedProposer, load_contract
+    from harness_lab.paths import data_dir
+
+    simulated = make_run(scenario="conforming_report")
+    view = LabView(simulated)
+    view.inject("process_crash")
+    view.step_button.click()
+    view.refresh()
+    assert simulated.crash_cause == "simulated"
+    assert "(simulated): resume" in view.status.value and "crashed (simulated)" in view.pending.html.value
+
+    run = Run(contract=load_contract(data_dir() / "contracts" / "report_task.yaml"),
+              proposer=ScriptedProposer([{"kind": "push", "remote": "origin", "branch": "main"}]),
+              evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=tmp_path / "ws-ctrl-c",
+              approver=AutoApprove(), effects=_InterruptedOutbox())
+    view = LabView(run)
+    assert run.crash_cause is None
+    with pytest.raises(KeyboardInterrupt):
+        run.step()
+    view.refresh()
+    assert run.crash_cause == "interrupted: KeyboardInterrupt"
+    assert "crashed at after_effect (interrupted: KeyboardInterrupt): resume" in view.status.value
+    html = view.pending.html.value
+    assert "crashed (interrupted: KeyboardInterrupt)" in html and "simulated" not in html
+
+
 def test_after_a_simulated_crash_no_fault_can_be_armed_from_the_picker(make_run):
     run = make_run(scenario="conforming_report")
     view = LabView(run)
