@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..context import ContextView
+from ._counts import whole_count
 
 __all__ = ["ProposerOutput", "Proposer", "StatefulProposer"]
 
@@ -21,7 +22,7 @@ class ProposerOutput:
         # The run charges its budget with this count: a negative one would credit it, NaN would
         # switch the token budget off (nan >= limit is never true), a string would crash the step.
         tokens = self.tokens
-        if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0):
+        if tokens is not None and whole_count(tokens) is None:
             raise ValueError(f"ProposerOutput.tokens: must be a whole number >= 0 or None, got {tokens!r}")
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from ..context import ContextView
 from ..errors import ConfigError
+from ._counts import whole_count
 from .base import ProposerOutput
 
 __all__ = ["ENV_PREFIX", "TOOL_SCHEMAS", "OpenAICompatConfig", "OpenAICompatProposer", "Transport", "urllib_transport"]
@@ -112,11 +113,6 @@ def _url_problem(url: str) -> str:
     return "" if parts.hostname else "names no host"
 
 
-def _count(value: object) -> int | None:
-    """A token count as reported, or None when it is not one (never a bool, never negative)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
 def urllib_transport(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> tuple[int, bytes]:
     request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
     try:
@@ -193,9 +189,9 @@ class OpenAICompatProposer:
             return ProposerOutput(raw=self._mask(f"endpoint reply is not a chat completion: {payload[:200]!r}"), tokens=0)
         usage = data.get("usage")
         usage = usage if isinstance(usage, dict) else {}
-        tokens = _count(usage.get("total_tokens"))
+        tokens = whole_count(usage.get("total_tokens"))
         if tokens is None:
-            parts = [_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))]
+            parts = [whole_count(usage.get("prompt_tokens")), whole_count(usage.get("completion_tokens"))]
             tokens = parts[0] + parts[1] if parts[0] is not None and parts[1] is not None else None
         if not calls:  # prose instead of a tool call: the runtime answers with a malformed-proposal error
             return ProposerOutput(raw=self._mask(str(message.get("content") or "")), tokens=tokens)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ..context import ContextView
+from ._counts import whole_count
 
 __all__ = ["FunctionProposer", "ScriptedProposer"]
 
@@ -41,9 +42,10 @@ class ScriptedProposer:
         return {"position": self.position}
 
     def restore(self, state: dict[str, Any]) -> None:
-        position = state.get("position")
-        if not isinstance(position, int) or isinstance(position, bool) or position < 0:
-            raise ValueError(f"scripted proposer state: position must be a whole number >= 0, got {position!r}")
+        given = state.get("position")
+        position = whole_count(given)
+        if position is None:
+            raise ValueError(f"scripted proposer state: position must be a whole number >= 0, got {given!r}")
         self.position = position
 
 

@@ -30,6 +30,28 @@ def _http(body: Any) -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data)
 
 
+def _read_request(conn: socket.socket) -> None:
+    """Reads the whole request, headers and Content-Length body.
+
+    http.client sends the body in a second send(); closing with it unread makes the kernel answer with
+    RST instead of FIN, and the client then sees ConnectionResetError instead of the reply under test.
+    """
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            return
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            return
+        body += chunk
+
+
 @pytest.fixture
 def raw_server() -> Iterator[list[bytes]]:
     """Answers every connection with the next queued bytes (then closes); yields the queue and its URL."""
@@ -45,7 +67,7 @@ def raw_server() -> Iterator[list[bytes]]:
             except OSError:
                 return
             with conn:
-                conn.recv(1 << 16)
+                _read_request(conn)
                 conn.sendall(replies.pop(0) if replies else b"")
 
     thread = threading.Thread(target=serve, daemon=True)

@@ -49,7 +49,10 @@ def test_thread_and_explicit_process_pools_match(reference: list[dict[str, objec
 def test_dask_local_cluster_matches(reference: list[dict[str, object]]) -> None:
     distributed = pytest.importorskip("dask.distributed", reason="the dask extra is not installed")
     tasks = study_tasks(GROUPS, SCENARIOS, 3)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    # dashboard_address=None still binds the scheduler's HTTP endpoint to 8787: a second job's cluster there
+    # made it move with a "Port 8787 is already in use" UserWarning (an error here). A free port instead.
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}) as cluster, \
             distributed.Client(cluster) as client:
         outcomes = sweep(run_study_task, tasks, executor=client.get_executor(), progress=False)
     assert _keys(outcomes) == reference
