@@ -173,6 +173,7 @@ class RunBase(Restorable):
                    message=f"{self._crash_why()} during {during} ({tool or 'no action'}) of step {self.step_no}; "
                            "the step is unrecorded and its outcome unknown: resume from a checkpoint",
                    data={"point": point.value, "tool": tool, "interrupt": type(exc).__name__, "during": during})
+        self._faults.abandon(f"the run was interrupted at {point.value} of step {self.step_no}")
 
     def _crash_why(self) -> str:
         assert self.crashed is not None

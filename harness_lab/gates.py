@@ -73,7 +73,7 @@ class LoopGates:
         if b.max_tokens is not None and usage.tokens >= b.max_tokens:
             return StopReason(code="token_budget", message=f"token budget spent ({usage.tokens}/{b.max_tokens})")
         if b.wall_clock_seconds is not None and self.elapsed() >= b.wall_clock_seconds:
-            return StopReason(code="wall_clock", message=f"wall-clock limit reached ({self.elapsed():.1f}s/{b.wall_clock_seconds}s)")
+            return StopReason(code="wall_clock", message=f"wall-clock limit reached ({_secs(self.elapsed(), b.wall_clock_seconds)})")
         return None
 
     def before_tool_call(self, usage: Spent) -> StopReason | None:
@@ -85,7 +85,7 @@ class LoopGates:
         # Again here, not only before the decision: a slow proposer may have taken the run past it.
         limit = self.budget.wall_clock_seconds
         if limit is not None and (elapsed := self.elapsed()) >= limit:
-            return StopReason(code="wall_clock", message=f"wall-clock limit reached ({elapsed:.1f}s/{limit}s); call not made")
+            return StopReason(code="wall_clock", message=f"wall-clock limit reached ({_secs(elapsed, limit)}); call not made")
         return None
 
     def token_warning(self, usage: Spent) -> str | None:
@@ -143,6 +143,11 @@ class LoopGates:
         self._warned = bool(state.get("warned", False))
         last = state.get("last_decision")
         self._last_decision = last if isinstance(last, int) else None
+
+
+def _secs(elapsed: float, limit: float) -> str:
+    # Enough digits that the elapsed time never prints below the limit it reached (0.041 as "0.0").
+    return f"{elapsed:.6g}s/{limit:g}s"
 
 
 @lru_cache(maxsize=256)

@@ -235,7 +235,15 @@ class FaultSchedule:
         self._fired_note(fault, "crash", effect)
         self._log(fault, "crash", effect, run.step_no, None,
                   "SimulatedCrash raised; this run object refuses further steps: resume from a checkpoint")
+        self.abandon(f"the run crashed at {point.value} of step {run.step_no}")
         return SimulatedCrash(point.value, run.step_no)
+
+    def abandon(self, why: str) -> None:
+        """The run object is dead (a crash): every fault still armed will never strike it (a resumed
+        run has its own schedule); the trace says so."""
+        for armed in self.armed:
+            self._unfired(armed, why)
+        self.armed = []
 
     def settle(self, run: FaultTarget, decision: Decision, result: ToolResult | None) -> None:
         """At the close of a step: record how the harness answered each fault that fired in it."""
@@ -260,12 +268,17 @@ class FaultSchedule:
         this step's commit points is left: the step's close reaches them next.)"""
         left = [a for a in self.armed if a.at_step <= step and a.fault.crash_point() in _COMMIT_POINTS]
         for armed in self.armed:
-            if armed in left:
-                continue
-            self._emit("fault_unfired", f"fault {armed.fault.name} never fired: the run ended {state.value} at step "
-                       f"{step} before its {armed.fault.hook} hook was reached",
-                       {"fault": armed.fault.name, "at_step": armed.at_step, "hook": armed.fault.hook})
+            if armed not in left:
+                self._unfired(armed, f"the run ended {state.value} at step {step}")
         self.armed = left
+
+    def _unfired(self, armed: _Armed, why: str) -> None:
+        # A multi-step fault may have struck already: say so, and how many of its firings never came.
+        fired, name, hook = sorted(armed.fired_steps), armed.fault.name, armed.fault.hook
+        what = (f"fault {name} fired at step(s) {', '.join(map(str, fired))}; its {armed.left} remaining firing(s) "
+                "never came" if fired else f"fault {name} never fired")
+        self._emit("fault_unfired", f"{what}: {why} before its {hook} hook was reached",
+                   {"fault": name, "at_step": armed.at_step, "hook": hook, "fired_steps": fired, "left": armed.left})
 
     def _log(self, fault: Fault, hook: FaultHook, effect: str, step: int, state: RunState | None, answer: str) -> None:
         self.records.append(FaultRecord(

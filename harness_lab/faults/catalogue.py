@@ -187,7 +187,7 @@ class RepeatedActionLoop(Fault):
 
     name: Literal["repeated_action_loop"] = "repeated_action_loop"
     hook: ClassVar[FaultHook] = "proposal"
-    steps: int = 4
+    steps: int = Field(default=4, ge=1)  # a redefined field keeps no constraint of the base's: restate it
     fallback: dict[str, Any] = {"kind": "list_dir", "path": "."}
 
     def replace_proposal(self, run: FaultTarget, proposal: Proposal) -> tuple[object, str]:
