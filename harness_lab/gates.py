@@ -66,6 +66,10 @@ class LoopGates:
         seen = self._elapsed = max(self._elapsed, self.clock.now() - self.started_at)
         return seen
 
+    def charge(self, seconds: float) -> None:
+        """Count ``seconds`` the clock did not see (a simulated hang) as elapsed run time."""
+        self.started_at = (self.clock.now() if self.started_at is None else self.started_at) - seconds
+
     def before_decision(self, usage: Spent) -> StopReason | None:
         b = self.budget
         if usage.decisions >= b.max_decisions:

@@ -106,6 +106,10 @@ class Fault(BaseModel):
     def tool(self, action: _Action) -> ToolImpl:
         raise NotImplementedError
 
+    def hang_seconds(self) -> float:
+        """Tool faults: seconds the broken call takes (a hang), charged to the run's wall clock."""
+        return 0.0
+
     def after_validate(self, run: FaultTarget) -> str:
         return "nothing"
 
@@ -150,6 +154,14 @@ class _FaultyExecutor(ToolExecutor):
     def _dispatch(self, action: _Action, key: str) -> ToolResult:
         assert self.impl is not None
         return self.impl(action)
+
+
+def _hanging(impl: ToolImpl, gates: LoopGates, seconds: float) -> ToolImpl:
+    def call(action: _Action) -> ToolResult:
+        gates.charge(seconds)
+        return impl(action)
+
+    return call
 
 
 Emit = Callable[[str, str, dict[str, Any]], None]
@@ -217,9 +229,13 @@ class FaultSchedule:
         if not due:
             return executor
         fault = due[0]
-        self._fired_note(fault, "tool", f"{action.kind} will misbehave: {fault.doc()}")
+        impl, hang = fault.tool(action), fault.hang_seconds()
+        effect = f"{action.kind} will misbehave: {fault.doc()}"
+        if hang > 0:  # the simulated hang costs no real time: the wall clock is charged when the call is made
+            impl, effect = _hanging(impl, run.gates, hang), f"{effect} ({hang:g}s charged to the wall clock)"
+        self._fired_note(fault, "tool", effect)
         copy = {f.name: getattr(executor, f.name) for f in fields(executor)}  # shares `observed`
-        return _FaultyExecutor(**copy, impl=fault.tool(action))
+        return _FaultyExecutor(**copy, impl=impl)
 
     def after_validate(self, run: FaultTarget) -> None:
         for fault in self._take(run.step_no, "after_validate"):

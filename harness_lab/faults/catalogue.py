@@ -65,11 +65,15 @@ class ToolTimeout(Fault):
     """The next tool call hangs and is killed at its time limit.
 
     Expected answer: a structured ``timeout`` result (retryable, no effect), fed back; not a success.
+    The hang's ``seconds`` count as elapsed run time, so the wall-clock budget sees them.
     """
 
     name: Literal["tool_timeout"] = "tool_timeout"
     hook: ClassVar[FaultHook] = "tool"
     seconds: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+
+    def hang_seconds(self) -> float:
+        return self.seconds
 
     def tool(self, action: _Action) -> ToolImpl:
         def impl(a: _Action) -> ToolResult:

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from harness_lab.actions import _Action
 from harness_lab.clock import FakeClock
 from harness_lab.errors import SimulatedCrash
-from harness_lab.faults import Fault, FaultHook, ProcessCrash, RepeatedActionLoop
+from harness_lab.faults import Fault, FaultHook, ProcessCrash, RepeatedActionLoop, ToolTimeout
 from harness_lab.faults.base import ToolImpl
 from harness_lab.proposers import FunctionProposer, ScriptedProposer
 from harness_lab.run import Run
@@ -112,3 +112,24 @@ def test_the_wall_clock_message_never_shows_less_than_the_limit(tmp_path: Path, 
     assert run.stop_reason is not None and run.stop_reason.code == "wall_clock"
     assert record.decision.reason.startswith("wall-clock limit reached (0.041s/0.04s)")
     assert record.decision.reason.endswith("call not made") is slow_proposer
+
+
+@pytest.mark.parametrize("with_store", [False, True])
+def test_a_tool_timeout_spends_its_seconds_of_the_wall_clock_budget(tmp_path: Path, with_store: bool) -> None:
+    # Before: the simulated hang took no time at all: a 300 s timeout under a 60 s wall-clock budget
+    # left elapsed at 0 and the run went on (to EXHAUSTED by decisions, never by the wall clock).
+    store = SQLiteStore(tmp_path / "runs.sqlite") if with_store else None
+    run = Run(contract=contract(wall_clock_seconds=60), evidence=evidence(), proposer=ScriptedProposer(CONFORMING),
+              workspace=tmp_path / "ws", clock=FakeClock(), store=store)
+    run.inject(ToolTimeout(seconds=300), at_step=2)
+    first, second = run.step(), run.step()
+    assert first.usage.elapsed_s == 0 and second.usage.elapsed_s == 300
+    assert second.tool_result is not None and second.tool_result.status == "timeout"
+    (record,) = run.faults
+    assert "300s charged to the wall clock" in record.effect and "run RUNNING" in record.answer
+    third = run.step()
+    assert third.decision.verdict == "exhaust" and run.state is RunState.EXHAUSTED
+    assert run.stop_reason is not None and run.stop_reason.code == "wall_clock"
+    assert run.stop_reason.message == "wall-clock limit reached (300s/60s)"
+    if store is not None:
+        store.close()
