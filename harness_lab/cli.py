@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -103,8 +104,8 @@ def _drive_stored(run: Run, store: Store, args: argparse.Namespace) -> int:
     stopped = drive(run, store, lambda r: print(r.model_dump_json() if args.json else r.summary(), flush=True),
                     heartbeat_s=args.heartbeat, grace_s=args.grace)
     if stopped:
-        print(f"stopped by SIGTERM after step {run.step_no}; resume with: harness-lab resume --db {args.db} "
-              f"--run-id {run.run_id}", file=sys.stderr)
+        print(f"stopped by SIGTERM after step {run.step_no}; resume with: {_resume_command(args.db, run.run_id)}",
+              file=sys.stderr)
         return 143
     return _print_final(run, args)
 
@@ -130,14 +131,16 @@ def _resume_stored(store: Store, args: argparse.Namespace) -> int:
           file=sys.stderr)
     args.scenario = run.scenario
     args.no_validation = not run.validation
-    if run.resume_report.ok and run.waiting is not None:
+    if not run.resume_report.ok:  # nothing beats for a run that did not resume: the store stays as it was
+        _print_final(run, args)
+        return 1
+    if run.waiting is not None:
         # A gate the run parked at before: the policy decides it as it would have inline (ask: stay parked).
         decision = approver.decide(run.waiting)
         if decision is not None:
             record = run.approve(by=decision.by) if decision.approved else run.reject(decision.reason, by=decision.by)
             print(record.model_dump_json() if args.json else record.summary(), flush=True)
-    code = _drive_stored(run, store, args)
-    return code if run.resume_report.ok else 1
+    return _drive_stored(run, store, args)
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:
@@ -168,6 +171,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0 if result.identical else 1
 
 
+def _resume_command(db: str, run_id: str) -> str:
+    """Quoted as a shell needs it: a store path or run id with a space is pasted as it is."""
+    return f"harness-lab resume --db {shlex.quote(db)} --run-id {shlex.quote(run_id)}"
+
+
 def _print_final(run: Run, args: argparse.Namespace) -> int:
     final = {
         "scenario": args.scenario,
@@ -182,7 +190,7 @@ def _print_final(run: Run, args: argparse.Namespace) -> int:
         final["waiting_for"] = run.waiting.model_dump(mode="json")
     print(json.dumps(final) if args.json else f"final: {run.state.value} ({final['stop_reason']})")
     if run.waiting is not None and not args.json:
-        again = (f"harness-lab resume --db {args.db} --run-id {run.run_id} --gate-policy approve|reject"
+        again = (_resume_command(args.db, run.run_id) + " --gate-policy approve|reject"
                  if args.db is not None else "a rerun with --gate-policy approve|reject")
         print(f"waiting for a human: {run.waiting.action_kind} (args sha256 {run.waiting.args_sha256[:12]}); "
               f"decide in Python with run.approve() / run.reject(reason), or with {again}")

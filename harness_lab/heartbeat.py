@@ -4,7 +4,8 @@
   tens of ms): which step the run is at and when it last *completed* a step.
 * :class:`Watchdog` (default 90 s) marks a run ``stuck`` in the store when its beats stop (the process
   is gone or hung) or when beats keep coming but no step completed for that long (alive but stuck).
-  A run whose last checkpoint is terminal or waits for a human is ``settled``: no beat is expected.
+  A run whose last checkpoint is terminal or waits for a human, or that a SIGTERM stopped (status
+  ``stopped``, until it is resumed), is ``settled``: no beat is expected.
 * :class:`GracefulStop` turns SIGTERM into a request the loop sees between steps: the last step is
   checkpointed already, a progress report is written, and the loop stops; if the current step does
   not finish within ``window_s`` (default 30 s) the process exits anyway (status 143).
@@ -106,7 +107,7 @@ class HeartbeatThread:
 @dataclass(frozen=True)
 class WatchdogVerdict:
     run_id: str
-    status: Literal["alive", "stuck", "no_heartbeat", "settled"]  # settled: finished, or waiting for a human
+    status: Literal["alive", "stuck", "no_heartbeat", "settled"]  # settled: finished, waiting for a human, stopped
     reason: str
 
 
@@ -120,10 +121,13 @@ class Watchdog:
 
     def check(self, run_id: str, now: float | None = None) -> WatchdogVerdict:
         now = time.time() if now is None else now
-        self.store.run_info(run_id)  # an unknown id (a typo) is an error, not a run that never beat
+        info = self.store.run_info(run_id)  # an unknown id (a typo) is an error, not a run that never beat
         beat = self.store.last_beat(run_id)
         if beat is None:
             return WatchdogVerdict(run_id, "no_heartbeat", "the run never beat (not started with a heartbeat)")
+        if info.status == "stopped":  # stopped on purpose, with a progress report: not stuck, and its reason stays
+            return WatchdogVerdict(run_id, "settled", f"stopped ({info.status_reason}); nothing beats until it is "
+                                                      "resumed")
         settled = self._settled(run_id)
         if settled is not None:
             return WatchdogVerdict(run_id, "settled", settled)

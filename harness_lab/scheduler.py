@@ -152,7 +152,12 @@ class ExternalLoop:
     def round(self) -> RoundRecord:
         """One round from ``ready``: run until something needs deciding, then one next state."""
         self._require(LoopState.READY)
-        return self._round(self._move(LoopState.RUNNING))
+        before = self._move(LoopState.RUNNING)
+        try:
+            return self._round(before)
+        except BaseException:
+            self._abandon_round()
+            raise
 
     def run_until_settled(self) -> LoopState:
         """Rounds until completed, blocked or waiting for a human."""
@@ -162,14 +167,20 @@ class ExternalLoop:
 
     def external_change(self, *keys: str) -> None:
         """The outside world changed what the context items named by ``keys`` (key or source) describe."""
+        for key in keys:  # refused now, not at the next round (where it would fail every round)
+            if not isinstance(key, str) or not key.strip():
+                raise ValueError(f"external_change: a context item's key or source (a non-empty string), got {key!r}")
         self._stale_keys.extend(keys)
 
     def approve(self, *, by: str = "human") -> RoundRecord:
         """Approve the parked action; the round continues from it."""
         self._require(LoopState.WAITING_FOR_HUMAN)
         before = self._move(LoopState.RUNNING)
-        first = self.run.approve(by=by)
-        return self._round(before, first)
+        try:
+            return self._round(before, self.run.approve(by=by))
+        except BaseException:
+            self._abandon_round()
+            raise
 
     def reject(self, reason: str, *, by: str = "human") -> RoundRecord:
         self._require(LoopState.WAITING_FOR_HUMAN)
@@ -185,6 +196,12 @@ class ExternalLoop:
         return self._finish(LoopState.WAITING_FOR_HUMAN, RoundFacts(run_state=self.run.state), (record.step,))
 
     # -- internals ------------------------------------------------------------------------------
+    def _abandon_round(self) -> None:
+        """A round that raised (Ctrl-C, bad input, a crashed run) decided nothing: the loop must not stay
+        ``running`` forever, but go back to where the caller can go on, waiting if the run still waits."""
+        if self.state is LoopState.RUNNING:
+            self._move(LoopState.WAITING_FOR_HUMAN if self.run.waiting is not None else LoopState.READY)
+
     def _round(self, before: LoopState, first: StepRecord | None = None) -> RoundRecord:
         steps: list[int] = []
         if self._stale_keys and first is None:
