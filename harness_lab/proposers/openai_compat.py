@@ -90,6 +90,10 @@ class OpenAICompatConfig:
             raise ConfigError(f"max_retries: must be >= 0, got {self.max_retries}")
         if not self.model:
             raise ConfigError(f"{ENV_PREFIX}MODEL: empty model name")
+        if self.api_key is not None and not all("!" <= c <= "~" for c in self.api_key):
+            # http.client refuses such a header value with an error quoting it: the key would reach the trace.
+            raise ConfigError(f"{ENV_PREFIX}API_KEY: contains whitespace, a control or a non-ASCII character "
+                              "(it goes into an HTTP header; the value is not shown)")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OpenAICompatConfig:
@@ -98,7 +102,7 @@ class OpenAICompatConfig:
         if missing:
             raise ConfigError(f"environment: {', '.join(missing)} not set (the OpenAI-compatible proposer needs them)")
         return cls(base_url=source[f"{ENV_PREFIX}BASE_URL"].rstrip("/"), model=source[f"{ENV_PREFIX}MODEL"],
-                   api_key=source.get(f"{ENV_PREFIX}API_KEY") or None)
+                   api_key=source.get(f"{ENV_PREFIX}API_KEY", "").strip() or None)  # a key file's newline
 
 
 def _url_problem(url: str) -> str:
@@ -159,7 +163,8 @@ class OpenAICompatProposer:
                 status, payload = 0, f"{type(exc).__name__}: {exc}".encode()
             if status == 200:
                 return self._parse(payload)
-            problem = f"HTTP {status}: {payload[:200].decode('utf-8', 'replace')}" if status else payload.decode()
+            # Masked before it is cut short: a cut through the key would leave a part the mask cannot find.
+            problem = f"HTTP {status}: {self._mask(payload.decode('utf-8', 'replace'))[:200]}" if status else payload.decode()
             if status not in (0, 408, 409, 429) and status < 500:
                 break  # a client error will not heal by asking again
             if attempt < self._config.max_retries:
@@ -186,7 +191,8 @@ class OpenAICompatProposer:
             if not isinstance(calls, list) or not isinstance(function, dict):
                 raise TypeError("tool_calls")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return ProposerOutput(raw=self._mask(f"endpoint reply is not a chat completion: {payload[:200]!r}"), tokens=0)
+            text = self._mask(payload.decode("utf-8", "replace"))[:200]
+            return ProposerOutput(raw=self._mask(f"endpoint reply is not a chat completion: {text!r}"), tokens=0)
         usage = data.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         tokens = whole_count(usage.get("total_tokens"))
@@ -199,7 +205,7 @@ class OpenAICompatProposer:
         try:
             args = json.loads(arguments) if isinstance(arguments, str) else arguments
         except ValueError:
-            return ProposerOutput(raw=self._mask(f"tool call {name!r} arguments are not JSON: {arguments[:200]}"),
+            return ProposerOutput(raw=self._mask(f"tool call {name!r} arguments are not JSON: {self._mask(arguments)[:200]}"),
                                   tokens=tokens)
         if not isinstance(args, dict):
             return ProposerOutput(raw=self._mask(f"tool call {name!r} arguments are not an object"), tokens=tokens)
