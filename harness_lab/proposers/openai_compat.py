@@ -55,6 +55,7 @@ def _fn(name: str, description: str, properties: dict[str, Any], required: list[
 
 
 _STR = {"type": "string"}
+_CUT = "the reply was cut off at the output token limit (finish_reason 'length')"
 TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
     _fn("read_evidence", "Read one evidence note by id.", {"id": _STR}, ["id"]),
     _fn("write_report", "Write the whole report (Markdown) to the report path.", {"text": _STR}, ["text"]),
@@ -185,7 +186,8 @@ class OpenAICompatProposer:
     def _parse(self, payload: bytes) -> ProposerOutput:
         try:
             data = json.loads(payload)
-            message = data["choices"][0]["message"]
+            choice = data["choices"][0]
+            message, cut = choice["message"], choice.get("finish_reason") == "length"
             calls = message.get("tool_calls") or []
             function = (calls[0].get("function") or {}) if calls else {}
             if not isinstance(calls, list) or not isinstance(function, dict):
@@ -200,11 +202,16 @@ class OpenAICompatProposer:
             parts = [whole_count(usage.get("prompt_tokens")), whole_count(usage.get("completion_tokens"))]
             tokens = parts[0] + parts[1] if parts[0] is not None and parts[1] is not None else None
         if not calls:  # prose instead of a tool call: the runtime answers with a malformed-proposal error
-            return ProposerOutput(raw=self._mask(str(message.get("content") or "")), tokens=tokens)
+            content = str(message.get("content") or "")
+            return ProposerOutput(raw=self._mask(f"{_CUT}, before any tool call: {content}" if cut else content),
+                                  tokens=tokens)
         name, arguments = function.get("name"), function.get("arguments") or "{}"
         try:
             args = json.loads(arguments) if isinstance(arguments, str) else arguments
         except ValueError:
+            if cut:  # the model ran out of output tokens mid-call: say so, "not JSON" would blame the wrong thing
+                return ProposerOutput(raw=self._mask(f"{_CUT}, inside the arguments of tool call {name!r}: "
+                                                     "propose something shorter"), tokens=tokens)
             return ProposerOutput(raw=self._mask(f"tool call {name!r} arguments are not JSON: {self._mask(arguments)[:200]}"),
                                   tokens=tokens)
         if not isinstance(args, dict):

@@ -79,3 +79,32 @@ def test_a_key_no_header_can_carry_is_a_config_error_that_does_not_show_it(key: 
     with pytest.raises(ConfigError, match="HARNESS_LAB_OPENAI_API_KEY: contains whitespace") as info:
         OpenAICompatConfig.from_env(env)
     assert KEY[:6] not in str(info.value) and KEY[7:] not in str(info.value)
+
+
+def _reply(message: dict[str, Any], finish_reason: str, total_tokens: int = 50) -> dict[str, Any]:
+    return {"status": 200, "body": {"id": "r", "object": "chat.completion", "model": "replay-model", "choices": [
+        {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": total_tokens - 10, "completion_tokens": 10, "total_tokens": total_tokens}}}
+
+
+def _call(name: str, arguments: Any) -> dict[str, Any]:
+    return {"id": f"call-{name}", "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_a_reply_cut_at_the_token_limit_says_so(server: ReplayServer, contract: ControlContract,
+                                                evidence: EvidenceCatalogue, tmp_path: Path) -> None:
+    server.replies = [
+        _reply({"content": None, "tool_calls": [_call("write_report", '{"text": "# Conclusion\\n\\nThe harn')]},
+               "length", 4096),
+        _reply({"content": "Let me think about which evidence to rea"}, "length", 4000),
+    ]
+    run = _run(_proposer(server), contract, evidence, tmp_path)
+    mid_call, prose = run.step(), run.step()
+    for record in (mid_call, prose):
+        # Before: "arguments are not JSON" (blaming the model's JSON) and the bare prose, no word of the limit.
+        assert record.proposal is not None and record.proposal.error is not None
+        assert "cut off at the output token limit" in str(record.proposal.raw)
+        assert "cut off" in record.proposal.error.message  # what the runtime feeds back
+    assert "write_report" in str(mid_call.proposal.raw)
+    assert run.usage.tokens == 4096 + 4000 and run.usage.tool_calls == 0
+
