@@ -3,7 +3,8 @@
 Hosted services and local servers (Ollama, vLLM, llama.cpp's server) speak the same protocol:
 ``POST {base_url}/chat/completions`` with ``messages`` and ``tools``; the reply's first tool call
 becomes the raw proposal ``{"kind": <function name>, **arguments}``, which the runtime parses and
-decides on like any other. Standard library only (urllib): the ``openai`` extra needs no package.
+decides on like any other. Further calls in the same reply are not run: they ride along as
+``other_tool_calls``, a claim the trace records (a ``claims_ignored`` note), never dropped unseen. Standard library only (urllib): the ``openai`` extra needs no package.
 
 Configuration comes from the environment (:meth:`OpenAICompatConfig.from_env`)::
 
@@ -216,6 +217,9 @@ class OpenAICompatProposer:
                                   tokens=tokens)
         if not isinstance(args, dict):
             return ProposerOutput(raw=self._mask(f"tool call {name!r} arguments are not an object"), tokens=tokens)
+        if len(calls) > 1:  # one action per step: the first runs; the others become claims the trace records
+            others = [c.get("function", c) if isinstance(c, dict) else c for c in calls[1:]]
+            return ProposerOutput(raw={**args, "other_tool_calls": others, "kind": name}, tokens=tokens)
         return ProposerOutput(raw={**args, "kind": name}, tokens=tokens)
 
     def _mask(self, text: str) -> str:

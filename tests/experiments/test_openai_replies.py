@@ -108,3 +108,20 @@ def test_a_reply_cut_at_the_token_limit_says_so(server: ReplayServer, contract: 
     assert "write_report" in str(mid_call.proposal.raw)
     assert run.usage.tokens == 4096 + 4000 and run.usage.tool_calls == 0
 
+
+
+def test_several_tool_calls_in_one_reply_run_the_first_and_record_the_rest(
+        server: ReplayServer, contract: ControlContract, evidence: EvidenceCatalogue, tmp_path: Path) -> None:
+    # Parallel tool calls (the default of some endpoints), arguments once as an object, once as a string.
+    server.replies = [_reply({"content": "Reading both notes.", "tool_calls": [
+        _call("read_evidence", {"id": "harness-boundary"}), _call("read_evidence", '{"id": "acceptance-snapshot"}')]},
+        "tool_calls")]
+    run = _run(_proposer(server), contract, evidence, tmp_path)
+    record = run.step()
+    assert record.proposal is not None and record.proposal.action is not None
+    assert record.proposal.action.model_dump()["id"] == "harness-boundary" and run.usage.tool_calls == 1
+    # Before: the second call vanished without a trace; now it is recorded, and not run.
+    assert record.proposal.claims["other_tool_calls"] == [
+        {"name": "read_evidence", "arguments": '{"id": "acceptance-snapshot"}'}]
+    notes = [e for e in run.events if getattr(e, "topic", None) == "claims_ignored"]
+    assert notes and "acceptance-snapshot" in notes[0].model_dump_json()
