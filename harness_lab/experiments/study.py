@@ -107,11 +107,13 @@ def run_study_task(task: StudyTask) -> RunOutcome:
             rejections, false_reject = 0, False
             report = workspace / task.contract.verification.report.path
             while not run.state.terminal and run.waiting is None:
+                # A finish step writes nothing before its check, so these are the bytes it judges; after
+                # it a repair may already have rolled the report back to the healthy snapshot.
+                before = report.read_bytes() if report.is_file() else None
                 record = run.step()
                 if record.verdict is not None and not record.verdict.accepted:
                     rejections += 1
-                    # The file is what the validator just judged: nothing writes between check and here.
-                    false_reject |= scenario.is_acceptable(report.read_bytes() if report.is_file() else None)
+                    false_reject |= scenario.is_acceptable(before)
             semantic: Literal["passed", "failed", "not_run"] = "not_run"
             reasons: tuple[str, ...] = ()
             reviews = 0

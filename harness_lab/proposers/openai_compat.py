@@ -3,7 +3,8 @@
 Hosted services and local servers (Ollama, vLLM, llama.cpp's server) speak the same protocol:
 ``POST {base_url}/chat/completions`` with ``messages`` and ``tools``; the reply's first tool call
 becomes the raw proposal ``{"kind": <function name>, **arguments}``, which the runtime parses and
-decides on like any other. Standard library only (urllib): the ``openai`` extra needs no package.
+decides on like any other. Further calls in the same reply are not run: they ride along as
+``other_tool_calls``, a claim the trace records (a ``claims_ignored`` note), never dropped unseen. Standard library only (urllib): the ``openai`` extra needs no package.
 
 Configuration comes from the environment (:meth:`OpenAICompatConfig.from_env`)::
 
@@ -55,6 +56,7 @@ def _fn(name: str, description: str, properties: dict[str, Any], required: list[
 
 
 _STR = {"type": "string"}
+_CUT = "the reply was cut off at the output token limit (finish_reason 'length')"
 TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
     _fn("read_evidence", "Read one evidence note by id.", {"id": _STR}, ["id"]),
     _fn("write_report", "Write the whole report (Markdown) to the report path.", {"text": _STR}, ["text"]),
@@ -90,6 +92,10 @@ class OpenAICompatConfig:
             raise ConfigError(f"max_retries: must be >= 0, got {self.max_retries}")
         if not self.model:
             raise ConfigError(f"{ENV_PREFIX}MODEL: empty model name")
+        if self.api_key is not None and not all("!" <= c <= "~" for c in self.api_key):
+            # http.client refuses such a header value with an error quoting it: the key would reach the trace.
+            raise ConfigError(f"{ENV_PREFIX}API_KEY: contains whitespace, a control or a non-ASCII character "
+                              "(it goes into an HTTP header; the value is not shown)")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OpenAICompatConfig:
@@ -98,7 +104,7 @@ class OpenAICompatConfig:
         if missing:
             raise ConfigError(f"environment: {', '.join(missing)} not set (the OpenAI-compatible proposer needs them)")
         return cls(base_url=source[f"{ENV_PREFIX}BASE_URL"].rstrip("/"), model=source[f"{ENV_PREFIX}MODEL"],
-                   api_key=source.get(f"{ENV_PREFIX}API_KEY") or None)
+                   api_key=source.get(f"{ENV_PREFIX}API_KEY", "").strip() or None)  # a key file's newline
 
 
 def _url_problem(url: str) -> str:
@@ -159,7 +165,8 @@ class OpenAICompatProposer:
                 status, payload = 0, f"{type(exc).__name__}: {exc}".encode()
             if status == 200:
                 return self._parse(payload)
-            problem = f"HTTP {status}: {payload[:200].decode('utf-8', 'replace')}" if status else payload.decode()
+            # Masked before it is cut short: a cut through the key would leave a part the mask cannot find.
+            problem = f"HTTP {status}: {self._mask(payload.decode('utf-8', 'replace'))[:200]}" if status else payload.decode()
             if status not in (0, 408, 409, 429) and status < 500:
                 break  # a client error will not heal by asking again
             if attempt < self._config.max_retries:
@@ -180,13 +187,15 @@ class OpenAICompatProposer:
     def _parse(self, payload: bytes) -> ProposerOutput:
         try:
             data = json.loads(payload)
-            message = data["choices"][0]["message"]
+            choice = data["choices"][0]
+            message, cut = choice["message"], choice.get("finish_reason") == "length"
             calls = message.get("tool_calls") or []
             function = (calls[0].get("function") or {}) if calls else {}
             if not isinstance(calls, list) or not isinstance(function, dict):
                 raise TypeError("tool_calls")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return ProposerOutput(raw=self._mask(f"endpoint reply is not a chat completion: {payload[:200]!r}"), tokens=0)
+            text = self._mask(payload.decode("utf-8", "replace"))[:200]
+            return ProposerOutput(raw=self._mask(f"endpoint reply is not a chat completion: {text!r}"), tokens=0)
         usage = data.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         tokens = whole_count(usage.get("total_tokens"))
@@ -194,15 +203,23 @@ class OpenAICompatProposer:
             parts = [whole_count(usage.get("prompt_tokens")), whole_count(usage.get("completion_tokens"))]
             tokens = parts[0] + parts[1] if parts[0] is not None and parts[1] is not None else None
         if not calls:  # prose instead of a tool call: the runtime answers with a malformed-proposal error
-            return ProposerOutput(raw=self._mask(str(message.get("content") or "")), tokens=tokens)
+            content = str(message.get("content") or "")
+            return ProposerOutput(raw=self._mask(f"{_CUT}, before any tool call: {content}" if cut else content),
+                                  tokens=tokens)
         name, arguments = function.get("name"), function.get("arguments") or "{}"
         try:
             args = json.loads(arguments) if isinstance(arguments, str) else arguments
         except ValueError:
-            return ProposerOutput(raw=self._mask(f"tool call {name!r} arguments are not JSON: {arguments[:200]}"),
+            if cut:  # the model ran out of output tokens mid-call: say so, "not JSON" would blame the wrong thing
+                return ProposerOutput(raw=self._mask(f"{_CUT}, inside the arguments of tool call {name!r}: "
+                                                     "propose something shorter"), tokens=tokens)
+            return ProposerOutput(raw=self._mask(f"tool call {name!r} arguments are not JSON: {self._mask(arguments)[:200]}"),
                                   tokens=tokens)
         if not isinstance(args, dict):
             return ProposerOutput(raw=self._mask(f"tool call {name!r} arguments are not an object"), tokens=tokens)
+        if len(calls) > 1:  # one action per step: the first runs; the others become claims the trace records
+            others = [c.get("function", c) if isinstance(c, dict) else c for c in calls[1:]]
+            return ProposerOutput(raw={**args, "other_tool_calls": others, "kind": name}, tokens=tokens)
         return ProposerOutput(raw={**args, "kind": name}, tokens=tokens)
 
     def _mask(self, text: str) -> str:
