@@ -200,7 +200,10 @@ def run_study(
     each scenario's contract (e.g. a tighter budget via ``ControlContract.with_budget``), the same
     for every group.
     """
-    names = tuple(list_scenarios() if scenarios == "all" else SEED_SCENARIOS if scenarios == "seed" else scenarios)
+    if isinstance(groups, str):  # one group's name, not a sequence of its letters
+        groups = (groups,)
+    names = tuple(list_scenarios() if scenarios == "all" else SEED_SCENARIOS if scenarios == "seed"
+                  else (scenarios,) if isinstance(scenarios, str) else scenarios)
     tasks = study_tasks(groups, names, seeds, noise=noise, contract=contract, reviewer=reviewer)
     outcomes = sweep(run_study_task, tasks, executor=executor, progress=progress, label="study")
     budgets = {t.contract.budget.model_dump_json() for t in tasks}

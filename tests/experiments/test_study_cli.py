@@ -205,3 +205,15 @@ def test_run_study_with_nothing_to_run_says_so(groups: list[str], scenarios: lis
 
     with pytest.raises(ValueError, match="no (groups|scenarios) to run"):
         run_study(groups, scenarios, 1, progress=False)
+
+
+def test_run_study_takes_a_single_name_as_one_name_not_its_letters() -> None:
+    # Was "scenario(s) n, o, r given twice" / "unknown group(s) b, a, s, e": a str is a sequence of letters.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness_lab.experiments import run_study
+
+    with ThreadPoolExecutor(1) as pool:
+        result = run_study("base", "conforming_report", 1, executor=pool, progress=False)
+    assert result.groups == ("base",) and result.scenarios == ("conforming_report",)
+    assert len(result.outcomes) == 1 and result.outcomes[0].scenario == "conforming_report"
