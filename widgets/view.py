@@ -18,7 +18,7 @@ from harness_lab.errors import HarnessLabError
 from harness_lab.events import StepRecord
 from harness_lab.states import RunState
 
-from ._panel import Panel, describe_error, esc
+from ._panel import Panel, describe_error, esc, newer
 from .budget_panel import BudgetPanel
 from .context_panel import ContextPanel
 from .fault_panel import FaultPanel
@@ -196,6 +196,7 @@ class LabView:
         """Every button's shape: make the run's call, redraw (even when it raised, showing the error in
         the status line), and record it in the session once it succeeded (a failed call is not replayed)."""
         self._taken = 0  # steps a run_to_* loop completed, should it be interrupted
+        seen = self.run.events[-1].seq if self.run.events else 0
         try:
             result = call()
         except Exception as exc:
@@ -206,8 +207,19 @@ class LabView:
             self._interrupted(name, args, exc)
             raise
         self.refresh()
+        self._say_discarded(seen)
         self.session.record(self.run, name, args)
         return result
+
+    def _say_discarded(self, seen: int) -> None:
+        """The pending proposal shown (or edited) was not what ran: the workspace changed outside the run,
+        so the step discarded it and asked the proposer again. Say so beside the summary, not only in the trace."""
+        steps = [str(e.step) for e in newer(self.run.events, seen, "seq")
+                 if e.kind == "note" and getattr(e, "topic", "") == "pending_discarded"]
+        if steps:
+            self.status.value = (f"<span>{esc(self.summary())}; the workspace changed outside the run: step "
+                                 f"{', '.join(steps)} discarded the pending proposal and asked the proposer again "
+                                 "(see the trace)</span>")
 
     def _interrupted(self, name: str, args: dict[str, Any], exc: BaseException) -> None:
         """Redraw without asking the proposer (it may be what was interrupted: a slow model), turn the

@@ -131,3 +131,23 @@ def test_a_gate_waiting_past_the_wall_clock_limit_says_an_approval_executes_noth
     assert "too late for approval, nothing will execute: the run&#x27;s wall-clock limit (100s)" in view.pending.html.value
     view.approve()
     assert run.state is RunState.EXHAUSTED and run.stop_reason is not None and run.stop_reason.code == "wall_clock"
+
+
+def test_a_pending_proposal_discarded_after_an_outside_change_is_said_in_the_status_line(tmp_path):
+    # Before: the dashboard showed (and the user edited) one proposal, Step ran another, and the
+    # status line said only "RUNNING after step 2": the discard was a note deep in the trace.
+    script = [{"kind": "write_file", "path": "a.txt", "content": "first"}, {"kind": "read_file", "path": "a.txt"},
+              {"kind": "read_evidence", "id": "harness-boundary"}]
+    run = Run(contract=_contract(), proposer=ScriptedProposer(script, then="finish"),
+              evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=tmp_path / "ws", clock=FakeClock())
+    view = LabView(run, plot=False)
+    view.step()
+    view.edit_pending({"kind": "read_evidence", "id": "budget-gates"})
+    assert "budget-gates" in view.pending.html.value
+    (run.workspace / "a.txt").write_text("changed by someone else")
+    rec = view.step()
+    assert rec.proposal is not None and rec.proposal.describe() == "read_evidence(id='harness-boundary')"
+    assert ("RUNNING after step 2; the workspace changed outside the run: step 2 discarded the pending proposal "
+            "and asked the proposer again") in view.status.value
+    view.step()  # the next call, with no discard, says nothing of it
+    assert "discarded" not in view.status.value
