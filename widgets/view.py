@@ -169,7 +169,7 @@ class LabView:
         try:
             if not target:
                 raise ValueError("no snapshot to fork from")
-            forked = self.run.fork(target)
+            forked = self.run.fork(target, new_run_id=self._fork_id())
         except Exception as exc:
             self.show_error(exc)
             raise
@@ -182,6 +182,17 @@ class LabView:
         self.status.value = f"<span>{esc(self.summary())}; forked {esc(child.run.run_id)} from {esc(target)} (below)</span>"
         self.session.record(self.run, "fork", {"snapshot_id": target})
         return child
+
+    def _fork_id(self) -> str | None:
+        """Without a store the runtime has nothing to look ids up in and names every fork of a run
+        "<id>-fork1": number this view's forks so their dashboards can be told apart (with a store,
+        the runtime picks an id the store does not hold)."""
+        if getattr(self.run, "checkpoints", None) is not None:
+            return None
+        taken, n = {child.run.run_id for child in self.forks}, 1
+        while f"{self.run.run_id}-fork{n}" in taken:
+            n += 1
+        return f"{self.run.run_id}-fork{n}"
 
     def inject(self, name: str | None = None) -> Any:
         """``run.inject(name)``: the fault (default: the picked one) changes the next step."""

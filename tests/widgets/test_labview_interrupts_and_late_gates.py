@@ -151,3 +151,20 @@ def test_a_pending_proposal_discarded_after_an_outside_change_is_said_in_the_sta
             "and asked the proposer again") in view.status.value
     view.step()  # the next call, with no discard, says nothing of it
     assert "discarded" not in view.status.value
+
+
+def test_forks_of_a_run_without_a_store_get_their_own_ids(tmp_path):
+    # Before: every fork was "<id>-fork1" (the runtime has no store to look ids up in), so the
+    # dashboards below and the status line could not tell two forks apart.
+    script = [{"kind": "write_file", "path": "a.txt", "content": "first"},
+              {"kind": "write_file", "path": "a.txt", "content": "second"}]
+    run = Run(contract=_contract(), proposer=ScriptedProposer(script, then="finish"), run_id="R",
+              evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=tmp_path / "ws", clock=FakeClock())
+    view = LabView(run, plot=False)
+    view.run_to_end(max_steps=2)
+    (snap,) = run.sandbox.snapshots()
+    first, second = view.fork(snap.id), view.fork(snap.id)
+    assert "forked R-fork2 from" in view.status.value
+    assert [first.run.run_id, second.run.run_id] == ["R-fork1", "R-fork2"]
+    titles = [box.children[0].value for box in view.forks_box.children]
+    assert titles[0] != titles[1] and "R-fork2" in titles[1]
