@@ -217,9 +217,17 @@ class LabView:
         except BaseException as exc:  # Ctrl-C (Jupyter's Interrupt): the run undid the step or crashed
             self._interrupted(name, args, exc)
             raise
-        self.refresh()
-        self._say_discarded(seen)
+        # Recorded before the redraw, which asks the proposer for the next proposal: a Ctrl-C there
+        # (a slow model) must not lose a call that was made.
         self.session.record(self.run, name, args)
+        self._taken = 0
+        try:
+            self.refresh()
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                self._interrupted(name, args, exc)
+            raise
+        self._say_discarded(seen)
         return result
 
     def _say_discarded(self, seen: int) -> None:

@@ -168,3 +168,18 @@ def test_forks_of_a_run_without_a_store_get_their_own_ids(tmp_path):
     assert [first.run.run_id, second.run.run_id] == ["R-fork1", "R-fork2"]
     titles = [box.children[0].value for box in view.forks_box.children]
     assert titles[0] != titles[1] and "R-fork2" in titles[1]
+
+
+def test_an_interrupt_while_the_dashboard_asks_for_the_next_proposal_keeps_the_step_made(tmp_path):
+    # The step is quick; asking a slow model for the next proposal (to show it) is where a Ctrl-C
+    # lands. Before: the call was not in the session and the dashboard was left half-redrawn.
+    run = _reader(tmp_path, "ws", interrupt_at=2)  # ask 1 shows step 1's proposal; ask 2 is the redraw after it
+    view = LabView(run, plot=False)
+    with pytest.raises(KeyboardInterrupt):
+        view.step()
+    assert run.step_no == 1 and [e.action for e in view.session.entries] == ["step"]
+    assert "step interrupted (KeyboardInterrupt): run: RUNNING after step 1" in view.status.value
+    assert "at step 1" in view.state.html.value and "not asked again" in view.pending.html.value
+    assert not view.step_button.disabled
+    view.step()
+    assert run.step_no == 2
