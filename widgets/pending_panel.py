@@ -11,8 +11,29 @@ import ipywidgets as w
 from harness_lab.actions import Finish, ForbiddenAction
 
 from ._panel import Panel, describe_error, esc
+from .budget_panel import enforced_budget
 
-__all__ = ["PendingPanel", "what_happens_next"]
+__all__ = ["PendingPanel", "gate_closes", "late_for_approval", "what_happens_next"]
+
+
+def gate_closes(run: Any) -> bool:
+    """True when a human gate waits past its timeout: the next step closes it (human_timeout, BLOCKED),
+    as ``step()`` and ``run()`` do. Reads the clock only while a gate with a timeout waits."""
+    limit = run.contract.human_gate.timeout_seconds
+    return run.waiting is not None and limit is not None and run.clock.now() - run.waiting.requested_at >= limit
+
+
+def late_for_approval(run: Any) -> str:
+    """Why approving the waiting action now would execute nothing ("" when it still would): the gate's
+    timeout passed, or the run's wall-clock limit ran out while it waited (``approve()`` checks both)."""
+    if run.waiting is None:
+        return ""
+    if gate_closes(run):
+        return f"the gate's timeout ({run.contract.human_gate.timeout_seconds:g}s) passed: Step closes it (BLOCKED)"
+    limit = enforced_budget(run).wall_clock_seconds
+    if limit is not None and run.gates.elapsed() >= limit:
+        return f"the run's wall-clock limit ({limit:g}s) ran out while it waited: an approval ends it EXHAUSTED"
+    return ""
 
 
 def what_happens_next(run: Any, proposal: Any) -> str:
@@ -21,6 +42,8 @@ def what_happens_next(run: Any, proposal: Any) -> str:
         cause = getattr(run, "crash_cause", None) or "simulated"  # a simulated fault or a real Ctrl-C
         return f"the run crashed ({cause}): this run object refuses further steps; resume from a checkpoint"
     if run.waiting is not None:
+        if late := late_for_approval(run):
+            return f"too late for approval, nothing will execute: {late}"
         return f"waiting for a human: {run.waiting.category} needs approval (args sha256 {run.waiting.args_sha256[:12]}…)"
     action = proposal.action
     if action is None:
@@ -52,16 +75,22 @@ class PendingPanel(Panel):
                               w.HBox([self.editor, self.edit_button])])
         self._proposal: Any = None
         self.error = ""  # what the proposer raised when asked for the next proposal, if it did
+        self.ask = True  # False for the redraw after a Ctrl-C: the proposer may be what was interrupted
+        self._unasked = False
 
     def key(self, run: Any) -> Hashable:
         # run.pending asks the proposer at most once per decision; holding it keeps its id stable.
         # A proposer that raises (a user's function, a dead server) is shown here: the other panels
         # still redraw, and the next step asks it again.
+        # (run.pending asks nothing of a run that waits, ended or crashed)
+        self._unasked = not self.ask and run.waiting is None and not run.state.terminal \
+            and getattr(run, "crashed", None) is None
         try:
-            self._proposal, self.error = run.pending, ""
+            self._proposal, self.error = (None, "") if self._unasked else (run.pending, "")
         except Exception as exc:
             self._proposal, self.error = None, describe_error(exc)
-        return (run.step_no, run.state, id(self._proposal), run.waiting, self.error, getattr(run, "crashed", None))
+        return (self._unasked, run.step_no, run.state, id(self._proposal), run.waiting, self.error, getattr(run, "crashed", None),
+                late_for_approval(run))  # time passing makes a waiting approval too late
 
     def draw(self, run: Any) -> None:
         waiting = run.waiting is not None
@@ -72,6 +101,10 @@ class PendingPanel(Panel):
         if p is None and self.error:
             self.html.value = ("<div class='hl-pending'><b style='color:#c62828'>the proposer raised</b>: "
                                f"{esc(self.error)} (Step asks it again)</div>")
+            return
+        if self._unasked:
+            self.html.value = ("<div class='hl-pending'><i>the proposer was not asked again after the interrupt</i> "
+                               "(Step asks it)</div>")
             return
         if p is None:
             crashed = getattr(run, "crashed", None) is not None  # (a crashed run asks its proposer nothing)

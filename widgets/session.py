@@ -27,7 +27,7 @@ _ARGS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "run_to_end": {"max_steps": ((int, type(None)), False)},
     "approve": {"by": ((str,), False)},
     "reject": {"reason": ((str,), True), "by": ((str,), False)},
-    "inject": {"name": ((str,), True)},
+    "inject": {"name": ((str, dict), True)},  # a dict: a Fault object's fields (see _fault)
     "rollback": {"snapshot_id": ((str,), True)},
     "fork": {"snapshot_id": ((str,), True)},
     "edit_pending": {"raw": ((object,), True), "by": ((str,), False)},
@@ -61,7 +61,24 @@ class SessionEntry(BaseModel):
             if isinstance(value, bool) and bool not in types or not isinstance(value, types):
                 want = " or ".join("None" if t is type(None) else t.__name__ for t in types)
                 raise ValueError(f"{self.action} argument {name!r} must be {want}, not {type(value).__name__}")
+        if self.action == "inject" and isinstance(self.args["name"], dict):
+            _fault(self.args["name"])
         return self
+
+
+def _fault(fields: dict[str, Any]) -> Any:
+    """The fault ``view.inject(<a Fault object>)`` armed (e.g. with its own parameters), from the fields
+    a saved session holds; a ValueError naming what does not fit."""
+    from harness_lab.faults import fault_catalogue
+
+    name, catalogue = fields.get("name"), fault_catalogue()
+    if not isinstance(name, str) or name not in catalogue:
+        raise ValueError(f"inject: unknown fault {name!r}; choose one of {', '.join(catalogue)}")
+    try:
+        return type(catalogue[name]).model_validate(fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ValueError(f"inject: fault {name} {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
 
 
 class SessionReplay(BaseModel):
@@ -135,7 +152,10 @@ class Session:
     def replay(self, view: Any) -> SessionReplay:
         """Make the same calls on ``view`` (a LabView over a fresh run of the same scenario)."""
         for i, entry in enumerate(self.entries):
-            getattr(view, entry.action)(**entry.args)
+            args = entry.args
+            if entry.action == "inject" and isinstance(args.get("name"), dict):  # loaded from a file
+                args = {**args, "name": _fault(args["name"])}
+            getattr(view, entry.action)(**args)
             got = outcome(view.run)
             want = (entry.state_after, entry.step_after, entry.last_decision, entry.workspace_hash)
             if got != want:

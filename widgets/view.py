@@ -18,11 +18,11 @@ from harness_lab.errors import HarnessLabError
 from harness_lab.events import StepRecord
 from harness_lab.states import RunState
 
-from ._panel import Panel, describe_error, esc
+from ._panel import Panel, describe_error, esc, newer
 from .budget_panel import BudgetPanel
 from .context_panel import ContextPanel
 from .fault_panel import FaultPanel
-from .pending_panel import PendingPanel
+from .pending_panel import PendingPanel, gate_closes
 from .plot_panel import PlotPanel
 from .session import Session
 from .snapshot_panel import SnapshotPanel
@@ -73,6 +73,7 @@ class LabView:
         self.forks_box = w.VBox()  # each fork's own dashboard, newest last
         self.session = Session()  # every call below, replayable headless (Session.replay)
         self.last_changed: list[str] = []
+        self._taken = 0
         self.widget = self._layout()
         self.refresh(force=True)
 
@@ -85,7 +86,7 @@ class LabView:
         """Step until the harness intervenes: a human gate, a validation, a refusal, or a stop."""
         def until_gate() -> list[StepRecord]:
             taken: list[StepRecord] = []
-            while len(taken) < max_steps and not self.run.state.terminal and self.run.waiting is None:
+            while len(taken) < max_steps and not self.run.state.terminal and self._can_step():
                 taken.append(self.run.step())
                 self._progress("running to the gate", len(taken))
                 if taken[-1].decision.verdict not in _PLAIN:
@@ -95,15 +96,20 @@ class LabView:
 
     def run_to_end(self, max_steps: int | None = None) -> RunState:
         """What ``run.run(max_steps=...)`` does: to a terminal state; a human gate still stops it (no one
-        approves for you). Taken one ``run.step()`` at a time, so the status line shows progress."""
+        approves for you) unless its timeout passed (the step closes it). Taken one ``run.step()`` at a
+        time, so the status line shows progress."""
         def to_end() -> RunState:
             taken = 0
-            while not self.run.state.terminal and self.run.waiting is None and (max_steps is None or taken < max_steps):
+            while not self.run.state.terminal and self._can_step() and (max_steps is None or taken < max_steps):
                 self.run.step()
                 taken += 1
                 self._progress("running to the end", taken)
             return RunState(self.run.state)
         return self._act("run_to_end", {"max_steps": max_steps}, self._busy(to_end))
+
+    def _can_step(self) -> bool:
+        # as run.run(): a waiting gate stops the loop, unless its timeout passed (the step closes it)
+        return self.run.waiting is None or gate_closes(self.run)
 
     def _busy(self, work: Callable[[], _T]) -> Callable[[], _T]:
         """Long work: the run buttons are off meanwhile (a click would only queue behind it);
@@ -116,6 +122,7 @@ class LabView:
     def _progress(self, doing: str, taken: int) -> None:
         # Only the status line: the panels would ask the proposer for the next proposal
         # (run.pending) in the middle of the loop; they redraw once the call returns.
+        self._taken = taken
         self.status.value = (f"<span>{esc(doing)}: step {self.run.step_no} done ({taken} taken), "
                              f"{esc(self.run.state.value)}…</span>")
 
@@ -162,7 +169,7 @@ class LabView:
         try:
             if not target:
                 raise ValueError("no snapshot to fork from")
-            forked = self.run.fork(target)
+            forked = self.run.fork(target, new_run_id=self._fork_id())
         except Exception as exc:
             self.show_error(exc)
             raise
@@ -176,6 +183,17 @@ class LabView:
         self.session.record(self.run, "fork", {"snapshot_id": target})
         return child
 
+    def _fork_id(self) -> str | None:
+        """Without a store the runtime has nothing to look ids up in and names every fork of a run
+        "<id>-fork1": number this view's forks so their dashboards can be told apart (with a store,
+        the runtime picks an id the store does not hold)."""
+        if getattr(self.run, "checkpoints", None) is not None:
+            return None
+        taken, n = {child.run.run_id for child in self.forks}, 1
+        while f"{self.run.run_id}-fork{n}" in taken:
+            n += 1
+        return f"{self.run.run_id}-fork{n}"
+
     def inject(self, name: str | None = None) -> Any:
         """``run.inject(name)``: the fault (default: the picked one) changes the next step."""
         fault = name or self.faults.picker.value
@@ -188,15 +206,55 @@ class LabView:
     def _act(self, name: str, args: dict[str, Any], call: Callable[[], _T]) -> _T:
         """Every button's shape: make the run's call, redraw (even when it raised, showing the error in
         the status line), and record it in the session once it succeeded (a failed call is not replayed)."""
+        self._taken = 0  # steps a run_to_* loop completed, should it be interrupted
+        seen = self.run.events[-1].seq if self.run.events else 0
         try:
             result = call()
         except Exception as exc:
             self.refresh()
             self.show_error(exc)
             raise
-        self.refresh()
+        except BaseException as exc:  # Ctrl-C (Jupyter's Interrupt): the run undid the step or crashed
+            self._interrupted(name, args, exc)
+            raise
+        # Recorded before the redraw, which asks the proposer for the next proposal: a Ctrl-C there
+        # (a slow model) must not lose a call that was made.
         self.session.record(self.run, name, args)
+        self._taken = 0
+        try:
+            self.refresh()
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                self._interrupted(name, args, exc)
+            raise
+        self._say_discarded(seen)
         return result
+
+    def _say_discarded(self, seen: int) -> None:
+        """The pending proposal shown (or edited) was not what ran: the workspace changed outside the run,
+        so the step discarded it and asked the proposer again. Say so beside the summary, not only in the trace."""
+        steps = [str(e.step) for e in newer(self.run.events, seen, "seq")
+                 if e.kind == "note" and getattr(e, "topic", "") == "pending_discarded"]
+        if steps:
+            self.status.value = (f"<span>{esc(self.summary())}; the workspace changed outside the run: step "
+                                 f"{', '.join(steps)} discarded the pending proposal and asked the proposer again "
+                                 "(see the trace)</span>")
+
+    def _interrupted(self, name: str, args: dict[str, Any], exc: BaseException) -> None:
+        """Redraw without asking the proposer (it may be what was interrupted: a slow model), turn the
+        run buttons back on as the run allows, say so, and record the steps a loop completed so a
+        replay makes them too (not a crashed run's: no replay reproduces the crash)."""
+        self.pending.ask = False
+        try:
+            self.refresh()
+        finally:
+            self.pending.ask = True
+        if self._taken and getattr(self.run, "crashed", None) is None:
+            self.session.record(self.run, name, {**args, "max_steps": self._taken})
+        where = "" if getattr(self.run, "crashed", None) is not None else "; the run is as its last whole step left it"
+        done = f" after {self._taken} step(s)" if name.startswith("run_to") else ""
+        self.status.value = (f"<span style='color:#c62828'>{esc(name)} interrupted ({esc(type(exc).__name__)})"
+                             f"{done}: {esc(self.summary())}{where}</span>")
 
     # -- rendering --------------------------------------------------------------------------------
     def refresh(self, *, force: bool = False) -> list[str]:
@@ -204,7 +262,7 @@ class LabView:
         self.last_changed = [name for name, panel in self.panels.items() if panel.update(self.run, force=force)]
         stopped = self.run.state.terminal or getattr(self.run, "crashed", None) is not None
         self.step_button.disabled = self.gate_button.disabled = self.end_button.disabled = (
-            stopped or self.run.waiting is not None)
+            stopped or not self._can_step())
         # a call from a notebook cell redraws the status line too, not only a click
         self.status.value = f"<span>{esc(self.summary())}</span>"
         return self.last_changed

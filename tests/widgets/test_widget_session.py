@@ -126,3 +126,33 @@ def test_a_bad_field_of_a_session_entry_is_named_with_pydantic_s_reason():
     with pytest.raises(ValueError) as info:
         Session.from_json(text, source="s.json")
     assert str(info.value).startswith("s.json: entry 0: action: Input should be 'step'")
+
+
+def test_a_session_with_a_fault_object_injected_saves_loads_and_replays_with_its_parameters(tmp_path):
+    # Before: it saved (the fault as its fields) but loading the file failed: "inject argument 'name'
+    # must be str, not dict", so the session was lost.
+    from harness_lab.faults import fault_catalogue
+
+    slow = fault_catalogue()["tool_timeout"].model_copy(update={"seconds": 99.0})
+    view = _fresh(tmp_path, "a")
+    view.inject(slow)
+    view.run_to_end()
+    loaded = Session.load(view.session.save(tmp_path / "session.json"))
+    fresh = _fresh(tmp_path, "b")
+    replayed = loaded.replay(fresh)
+    assert replayed.identical, replayed.detail
+    armed = [e.data for e in fresh.run.events if e.kind == "note" and e.topic == "fault_armed"]
+    assert armed == [e.data for e in view.run.events if e.kind == "note" and e.topic == "fault_armed"]
+    assert "99" in str(armed)  # its own parameters, not the catalogue's
+
+
+@pytest.mark.parametrize(("fault", "message"), [
+    ({"kind": "fault", "name": "no_such_fault"}, "s.json: entry 0: inject: unknown fault 'no_such_fault'; choose one of"),
+    ({"kind": "fault", "name": "tool_timeout", "seconds": -1}, "s.json: entry 0: inject: fault tool_timeout seconds:"),
+])
+def test_a_saved_fault_that_does_not_fit_is_refused_on_load(fault, message):
+    text = json.dumps({"kind": "session", "entries": [
+        {"action": "inject", "args": {"name": fault}, "state_after": "CREATED", "step_after": 0, "workspace_hash": "x"}]})
+    with pytest.raises(ValueError) as info:
+        Session.from_json(text, source="s.json")
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
