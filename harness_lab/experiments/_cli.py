@@ -91,8 +91,11 @@ def cmd_study(args: argparse.Namespace) -> int:
         base = load_contract(data_dir() / "contracts" / f"{contracts.pop()}.yaml")
         limits = {k: v for k, v in (("max_decisions", args.max_decisions), ("max_tool_calls", args.max_tool_calls))
                   if v is not None}
-        if any(v < 0 for v in limits.values()) or limits.get("max_decisions", 1) < 1:
-            raise HarnessLabError(f"budget limits must be positive, got {limits}")
+        # The contract's own floors: a finish is decided without a tool call, so 0 tool calls is a
+        # budget a contract file may state (a run that may only finish); 0 decisions is not.
+        for name, floor in (("max_decisions", 1), ("max_tool_calls", 0)):
+            if name in limits and limits[name] < floor:
+                raise HarnessLabError(f"--{name.replace('_', '-')}: must be >= {floor}, got {limits[name]}")
         contract = base.with_budget(**limits)
     out, made = output_dir(args.output)
     try:

@@ -34,7 +34,8 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "latency_steps": "mean steps from start to the terminal state (deterministic latency)",
     "wall_ms": "median wall-clock milliseconds per run on this machine (informational, not compared)",
     "exhaustions": "runs that ended EXHAUSTED (a budget ran out)",
-    "blocked": "runs that ended BLOCKED (forbidden action, no progress, or a human refusal)",
+    "blocked": "runs that ended BLOCKED (forbidden action, no progress, a repair policy's escalation, "
+               "or a human refusal)",
 }
 
 

@@ -170,6 +170,8 @@ def study_tasks(
             raise ValueError(f"{what}(s) {', '.join(twice)} given twice")
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
+    if not 0.0 <= noise <= 1.0:  # else each worker would raise it, after the pool had started
+        raise ValueError(f"noise must lie in [0, 1], got {noise}")
     root = data_dir()
     loaded = [load_scenario(name) for name in scenarios]
     contracts = {s.contract: load_contract(root / "contracts" / f"{s.contract}.yaml") for s in loaded}

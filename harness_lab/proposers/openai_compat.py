@@ -82,6 +82,8 @@ class OpenAICompatConfig:
     temperature: float | None = 0.0
 
     def __post_init__(self) -> None:
+        # The endpoint path is appended with a "/": a trailing one here would make "//chat/completions".
+        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"{ENV_PREFIX}BASE_URL: {self.base_url!r} is not an http(s) URL")
         if problem := _url_problem(self.base_url):
@@ -117,6 +119,13 @@ def _url_problem(url: str) -> str:
     except ValueError as exc:
         return f"is not a valid URL: {exc}"
     return "" if parts.hostname else "names no host"
+
+
+def _text(content: Any) -> str:
+    """A message's text: a string, or the OpenAI list of parts (``[{"type": "text", "text": ...}]``) joined."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return str(content or "")
 
 
 def urllib_transport(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> tuple[int, bytes]:
@@ -203,7 +212,7 @@ class OpenAICompatProposer:
             parts = [whole_count(usage.get("prompt_tokens")), whole_count(usage.get("completion_tokens"))]
             tokens = parts[0] + parts[1] if parts[0] is not None and parts[1] is not None else None
         if not calls:  # prose instead of a tool call: the runtime answers with a malformed-proposal error
-            content = str(message.get("content") or "")
+            content = _text(message.get("content"))
             return ProposerOutput(raw=self._mask(f"{_CUT}, before any tool call: {content}" if cut else content),
                                   tokens=tokens)
         name, arguments = function.get("name"), function.get("arguments") or "{}"

@@ -34,7 +34,7 @@ def test_study_writes_table_json_and_plots(tmp_path: Path, capsys: pytest.Captur
     (["--seeds", "0"], "--seeds: must be >= 1"),
     (["--noise", "2"], "--noise: must lie in [0, 1]"),
     (["--workers", "0"], "--workers: must be >= 1"),
-    (["--max-decisions", "0"], "budget limits must be positive"),
+    (["--max-decisions", "0"], "--max-decisions: must be >= 1, got 0"),
     # counted twice, a group's runs (or a scenario's weight) would double in every rate
     (["--groups", "base,structural,base"], "--groups: base given twice"),
     (["--scenarios", "conforming_report,empty_report,conforming_report"], "--scenarios: conforming_report given twice"),
