@@ -1,8 +1,8 @@
 """Loop gates, enforced outside the model (seed 003): budgets checked *before* a call,
 an 80% token warning, a wall-clock limit, and convergence detection.
 
-Convergence: the same tool with near-identical arguments three times in a row is refused with a
-hint; if the proposer repeats it once more after the hint, the run stops (no progress). "In a row"
+Convergence: the same tool with near-identical arguments ``repeat_limit`` (three) times in a row is
+refused with a hint; if the proposer repeats it once more after the hint, the run stops (no progress). "In a row"
 means consecutive decisions: a finish, a refused proposal or any other decision in between breaks
 the streak (a rewrite after validation feedback is a new attempt, not a loop).
 """
@@ -112,23 +112,30 @@ class LoopGates:
             self._last_decision = decision
         key = proposal.canonical  # sorted-key JSON of the action, computed once per proposal
         limit = self.repeat_limit
-        keep = limit - 1 if limit > 1 else 0  # only the last repeat_limit - 1 calls are ever compared
+        # Only the last repeat_limit - 1 calls are ever compared; at least the last one, so that with a
+        # limit of 1 a call after the hint stops the run only if it repeats the hinted one.
+        keep = limit - 1 if limit > 1 else 1
         same = 0
-        if keep:
-            recent, threshold = self._recent, self.similarity
-            for earlier in recent[-keep:]:
-                if earlier == key or _similar(earlier, key, threshold):
-                    same += 1
-            self._recent = (*recent, key)[-keep:]
-        else:
-            self._recent = ()
+        recent, threshold = self._recent, self.similarity
+        for earlier in recent[-keep:]:
+            if earlier == key or _similar(earlier, key, threshold):
+                same += 1
+        self._recent = (*recent, key)[-keep:]
         if same < limit - 1:
             self._hinted = self._hinted and same > 0
             return "ok"
-        if self._hinted:
+        if self._hinted and same:
             return "stop"
         self._hinted = True
         return "hint"
+
+    def hint(self) -> str:
+        """The reason a ``"hint"`` verdict refuses the call: the streak that reached the limit
+        (every one of the last ``repeat_limit`` calls was the same)."""
+        limit = self.repeat_limit
+        if limit > 1:
+            return f"repeated the same call {limit} times; change approach"
+        return "reached the repeat limit (1 call in a row); change approach"
 
     def mark(self) -> GatesMark:
         """The gates as they are now, for :meth:`state` to spell later: a step marks them at its

@@ -277,7 +277,7 @@ class Run(HumanGate, FinishCheck):
             why = "same tool with near-identical arguments again after a hint: no progress"
             return Decision(verdict="block", reason=why), StopReason(code="no_progress", message=why)
         if convergence == "hint":
-            return Decision(verdict="refuse", reason="repeated the same call 3 times; change approach"), None
+            return Decision(verdict="refuse", reason=self.gates.hint()), None
         if action.gate_category in self.contract.human_gate.required_for:
             return self._human_gate(proposal)
         return _EXECUTE, None

@@ -172,6 +172,11 @@ _COMMIT_POINTS = (CrashPoint.BEFORE_COMMIT, CrashPoint.AFTER_COMMIT)
 # life): two at once would leave one without effect, so they take turns in the order armed.
 _ONE_AT_A_TIME: frozenset[FaultHook] = frozenset({"proposal", "tool", "crash"})
 
+# Hooks that not every step reaches: an unfired note says what the fault was waiting for.
+_WAITS_FOR: dict[FaultHook, str] = {
+    "after_validate": "it waits for a finish that passes validation, or any finish with validation off",
+}
+
 
 class FaultSchedule:
     """Armed faults of one run, their firings this step, and the log (``records``)."""
@@ -293,7 +298,8 @@ class FaultSchedule:
         fired, name, hook = sorted(armed.fired_steps), armed.fault.name, armed.fault.hook
         what = (f"fault {name} fired at step(s) {', '.join(map(str, fired))}; its {armed.left} remaining firing(s) "
                 "never came" if fired else f"fault {name} never fired")
-        self._emit("fault_unfired", f"{what}: {why} before its {hook} hook was reached",
+        waits = f" ({_WAITS_FOR[hook]})" if hook in _WAITS_FOR else ""
+        self._emit("fault_unfired", f"{what}: {why} before its {hook} hook was reached{waits}",
                    {"fault": name, "at_step": armed.at_step, "hook": hook, "fired_steps": fired, "left": armed.left})
 
     def _log(self, fault: Fault, hook: FaultHook, effect: str, step: int, state: RunState | None, answer: str) -> None:

@@ -122,6 +122,12 @@ class ArtifactChangedAfterValidation(Fault):
             os.close(fd)
         return f"appended {len(self.text.encode())} bytes to {path.name} behind the validator's back"
 
+    def answer(self, run: FaultTarget) -> str:
+        notes = [e for e in run.events if e.kind == "note" and e.step == run.step_no and e.topic == "artifact_changed"]
+        if notes:
+            return f"change detected by the re-hash before acceptance: {notes[-1].message}"
+        return "change NOT detected before acceptance"
+
 
 class StaleContext(Fault):
     """Someone outside the run edits a workspace file, so what the run read earlier is stale.
@@ -157,7 +163,12 @@ class StaleContext(Fault):
 
     def answer(self, run: FaultTarget) -> str:
         notes = [e for e in run.events if e.kind == "note" and e.step == run.step_no and e.topic == "external_change"]
-        return notes[-1].message if notes else "external change NOT detected"
+        if notes:
+            return notes[-1].message
+        if not run.records:  # the run's first step: no workspace hash to compare with, nothing read yet
+            return ("external change not reported, rightly: the run had observed nothing of the workspace "
+                    f"before step {run.step_no}, so nothing could go stale; inject it at a later step to test staleness")
+        return "external change NOT detected"
 
 
 class BudgetSqueeze(Fault):
@@ -180,6 +191,16 @@ class BudgetSqueeze(Fault):
             run.context.budget_tokens = self.context_tokens
             done += f"; context budget cut to {self.context_tokens} tokens"
         return done
+
+    def answer(self, run: FaultTarget) -> str:
+        if self.context_tokens is None:
+            return ""
+        budget, held = run.context.budget_tokens, run.context.view().total_tokens
+        if held <= budget:
+            return f"the context view fits the {budget}-token budget ({held} tokens)"
+        # The harness keeps pinned and protected items (instructions, anomalies) whatever the budget.
+        return (f"context budget of {budget} tokens NOT met: the view holds {held} tokens ({held - budget} over), "
+                "pinned and protected items are never dropped")
 
 
 class RepeatedActionLoop(Fault):
