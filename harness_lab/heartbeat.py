@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +26,7 @@ from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Literal
 
 from .checkpoint_record import Checkpoint
+from .errors import HarnessLabError
 from .events import StepRecord
 from .states import RunState
 from .store import Heartbeat, Store
@@ -64,7 +67,12 @@ def driver_of(store: Store, run_id: str, within_s: float = 90.0, now: float | No
 
 
 class HeartbeatThread:
-    """Beats for one run from a daemon thread until :meth:`stop` (also a context manager)."""
+    """Beats for one run from a daemon thread until :meth:`stop` (also a context manager).
+
+    A beat the store refuses (locked, disk full) is tried again at the next interval: the run goes
+    on, ``failures`` counts the beats lost, ``last_error`` says why, and stderr says so once when
+    beats start failing and once when they resume. A closed store ends the thread (nothing can
+    be written to it again)."""
 
     def __init__(self, store: Store, run: Run, interval_s: float = 30.0) -> None:
         if not interval_s > 0:
@@ -73,6 +81,9 @@ class HeartbeatThread:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run.run_id}", daemon=True)
         self.beats = 0
+        self.failures = 0
+        self.last_error: str | None = None
+        self._failing = False
 
     def beat(self) -> None:
         run = self.run
@@ -82,9 +93,31 @@ class HeartbeatThread:
         self.beats += 1
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.beat()
+        while not self._stop.is_set() and self._try_beat():
             self._stop.wait(min(self.interval_s, threading.TIMEOUT_MAX))  # inf: only the first and last beat
+
+    def _try_beat(self) -> bool:
+        """One beat; a failure is recorded, not raised (it would end the thread, and the watchdog
+        would call the live run stuck). False if the store is closed: no beat can follow."""
+        try:
+            self.beat()
+        except Exception as exc:
+            self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            if _store_closed(exc):
+                print(f"harness-lab: heartbeat of run {self.run.run_id} stopped: its store is closed "
+                      f"({self.last_error})", file=sys.stderr, flush=True)
+                return False
+            if not self._failing:
+                self._failing = True
+                print(f"harness-lab: heartbeat of run {self.run.run_id} failed ({self.last_error}); the run goes "
+                      f"on, retrying every {self.interval_s}s", file=sys.stderr, flush=True)
+            return True
+        if self._failing:
+            self._failing = False
+            print(f"harness-lab: heartbeat of run {self.run.run_id} beats again ({self.failures} beat(s) lost)",
+                  file=sys.stderr, flush=True)
+        return True
 
     def start(self) -> HeartbeatThread:
         self._thread.start()
@@ -95,13 +128,23 @@ class HeartbeatThread:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-            self.beat()
+            self._try_beat()
 
     def __enter__(self) -> HeartbeatThread:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _store_closed(exc: BaseException) -> bool:
+    """Whether a store's error comes from its closed database (sqlite3 refuses every call then)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, sqlite3.ProgrammingError) and "closed" in str(cause):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 @dataclass(frozen=True)
@@ -171,7 +214,10 @@ def progress_report(run: Run, why: str, db: str | os.PathLike[str] | None = None
 
 
 class GracefulStop:
-    """``with GracefulStop(window_s=30) as stop: while not stop.requested: run.step()``."""
+    """``with GracefulStop(window_s=30) as stop: while not stop.requested: run.step()``.
+
+    Python handles signals in the main thread only: entered from another thread it raises a
+    :class:`~harness_lab.errors.HarnessLabError` (drive the run from the main thread)."""
 
     def __init__(self, window_s: float = 30.0, signum: int = signal.SIGTERM) -> None:
         if not window_s >= 0:
@@ -191,6 +237,9 @@ class GracefulStop:
         self._timer.start()
 
     def __enter__(self) -> GracefulStop:
+        if threading.current_thread() is not threading.main_thread():
+            raise HarnessLabError(f"GracefulStop: Python handles signals in the main thread only, not in thread "
+                                  f"{threading.current_thread().name!r}; drive the run from the main thread")
         self._previous = signal.signal(self.signum, self._handle)
         return self
 
@@ -198,15 +247,19 @@ class GracefulStop:
                  tb: TracebackType | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        signal.signal(self.signum, self._previous)
+        # None: the handler before was not set from Python (getsignal cannot name it, so nothing can put
+        # it back); the signal's default action is the closest restore, never a TypeError.
+        signal.signal(self.signum, signal.SIG_DFL if self._previous is None else self._previous)
 
 
 def drive(run: Run, store: Store, on_step: Callable[[StepRecord], None], *, heartbeat_s: float = 30.0,
           grace_s: float = 30.0) -> bool:
     """Step a checkpointed run to a terminal state or a human gate, beating; True if SIGTERM stopped it
-    (the last step is checkpointed and a progress report is in the store)."""
-    with HeartbeatThread(store, run, heartbeat_s), GracefulStop(grace_s) as stop:
-        while not run.state.terminal and run.waiting is None:
+    (the last step is checkpointed and a progress report is in the store). A gate whose timeout has
+    passed is closed by one more step (human_timeout, BLOCKED), as :meth:`Run.run` does."""
+    # The signal handler first: refused (not the main thread), it leaves no beat for a run that never ran.
+    with GracefulStop(grace_s) as stop, HeartbeatThread(store, run, heartbeat_s):
+        while _step_due(run):
             if stop.requested:
                 store.add_report(run.run_id, time.time(),
                                  progress_report(run, "SIGTERM: graceful stop", getattr(store, "path", None)))
@@ -214,3 +267,9 @@ def drive(run: Run, store: Store, on_step: Callable[[StepRecord], None], *, hear
                 return True
             on_step(run.step())
     return False
+
+
+def _step_due(run: Run) -> bool:
+    """Whether a step is due, as :meth:`Run.run` decides it: not after the end, and not while a human
+    decides, unless the gate's timeout has passed (the step closes it: human_timeout, BLOCKED)."""
+    return not run.state.terminal and (run.waiting is None or run._gate_timed_out() is not None)
