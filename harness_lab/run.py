@@ -200,7 +200,9 @@ class Run(HumanGate, FinishCheck):
         if info.run_state is None:
             raise RunStateError(f"snapshot {snapshot_id} holds no run state")
         self.restore(info.run_state, source=f"snapshot {snapshot_id}")
-        self._ws_hash = None  # the harness changed the workspace itself: not an external change
+        # The harness changed the workspace itself: not an external change. The restored tree is the one the
+        # next step compares with, so an outside write after the rollback is still seen.
+        self._ws_hash = self.sandbox.workspace_hash()
 
     # -- faults -----------------------------------------------------------------------------------
     def inject(self, fault_or_name: Fault | str, at_step: int | None = None) -> Fault:
@@ -323,8 +325,8 @@ class Run(HumanGate, FinishCheck):
             self.context.add_interaction(self.step_no, proposal.describe(), text or "",
                                          source=f"step {self.step_no}:{result.tool}", key=state_key(proposal, self.contract))
         elif decision.verdict == "refuse":
-            hint = proposal.error.hint if proposal.error else decision.reason
-            self.context.add_feedback(self.step_no, f"refused: {decision.reason}; {hint}", source=f"step {self.step_no}:gate")
+            hint = f"; {proposal.error.hint}" if proposal.error and proposal.error.hint else ""  # a gate's reason is its hint
+            self.context.add_feedback(self.step_no, f"refused: {decision.reason}{hint}", source=f"step {self.step_no}:gate")
         if (warning := self.gates.token_warning(self._used)) is not None:
             self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
             self._emit(Note, topic="budget_warning", message=warning)
