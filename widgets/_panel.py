@@ -14,7 +14,7 @@ import ipywidgets as w
 
 from harness_lab.errors import HarnessLabError
 
-__all__ = ["Panel", "describe_error", "esc", "html_table", "newer"]
+__all__ = ["Panel", "close_widgets", "describe_error", "esc", "html_table", "newer"]
 
 
 def describe_error(exc: BaseException) -> str:
@@ -40,6 +40,22 @@ def newer(trace: Sequence[Any], last: int, attr: str) -> list[Any]:
     return out
 
 
+def close_widgets(*roots: w.Widget) -> None:
+    """Close ``roots`` and every widget they hold (children, layouts, styles): ipywidgets keeps each
+    open widget in a process-wide registry, and a button's click handler keeps its dashboard alive."""
+    stack, seen = list(roots), set()
+    while stack:
+        widget = stack.pop()
+        if id(widget) in seen:
+            continue
+        seen.add(id(widget))
+        for name in widget.keys:
+            value = getattr(widget, name, None)
+            held = value if isinstance(value, (tuple, list)) else (value,)
+            stack.extend(v for v in held if isinstance(v, w.Widget))
+        widget.close()
+
+
 def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
@@ -59,11 +75,12 @@ class Panel:
 
     name = "panel"
     title = "Panel"
+    # Set by each subclass; not made here: a widget made and replaced stays in ipywidgets' registry.
+    widget: w.Widget
 
     def __init__(self) -> None:
         self.renders = 0
         self._key: Any = _NEVER
-        self.widget: w.Widget = w.VBox()
 
     def key(self, run: Any) -> Hashable:
         raise NotImplementedError

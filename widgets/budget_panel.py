@@ -20,13 +20,16 @@ def enforced_budget(run: Any) -> Any:
 
 
 def gauges(run: Any) -> list[tuple[str, float, float | None]]:
-    """(name, used, limit or None) for each budget the gates enforce."""
+    """(name, used, limit or None) for each budget the gates enforce. While a human gate waits, the
+    wall clock is read now (the wait is charged: ``approve()`` checks it), not as the last step left it;
+    otherwise the clock is not read (a ticking clock would move the run's time)."""
     b, u = enforced_budget(run), run.usage
+    elapsed = run.gates.elapsed() if run.waiting is not None else u.elapsed_s
     return [
         ("decisions", float(u.decisions), float(b.max_decisions)),
         ("tool calls", float(u.tool_calls), float(b.max_tool_calls)),
         ("tokens", float(u.tokens), None if b.max_tokens is None else float(b.max_tokens)),
-        ("wall clock s", round(u.elapsed_s, 1), None if b.wall_clock_seconds is None else float(b.wall_clock_seconds)),
+        ("wall clock s", round(elapsed, 1), None if b.wall_clock_seconds is None else float(b.wall_clock_seconds)),
     ]
 
 

@@ -54,6 +54,16 @@ def _not_accepted(record: Any) -> str:
     return reasons[-1] if reasons else f"the run went on {record.state_after.value}"
 
 
+def _after_restore(restored: Any, step: int, verdict: Any, no_receipt: bool) -> str:
+    """The header once the run was rolled back (or restored) after the verdict it would show."""
+    how = "rolled back to" if restored.source.startswith("snapshot ") else "restored from"
+    outcome = "was accepted" if verdict.accepted else "failed"
+    gone = " and its receipt went with it" if verdict.accepted and no_receipt else ""
+    return (f"<div class='hl-rolled-back'><b>{how} {esc(restored.source)} after step {restored.step}</b> "
+            f"(run {esc(restored.state.value)}): no artifact validated since. The structural check of step "
+            f"{step} {outcome} before that{gone}; its checks:</div>")
+
+
 class VerdictPanel(Panel):
     name = "verdicts"
     title = "Verdicts and receipt"
@@ -66,6 +76,10 @@ class VerdictPanel(Panel):
         self._last: tuple[int, Any] | None = None
         self._refused = ""  # why a finish whose checks passed was still not accepted, if it was not
         self._records: Any = None
+        # A rollback after the verdict shown (a Restored event): the run is no longer where it was judged.
+        self._events: Any = None
+        self._seen = 0
+        self._restored: Any = None
 
     def key(self, run: Any) -> Hashable:
         # Scan only the records numbered after the last one read for a newer verdict (a stored run
@@ -76,8 +90,17 @@ class VerdictPanel(Panel):
             if record.verdict is not None:
                 self._last = (record.step, record.verdict)
                 self._refused = _not_accepted(record)
+                self._restored = None
             self._checked = record.step
-        return (self._last[0] if self._last else None, run.receipt, run.validation)
+        if run.events is not self._events:
+            self._events, self._seen = run.events, 0
+        for event in newer(run.events, self._seen, "seq"):
+            # at or after the verdict's step: within its step a restore is the repair's answer to it
+            if event.kind == "restored" and self._last is not None and event.step >= self._last[0]:
+                self._restored = event
+            self._seen = event.seq
+        return (self._last[0] if self._last else None, run.receipt, run.validation,
+                self._restored.seq if self._restored is not None else None)
 
     def draw(self, run: Any) -> None:
         parts = ["<div class='hl-verdicts'>"]
@@ -87,11 +110,14 @@ class VerdictPanel(Panel):
             parts.append("<div><i>no artifact validated yet</i></div>")
         else:
             step, verdict = self._last
-            outcome = "accepted" if verdict.accepted else "rejected"
-            parts.append(f"<div>step {step}: structural check <b class='hl-verdict'>{outcome}</b>; "
-                         f"cited: {esc(', '.join(verdict.cited) or 'none')}</div>")
-            if self._refused:
-                parts.append(f"<div class='hl-not-accepted'><b>finish not accepted</b>: {esc(self._refused)}</div>")
+            if self._restored is not None:  # what the verdict judged was rolled back: not the run's now
+                parts.append(_after_restore(self._restored, step, verdict, run.receipt is None))
+            else:
+                outcome = "accepted" if verdict.accepted else "rejected"
+                parts.append(f"<div>step {step}: structural check <b class='hl-verdict'>{outcome}</b>; "
+                             f"cited: {esc(', '.join(verdict.cited) or 'none')}</div>")
+                if self._refused:
+                    parts.append(f"<div class='hl-not-accepted'><b>finish not accepted</b>: {esc(self._refused)}</div>")
             parts.append(html_table(("check", "result", "why"), check_rows(verdict), cls="hl-checks"))
         r = run.receipt
         if r is not None:

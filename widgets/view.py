@@ -2,7 +2,7 @@
 
 Thin on purpose: the view holds a run and renders it. Every button is one public method here
 (``step``, ``run_to_gate``, ``run_to_end``, ``approve``, ``reject``, ``rollback``, ``fork``,
-``inject``), each one call on the run, so a notebook cell, a test or papermill does exactly what a
+``inject``, ``close``), each one call on the run (``close`` on the dashboard), so a notebook cell, a test or papermill does exactly what a
 click does. After each call only the panels whose key changed are redrawn.
 """
 
@@ -18,7 +18,7 @@ from harness_lab.errors import HarnessLabError
 from harness_lab.events import StepRecord
 from harness_lab.states import RunState
 
-from ._panel import Panel, describe_error, esc, newer
+from ._panel import Panel, close_widgets, describe_error, esc, newer
 from .budget_panel import BudgetPanel
 from .context_panel import ContextPanel
 from .fault_panel import FaultPanel
@@ -60,16 +60,18 @@ class LabView:
         self.step_button = w.Button(description="Step", button_style="primary")
         self.gate_button = w.Button(description="Run to gate")
         self.end_button = w.Button(description="Run to end")
+        self.close_button = w.Button(description="Close", tooltip="close this dashboard and its forks'")
         for button, action in (
             (self.step_button, self.step), (self.gate_button, self.run_to_gate), (self.end_button, self.run_to_end),
             (self.pending.approve_button, self.approve), (self.pending.edit_button, self.edit_pending),
             (self.pending.reject_button, lambda: self.reject(self.pending.reason.value)),
             (self.snapshots.rollback_button, self.rollback), (self.snapshots.fork_button, self.fork),
-            (self.faults.inject_button, self.inject),
+            (self.faults.inject_button, self.inject), (self.close_button, self.close),
         ):
             button.add_class("hl-" + button.description.lower().replace(" ", "-"))
             button.on_click(self._clicked(action))
         self.forks: list[LabView] = []
+        self._owns_run = False  # True for a fork's view: the view made that run (see close)
         self.forks_box = w.VBox()  # each fork's own dashboard, newest last
         self.session = Session()  # every call below, replayable headless (Session.replay)
         self.last_changed: list[str] = []
@@ -174,6 +176,7 @@ class LabView:
             self.show_error(exc)
             raise
         child = LabView(forked, plot=self.plot is not None, trace_rows=self.trace.tail)
+        child._owns_run = True
         self.forks.append(child)
         # shown under this dashboard: a click has no cell output to display the returned view in
         title = w.HTML(f"<b>fork {esc(child.run.run_id)}</b> of {esc(self.run.run_id)} from {esc(target)}")
@@ -202,6 +205,19 @@ class LabView:
             self.faults.injected.append(str(getattr(result, "name", fault)))  # a Fault object: its name
             return result
         return self._act("inject", {"name": fault}, inject)
+
+    def close(self) -> None:
+        """The Close button: close this dashboard's widgets and its forks' dashboards, and the runs the
+        view made (its forks', unless a store holds one: its workspace stays for ``Run.resume``). The run
+        it was given stays open, yours to use and close; nothing here holds it any more, so once you drop
+        it (and the view) it is collected and its temporary folders go. Not recorded in the session."""
+        for child in self.forks:
+            child.close()
+        self.forks = []
+        # ipywidgets' registry holds every open widget, whose click handlers hold this view and its run
+        close_widgets(self.widget, self.status, *(p.widget for p in self.panels.values()))
+        if self._owns_run and getattr(self.run, "checkpoints", None) is None:
+            self.run.close()
 
     def _act(self, name: str, args: dict[str, Any], call: Callable[[], _T]) -> _T:
         """Every button's shape: make the run's call, redraw (even when it raised, showing the error in
@@ -298,7 +314,7 @@ class LabView:
         return box
 
     def _layout(self) -> w.Widget:
-        controls = w.HBox([self.step_button, self.gate_button, self.end_button, self.status])
+        controls = w.HBox([self.step_button, self.gate_button, self.end_button, self.status, self.close_button])
         left = w.VBox([self._box(self.state), self._box(self.budget), self._box(self.pending), self._box(self.verdicts)],
                       layout=w.Layout(width="50%"))
         right_panels = [self.context, self.snapshots, self.faults, *([self.plot] if self.plot else [])]
