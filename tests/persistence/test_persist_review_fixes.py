@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from persisthelpers import CountingOutbox, push_run
 
+from harness_lab.cli import main
 from harness_lab.store import SQLiteStore
 
 
@@ -33,3 +35,24 @@ def test_forks_with_a_store_take_the_first_id_not_in_it(tmp_path: Path) -> None:
     for r in (first, second, third, run):
         r.close()
     store.close()
+
+
+def test_run_with_a_bad_scenario_makes_no_store_and_leaves_an_existing_one_as_it_was(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("id: [unclosed\n", encoding="utf-8")
+    new = tmp_path / "new" / "runs.sqlite"
+    new.parent.mkdir()
+    for scenario in (str(bad), "no_such_scenario"):
+        assert main(["run", scenario, "--db", str(new)]) == 2
+        assert list(new.parent.iterdir()) == []
+    old = tmp_path / "old.sqlite"
+    store = SQLiteStore(old)
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.run(max_steps=2)
+    run.close()
+    store.close()
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("old.sqlite")}
+    assert main(["run", str(bad), "--db", str(old)]) == 2
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("old.sqlite")} == files
+    assert "error:" in capsys.readouterr().err
