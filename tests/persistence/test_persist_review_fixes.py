@@ -9,6 +9,7 @@ import pytest
 from persisthelpers import CountingOutbox, push_run
 
 from harness_lab.cli import main
+from harness_lab.run import Run
 from harness_lab.store import SQLiteStore
 
 
@@ -56,3 +57,39 @@ def test_run_with_a_bad_scenario_makes_no_store_and_leaves_an_existing_one_as_it
     assert main(["run", str(bad), "--db", str(old)]) == 2
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("old.sqlite")} == files
     assert "error:" in capsys.readouterr().err
+
+
+def _stopped_after(tmp_path: Path, steps: int) -> SQLiteStore:
+    tmp_path.mkdir(exist_ok=True)
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.run(max_steps=steps)
+    run.close()
+    return store
+
+
+def _resume_summary(store: SQLiteStore) -> tuple[bool, str]:
+    with Run.resume(store, "R1", effects=CountingOutbox()) as run:
+        assert run.resume_report is not None
+        return run.resume_report.ok, run.resume_report.summary()
+
+
+def test_the_resume_summary_lists_the_report_as_pending_only_once_it_is_written(tmp_path: Path) -> None:
+    store = _stopped_after(tmp_path, 2)  # two reads: no report yet
+    summary = _resume_summary(store)[1]
+    assert "evidence ['acceptance-snapshot', 'harness-boundary'], report.md not written yet; pending: nothing" in summary
+    assert "an accepted" not in summary
+    store.close()
+    store = _stopped_after(tmp_path / "later", 5)  # the report is written at step 5, accepted at the finish
+    summary = _resume_summary(store)[1]
+    assert "pending: an accepted report.md;" in summary and "not written" not in summary
+    store.close()
+
+
+def test_a_concurrent_change_names_an_empty_workspace_in_words(tmp_path: Path) -> None:
+    store = _stopped_after(tmp_path, 1)  # a read: the checkpoint's workspace is empty
+    (tmp_path / "ws" / "stray.txt").write_text("outside write", encoding="utf-8")
+    ok, summary = _resume_summary(store)
+    assert not ok and "the checkpoint of step 1 recorded that of an empty workspace" in summary
+    assert "000000000000" not in summary
+    store.close()
