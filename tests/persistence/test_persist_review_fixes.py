@@ -93,3 +93,38 @@ def test_a_concurrent_change_names_an_empty_workspace_in_words(tmp_path: Path) -
     assert not ok and "the checkpoint of step 1 recorded that of an empty workspace" in summary
     assert "000000000000" not in summary
     store.close()
+
+
+def test_trace_and_replay_leave_the_stores_folder_as_they_found_it(tmp_path: Path) -> None:
+    folder = tmp_path / "db"
+    folder.mkdir()
+    store = SQLiteStore(folder / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.run()
+    run.close()
+    store.close()
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert list(before) == ["runs.sqlite"]
+    for command in ("trace", "replay"):
+        assert main([command, "--db", str(folder / "runs.sqlite"), "--run-id", "R1"]) == 0
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    reader = SQLiteStore(folder / "runs.sqlite", read_only=True)
+    other = SQLiteStore(folder / "runs.sqlite", read_only=True)
+    reader.close()  # not the last: the side files stay while the other reads
+    assert sorted(p.name for p in folder.iterdir()) == ["runs.sqlite", "runs.sqlite-shm", "runs.sqlite-wal"]
+    assert other.run_ids() == ["R1"]
+    other.close()  # it did not make them (they were there when it opened): it leaves them
+    assert sorted(p.name for p in folder.iterdir()) == ["runs.sqlite", "runs.sqlite-shm", "runs.sqlite-wal"]
+    for side in ("runs.sqlite-shm", "runs.sqlite-wal"):
+        (folder / side).unlink()
+    reader = SQLiteStore(folder / "runs.sqlite", read_only=True)
+    writer = SQLiteStore(folder / "runs.sqlite")  # a writer starts while it reads: its log is not taken away
+    second = push_run(tmp_path / "ws2", writer, CountingOutbox(), run_id="R2")
+    reader.close()
+    second.run(max_steps=2)
+    assert reader.path.with_name("runs.sqlite-wal").exists() and writer.last_step("R2") is not None
+    second.close()
+    writer.close()
+    reader = SQLiteStore(folder / "runs.sqlite", read_only=True)
+    assert reader.run_ids() == ["R1", "R2"]
+    reader.close()
