@@ -79,8 +79,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.run_id is not None and not args.run_id.strip():
         raise HarnessLabError("--run-id: empty (leave it out to use the scenario id)")
     if args.db is not None:
+        from .scenarios import load_scenario
         from .store import SQLiteStore
 
+        load_scenario(args.scenario)  # bad input is refused before the store file is made (or opened)
         store = SQLiteStore(args.db)
         try:  # the workspace stays: a later `resume` continues in it
             run = Run.from_scenario(args.scenario, validation=not args.no_validation, run_id=args.run_id,

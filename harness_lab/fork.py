@@ -7,6 +7,7 @@ no copy of the files) raises one line and leaves no row, folder or file behind.
 from __future__ import annotations
 
 import shutil
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
     from .run import Run
 
 __all__ = ["fork_run"]
+
+# Without a store nothing records a run's forks: each run counts the ids it handed out here, so its
+# forks are -fork1, -fork2, ... (weak: a closed, dropped run takes its count with it).
+_FORKS_NAMED: weakref.WeakKeyDictionary[Run, int] = weakref.WeakKeyDictionary()
 
 
 def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
@@ -49,7 +54,7 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
     made = _first_missing(target) if target is not None else None
     fork = _new_fork(run, new_run_id, workspace)
     try:
-        return _fill_fork(run, fork, checkpoint_id, loaded, new_run_id or _fork_id(run.run_id, store), store)
+        return _fill_fork(run, fork, checkpoint_id, loaded, new_run_id or _fork_id(run, store), store)
     except BaseException:
         fork.close()
         if made is not None:
@@ -119,8 +124,12 @@ def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run) -> None:
                         "and no snapshot matches its hash); fork from a snapshot id instead")
 
 
-def _fork_id(run_id: str, store: Store | None) -> str:
+def _fork_id(run: Run, store: Store | None) -> str:
+    """With a store: the first ``<run>-fork<n>`` not in it (a fork registers at once). Without: the next n."""
+    if store is None:
+        n = _FORKS_NAMED[run] = _FORKS_NAMED.get(run, 0) + 1
+        return f"{run.run_id}-fork{n}"
     n = 1
-    while store is not None and store.has_run(f"{run_id}-fork{n}"):
+    while store.has_run(f"{run.run_id}-fork{n}"):
         n += 1
-    return f"{run_id}-fork{n}"
+    return f"{run.run_id}-fork{n}"

@@ -63,6 +63,8 @@ __all__ = ["ResumeCheck", "ResumeReport", "load_checkpoint", "resume_run"]
 
 # The step is the digits after the last '@' (a run id may hold '@'; an old store's, even a newline).
 _CHECKPOINT_ID = re.compile(r"(?P<run>.+)@(?P<step>\d+)\Z", re.DOTALL)
+_EMPTY_WORKSPACE = manifest_hash({})  # the hash of a workspace with no files: "0" * 64
+_ACCEPTED = "an accepted "  # how a checkpoint's pending item names the report (_checkpoint_row._pending)
 
 
 class ResumeCheck(BaseModel):
@@ -162,7 +164,10 @@ def _workspace(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> 
     if not run.workspace.is_dir():
         return ResumeCheck(name="workspace", ok=False, detail=f"{run.workspace} is missing")
     now = run.sandbox.workspace_hash()
-    if now == checkpoint.workspace_hash or checkpoint.workspace_hash is None:
+    if checkpoint.workspace_hash is None:  # an old row: nothing to compare with
+        return ResumeCheck(name="workspace", ok=True, detail=f"not compared: the checkpoint of step {checkpoint.step} "
+                           "recorded no workspace hash")
+    if now == checkpoint.workspace_hash:
         return ResumeCheck(name="workspace", ok=True, detail=f"unchanged since step {checkpoint.step}")
     if flight is not None and "pre" in flight.detail:
         manifest = run.sandbox.manifest()
@@ -179,15 +184,33 @@ def _workspace(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> 
             return ResumeCheck(name="workspace", ok=True, detail=(
                 f"changed only by the {flight.tool} of {flight.detail['path']} in flight at step {flight.step}{left}"))
     return ResumeCheck(name="workspace", ok=False, detail=(
-        f"concurrent change: the workspace hash is {now[:12]}, the checkpoint of step {checkpoint.step} "
-        f"recorded {checkpoint.workspace_hash[:12]}; nothing was overwritten"))
+        f"concurrent change: the workspace hash is {_hash_words(now)}, the checkpoint of step {checkpoint.step} "
+        f"recorded {_hash_words(checkpoint.workspace_hash)}; nothing was overwritten"))
+
+
+def _hash_words(workspace_hash: str) -> str:
+    """A workspace hash as a summary says it: an empty workspace's (the sum of no files) in words."""
+    return "that of an empty workspace" if workspace_hash == _EMPTY_WORKSPACE else workspace_hash[:12]
 
 
 def _scope(checkpoint: Checkpoint) -> ResumeCheck:
-    pending = ", ".join(checkpoint.pending) or "nothing"
+    report, pending = _report_words(checkpoint)
     return ResumeCheck(name="scope", ok=True, detail=(
-        f"done: {checkpoint.step} steps, evidence {list(checkpoint.completed_scope)}; pending: {pending}; "
-        f"last failure: {checkpoint.failure_root_cause or 'none'}"))
+        f"done: {checkpoint.step} steps, evidence {list(checkpoint.completed_scope)}{report}; "
+        f"pending: {', '.join(pending) or 'nothing'}; last failure: {checkpoint.failure_root_cause or 'none'}"))
+
+
+def _report_words(checkpoint: Checkpoint) -> tuple[str, list[str]]:
+    """The checkpoint's pending items, but "an accepted <report>" only once that report was written:
+    before, nothing of it is pending, and the scope says it is not written yet."""
+    words, pending = "", []
+    for item in checkpoint.pending:
+        path = item.removeprefix(_ACCEPTED)
+        if item.startswith(_ACCEPTED) and path not in checkpoint.artifact_sha256:
+            words = f", {path} not written yet"
+        else:
+            pending.append(item)
+    return words, pending
 
 
 def _prechecks(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> ResumeCheck:

@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import StoreError
 from .base import SCHEMA_VERSION
 
-__all__ = ["SPAN", "check_or_create", "connect", "read_only_uri"]
+__all__ = ["SPAN", "check_or_create", "connect", "read_only_uri", "side_files", "tidy_side_files"]
 
 _APP = "harness-lab"
 _BLOBS = "CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID"
@@ -110,3 +110,32 @@ def read_only_uri(path: Path) -> str:
     if not os.access(side, os.W_OK) and not path.with_name(path.name + "-wal").exists():
         uri += "&immutable=1"
     return uri
+
+
+def side_files(path: Path) -> tuple[Path, Path]:
+    """The write-ahead log and its shared-memory index beside ``path`` (``-wal``, ``-shm``)."""
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
+def tidy_side_files(path: Path) -> None:
+    """Remove the empty ``-wal``/``-shm`` a read-only connection (now closed) made beside ``path``.
+
+    A ``mode=ro`` reader of a WAL file in a writable folder creates both, and cannot remove them: SQLite
+    deletes them on the last close only after checkpointing, which a read-only connection may not do.
+    So a plain connection is opened and closed: its close is SQLite's own last-close, which removes them
+    only if its exclusive lock proves no other connection (a writer that started meanwhile, another
+    reader) has the file open; the log is empty, so nothing is written to the database. ``immutable=1``
+    instead would make nothing, but is unsafe in a writable folder: a writer that starts meanwhile
+    changes pages under a reader that takes no locks.
+    """
+    wal, shm = side_files(path)
+    try:
+        if wal.stat().st_size != 0 or not shm.exists() or not os.access(path, os.W_OK):
+            return
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None, timeout=0.0)
+        try:
+            db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        finally:
+            db.close()
+    except (OSError, sqlite3.Error):  # tidying only: what cannot be tidied is left as it is
+        return

@@ -23,10 +23,12 @@ key step rows by one integer (see ``_sqlite_schema._TABLES``); older files keep 
 over a schema-5 file finds a step by ``id = (SELECT run_no FROM runs WHERE run_id = ?) * 4294967296 + step``
 (~6 µs at 10,000 steps); a ``WHERE run_id = ? AND step = ?`` filter has no index and scans (~11 ms).
 
-``read_only=True`` (``trace``, ``replay``) opens the file read-only (``mode=ro``) and writes nothing, not
-even the log's side files: a store on a read-only mount or shared read-only can be read. A folder where
-the side files cannot be made, with no log beside the file (its writer closed it), is opened
-``immutable``: SQLite then takes no locks and reads no log. A write raises :class:`StoreError`.
+``read_only=True`` (``trace``, ``replay``) opens the file read-only (``mode=ro``) and writes nothing to
+it: a store on a read-only mount or shared read-only can be read. A folder where the log's side files
+cannot be made, with no log beside the file (its writer closed it), is opened ``immutable``: SQLite
+then takes no locks and reads no log. In a writable folder SQLite makes the side files for the reader;
+if none were there before, closing removes them again unless another connection uses the file
+(``_sqlite_schema.tidy_side_files`` says how, and why not ``immutable``). A write raises :class:`StoreError`.
 
 Where things live: this module opens the store and holds the write path (:meth:`SQLiteStore.commit_step`,
 one transaction per step, and the other writes); the queries (history, trace reads, the ledger's
@@ -47,7 +49,7 @@ from typing import Any, Literal
 from ..errors import StoreError
 from ._sqlite_reads import SQLiteReads
 from ._sqlite_schema import SPAN as _SPAN
-from ._sqlite_schema import check_or_create, connect
+from ._sqlite_schema import check_or_create, connect, side_files, tidy_side_files
 from ._wal import LogCopier
 from .base import EffectEntry, EffectStatus, Heartbeat, _unknown_run
 
@@ -80,6 +82,8 @@ class SQLiteStore(SQLiteReads):
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError("synchronous must be 'NORMAL' or 'FULL'")
         self._lock = threading.Lock()  # the heartbeat thread shares the connection
+        # A reader leaves the folder as it found it: side files it made are tidied on close.
+        self._tidy = read_only and not any(p.exists() for p in side_files(self.path))
         self._db = connect(self.path, create=create, read_only=read_only)
         self._log: LogCopier | None = None
         try:
@@ -96,10 +100,10 @@ class SQLiteStore(SQLiteReads):
             self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._log = LogCopier(self, self.path, self._db)
         except sqlite3.DatabaseError as exc:
-            self._db.close()
+            self._close_db()
             raise StoreError(f"{self.path}: not a usable harness-lab checkpoint database ({exc})") from exc
         except StoreError:
-            self._db.close()
+            self._close_db()
             raise
 
     def _tx(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
@@ -202,5 +206,10 @@ class SQLiteStore(SQLiteReads):
         if self._log is not None:
             self._log.close()  # first: the last connection to close copies the log in and removes it
         with self._lock:
-            self._db.close()
+            self._close_db()
+
+    def _close_db(self) -> None:
+        self._db.close()
+        if self._tidy:
+            tidy_side_files(self.path)
 
