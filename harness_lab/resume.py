@@ -194,23 +194,18 @@ def _hash_words(workspace_hash: str) -> str:
 
 
 def _scope(checkpoint: Checkpoint) -> ResumeCheck:
-    report, pending = _report_words(checkpoint)
     return ResumeCheck(name="scope", ok=True, detail=(
-        f"done: {checkpoint.step} steps, evidence {list(checkpoint.completed_scope)}{report}; "
-        f"pending: {', '.join(pending) or 'nothing'}; last failure: {checkpoint.failure_root_cause or 'none'}"))
+        f"done: {checkpoint.step} steps, evidence {list(checkpoint.completed_scope)}; "
+        f"pending: {', '.join(_pending_words(checkpoint)) or 'nothing'}; "
+        f"last failure: {checkpoint.failure_root_cause or 'none'}"))
 
 
-def _report_words(checkpoint: Checkpoint) -> tuple[str, list[str]]:
-    """The checkpoint's pending items, but "an accepted <report>" only once that report was written:
-    before, nothing of it is pending, and the scope says it is not written yet."""
-    words, pending = "", []
-    for item in checkpoint.pending:
-        path = item.removeprefix(_ACCEPTED)
-        if item.startswith(_ACCEPTED) and path not in checkpoint.artifact_sha256:
-            words = f", {path} not written yet"
-        else:
-            pending.append(item)
-    return words, pending
+def _pending_words(checkpoint: Checkpoint) -> list[str]:
+    """The checkpoint's pending items; "an accepted <report>" says so when the report is not written yet
+    (the task is still pending then: what is left is to write it, not nothing)."""
+    return [f"{item} (not written yet)" if item.startswith(_ACCEPTED)
+            and item.removeprefix(_ACCEPTED) not in checkpoint.artifact_sha256 else item
+            for item in checkpoint.pending]
 
 
 def _prechecks(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> ResumeCheck:
