@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,13 @@ def contract():
 @pytest.fixture
 def evidence():
     return EvidenceCatalogue.from_dir(data_dir() / "evidence")
+
+
+@pytest.fixture
+def own_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tempfile's folder pointed at an empty directory of this test: runs make their temporary workspace and
+    snapshots there, so a test sees what is left behind."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    return scratch

@@ -1,10 +1,12 @@
 """A run that never ends on its own: two different ``think`` calls, alternating (no convergence stop),
-no human gate, budgets out of reach; the store's no-op loop (as bench/step_overhead.py's ``noop_run``)."""
+no human gate, budgets out of reach; the store's no-op loop (as bench/step_overhead.py's ``noop_run``);
+and an outside world that counts what it applies."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from harness_lab.actions import GatedAction
 from harness_lab.approval import AutoApprove
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
@@ -12,6 +14,7 @@ from harness_lab.paths import data_dir
 from harness_lab.proposers.scripted import FunctionProposer
 from harness_lab.run import Run
 from harness_lab.store import Store
+from harness_lab.tools import ToolResult
 
 
 def think_run(workspace: Path, store: Store, run_id: str) -> Run:
@@ -23,3 +26,14 @@ def think_run(workspace: Path, store: Store, run_id: str) -> Run:
     return Run(contract=contract, proposer=FunctionProposer(lambda view: thoughts[next(counter) % 2]),
                evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
                approver=AutoApprove(), run_id=run_id, store=store)
+
+
+class CountingOutbox:
+    """An outside world that counts every application (an idempotency key seen twice is a double effect)."""
+
+    def __init__(self) -> None:
+        self.applied: list[str] = []
+
+    def apply(self, action: GatedAction, idempotency_key: str) -> ToolResult:
+        self.applied.append(idempotency_key)
+        return ToolResult.success(action.kind, f"{action.kind} applied", key=idempotency_key)

@@ -9,31 +9,19 @@ from typing import Any
 
 import pytest
 from loophelpers import READ_A, READ_B, WRITE_GOOD, make_run
+from runhelpers import CountingOutbox
 
 import harness_lab._finish_check
 import harness_lab._run_base
-from harness_lab.actions import GatedAction
 from harness_lab.approval import ApprovalDecision, ApprovalRequest, AskHuman, AutoApprove
 from harness_lab.errors import RunStateError
 from harness_lab.faults import CrashPoint
 from harness_lab.run import Run
 from harness_lab.states import RunState
 from harness_lab.store import SQLiteStore
-from harness_lab.tools import ToolResult
 
 PUSH = {"kind": "push", "ref": "main"}
 ACTIONS = [READ_A, READ_B, PUSH, WRITE_GOOD, {"kind": "finish"}]
-
-
-class CountingOutbox:
-    """Counts every application of an external effect."""
-
-    def __init__(self) -> None:
-        self.applied: list[str] = []
-
-    def apply(self, action: GatedAction, idempotency_key: str) -> ToolResult:
-        self.applied.append(idempotency_key)
-        return ToolResult.success(action.kind, f"{action.kind} applied", key=idempotency_key)
 
 
 class InterruptedApprover:

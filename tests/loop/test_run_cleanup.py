@@ -4,22 +4,12 @@ and a command-line run without a store takes its workspace with it (nothing coul
 from __future__ import annotations
 
 import gc
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from harness_lab import Run
 from harness_lab.cli import main
-
-
-@pytest.fixture
-def own_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """tempfile's folder pointed at an empty directory of this test, so what a run leaves there is seen."""
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    return scratch
 
 
 def test_a_dropped_run_leaves_no_snapshot_folder(own_tmp: Path, tmp_path: Path) -> None:

@@ -6,15 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from runhelpers import CountingOutbox  # noqa: F401  (the persistence tests import it from here)
+
 from harness_lab import Run
-from harness_lab.actions import GatedAction
 from harness_lab.approval import AutoApprove
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.store import Store
-from harness_lab.tools import ToolResult
 
 REPORT = (
     "# Report\n\n## Conclusion\nChecks keep drafts out of review [E:harness-boundary] [E:acceptance-snapshot].\n\n"
@@ -32,17 +32,6 @@ ACTIONS: list[dict[str, Any]] = [
     {"kind": "finish"},
 ]
 PUSH_STEP = 4
-
-
-class CountingOutbox:
-    """An outside world that counts every application (an idempotency key seen twice is a double effect)."""
-
-    def __init__(self) -> None:
-        self.applied: list[str] = []
-
-    def apply(self, action: GatedAction, idempotency_key: str) -> ToolResult:
-        self.applied.append(idempotency_key)
-        return ToolResult.success(action.kind, f"{action.kind} applied", key=idempotency_key)
 
 
 def push_run(workspace: Path, store: Store | None, outbox: CountingOutbox, run_id: str = "R1",

@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 CHILD = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    sys.path.insert(0, {here!r})
+    sys.path[:0] = [{here!r}, {tests!r}]  # persisthelpers, and runhelpers beside the conftest
     from persisthelpers import CountingOutbox, push_run
     from harness_lab.store import SQLiteStore
     run = push_run(Path({ws!r}), SQLiteStore({db!r}), CountingOutbox())
@@ -52,7 +52,7 @@ def test_sigkill_after_the_effect_resumes_to_the_uninterrupted_state(tmp_path: P
     reference = push_run(tmp_path / "ref", None, CountingOutbox())
     reference.run()
     db, ws, marker = tmp_path / "runs.sqlite", tmp_path / "ws", tmp_path / "marker"
-    code = CHILD.format(here=str(HERE), ws=str(ws), db=str(db), step=5, marker=str(marker))
+    code = CHILD.format(here=str(HERE), tests=str(HERE.parent), ws=str(ws), db=str(db), step=5, marker=str(marker))
     with subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL) as proc:
         _wait_for(marker, proc)
         os.kill(proc.pid, signal.SIGKILL)
@@ -71,7 +71,7 @@ def test_sigkill_after_the_effect_resumes_to_the_uninterrupted_state(tmp_path: P
 SLOW = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    sys.path.insert(0, {here!r})
+    sys.path[:0] = [{here!r}, {tests!r}]  # persisthelpers, and runhelpers beside the conftest
     from persisthelpers import ACTIONS, CountingOutbox, push_run
     from harness_lab.heartbeat import drive
     from harness_lab.store import SQLiteStore
@@ -91,7 +91,7 @@ SLOW = textwrap.dedent("""
 
 def test_sigterm_checkpoints_writes_a_report_and_stops(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
-    code = SLOW.format(here=str(HERE), ws=str(tmp_path / "ws"), db=str(db))
+    code = SLOW.format(here=str(HERE), tests=str(HERE.parent), ws=str(tmp_path / "ws"), db=str(db))
     with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"started"
         time.sleep(0.5)

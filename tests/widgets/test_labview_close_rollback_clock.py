@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import gc
 import re
-import tempfile
 import weakref
-from pathlib import Path
 
-import pytest
 from harness_lab.widgets import LabView
 from ipywidgets.widgets import widget as ipw
 
@@ -16,43 +13,34 @@ from harness_lab import FakeClock, Run
 from harness_lab.paths import data_dir
 
 
-@pytest.fixture
-def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The temporary folder runs make their workspace and snapshots in, so a test can see them go."""
-    root = tmp_path / "tmp"
-    root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(root))
-    return root
-
-
 def _text(html: str) -> str:
     return " ".join(re.sub("<[^>]+>", " ", html).split())
 
 
-def test_close_releases_the_view_so_the_run_it_was_given_is_collected_with_its_folders(temp_root):
+def test_close_releases_the_view_so_the_run_it_was_given_is_collected_with_its_folders(own_tmp):
     open_widgets = len(ipw._instances)
     view = LabView(Run.from_scenario("conforming_report", clock=FakeClock()))  # the README's idiom
     view.step()
     view.run.sandbox.snapshot("before close")
     ref = weakref.ref(view.run)
-    assert len(list(temp_root.iterdir())) == 2  # its temporary workspace and snapshot folder
+    assert len(list(own_tmp.iterdir())) == 2  # its temporary workspace and snapshot folder
     view.close()
     assert view.widget.comm is None and view.step_button.comm is None  # out of ipywidgets' registry
     assert len(ipw._instances) == open_widgets
     del view
     gc.collect()
     assert ref() is None
-    assert list(temp_root.iterdir()) == []
+    assert list(own_tmp.iterdir()) == []
 
 
-def test_close_leaves_the_run_it_was_given_open_and_closes_the_forks_it_made(temp_root):
+def test_close_leaves_the_run_it_was_given_open_and_closes_the_forks_it_made(own_tmp):
     run = Run.from_scenario("conforming_report", clock=FakeClock())
     view = LabView(run, plot=False)
     view.step()
     snap = run.sandbox.snapshot("fork point")
-    made = set(temp_root.iterdir())
+    made = set(own_tmp.iterdir())
     child = view.fork(snap.id)
-    fork_dirs = set(temp_root.iterdir()) - made
+    fork_dirs = set(own_tmp.iterdir()) - made
     assert fork_dirs and all(d.exists() for d in fork_dirs)
     view.close_button.click()  # the button is the call
     assert child.widget.comm is None and view.forks == []
