@@ -3,7 +3,9 @@
 :func:`replay_run` rebuilds a stored run's contract, feeds the recorded raw proposals to a fresh
 run in a fresh workspace (external effects go to an in-memory outbox, never the real world), and
 compares every step with the saved one (decision, state after, tool status). Determinism is the
-point: a divergence means the harness (or the evidence) changed, and it is reported by step.
+point: a divergence means the harness (or the evidence) changed, and it is reported by step; what the
+saved run met that a replay does not re-create (an outside write, an injected fault) is named with it.
+The run's repair policy is rebuilt from its spec, as resume does.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from ..approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman
 from ..context import ContextView
 from ..contract import ControlContract
 from ..errors import RunStateError
-from ..events import StepRecord, load_step_row
+from ..events import Note, StepRecord, load_step_row
 from ..evidence import EvidenceCatalogue
 from ..paths import data_dir
+from ..repair import RepairPolicy
 from ..store import Store
 
 if TYPE_CHECKING:
@@ -89,7 +92,8 @@ def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None 
     run = Run(contract=ControlContract.model_validate(spec["contract"]), proposer=ReplayProposer(raws),
               evidence=evidence or EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
               validation=bool(spec.get("validation", True)), approver=approver,
-              effects=Outbox(), run_id=f"{run_id}-replay")
+              effects=Outbox(), run_id=f"{run_id}-replay",
+              repair=RepairPolicy.from_spec(spec.get("repair")))  # without it a retry/escalation diverged
     for saved in records:
         if saved.proposal is None and saved.decision.verdict == "block":
             new = run.halt("replayed_halt", saved.decision.reason)
@@ -100,8 +104,18 @@ def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None 
         else:
             new = run.step()
         if _key(new) != _key(saved):
-            return ReplayResult(run, new.step, new.step, f"step {saved.step}: saved {_key(saved)} != replayed {_key(new)}")
+            detail = f"step {saved.step}: saved {_key(saved)} != replayed {_key(new)}"
+            return ReplayResult(run, new.step, new.step, detail + _outside_causes(records, saved.step))
     return ReplayResult(run, len(records), None, f"{len(records)} steps replayed identically")
+
+
+def _outside_causes(records: Sequence[StepRecord], upto: int) -> str:
+    """What the saved run met that a replay does not re-create (an outside write, an injected fault):
+    named, so the divergence is not read as a change of the harness."""
+    causes = [f"step {e.step}: " + (e.message if e.topic == "fault" else "the workspace changed outside the run")
+              for r in records if r.step <= upto for e in r.events
+              if isinstance(e, Note) and e.topic in ("external_change", "fault")]
+    return f" (the saved run met what a replay does not re-create: {'; '.join(causes)})" if causes else ""
 
 
 class _Recorded:
