@@ -33,7 +33,7 @@ from .paths import data_dir
 from .proposal import Proposal, parse_proposal
 from .proposers.base import Proposer, ProposerOutput
 from .proposers.scripted import ScriptedProposer
-from .scenarios import load_scenario
+from .scenarios import load_scenario, scenario_ref
 from .states import RunState
 from .store import Store
 from .tools import ToolResult
@@ -155,7 +155,7 @@ class Run(HumanGate, FinishCheck):
             workspace=workspace, validation=validation, approver=approver, clock=clock,
             run_id=run_id or scenario.id,
         )
-        run.scenario = name  # before the store registers the run: resume rebuilds it from the name
+        run.scenario = scenario_ref(name)  # before the store registers the run: resume rebuilds it from it
         run.checkpoints = Checkpointer(store, run, fresh=True) if store is not None else None
         return run
 

@@ -6,13 +6,13 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ._files import validate_file
 from .errors import ConfigError
 from .paths import data_dir
 
-__all__ = ["Scenario", "list_scenarios", "load_scenario", "require_scenarios"]
+__all__ = ["Scenario", "list_scenarios", "load_scenario", "require_scenarios", "scenario_ref"]
 
 
 class Labels(BaseModel):
@@ -36,6 +36,25 @@ class Scenario(BaseModel):
     labels: Labels
     actions: tuple[dict[str, Any], ...] = Field(min_length=1)
 
+    @field_validator("id")
+    @classmethod
+    def _id_names_a_run(cls, value: str) -> str:
+        # The id is the run's default id: a blank one was refused only later, unnamed, after --db made its file.
+        if not value.strip() or not value.isprintable():
+            raise ValueError(f"{value!r} is empty, blank or holds a control character; it is the run's default id")
+        return value
+
+    @field_validator("actions", mode="before")
+    @classmethod
+    def _actions_are_mappings(cls, value: Any) -> Any:
+        # pydantic's "Input should be a valid dictionary" named neither the action nor what it was.
+        if isinstance(value, list):
+            for i, action in enumerate(value):
+                if not isinstance(action, dict):
+                    raise ValueError(f"action {i} is {action!r:.60}, not a mapping "
+                                     "(write it as 'kind: read_evidence' plus its arguments, e.g. 'id: ...')")
+        return value
+
     @model_validator(mode="after")
     def _labels_name_reports(self) -> Scenario:
         # An index past the script was an IndexError mid-study; one naming a read made b"" "acceptable".
@@ -53,9 +72,20 @@ class Scenario(BaseModel):
         return accepted is not None and accepted in self.acceptable_texts()
 
 
+def _is_file_name(name_or_path: str | Path) -> bool:
+    # Any case: "My.YAML" from another system was looked up as the shipped id "My.YAML" and not found.
+    return Path(name_or_path).suffix.lower() in (".yaml", ".yml", ".json")
+
+
+def scenario_ref(name_or_path: str | Path) -> str:
+    """How a run records its scenario: a shipped id as it is, a file as its absolute path (a relative
+    one would name another file, or none, when the run is resumed from another folder)."""
+    return str(Path(name_or_path).absolute()) if _is_file_name(name_or_path) else str(name_or_path)
+
+
 def load_scenario(name_or_path: str | Path) -> Scenario:
     path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml", ".json"):
+    if not _is_file_name(name_or_path):
         path = data_dir() / "scenarios" / f"{name_or_path}.yaml"
         if not path.exists():
             known = ", ".join(require_scenarios())
