@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -284,6 +285,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: a run with --db is resumable from its last checkpoint
         print("harness-lab: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as a shell tool does
+        if sys.__stdout__ is not None and sys.stdout is sys.__stdout__:  # not when a caller captured stdout
+            # Python flushes stdout once more at exit; pointing it at /dev/null spares a second traceback.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.__stdout__.fileno())
+            os.close(devnull)
+        return 141  # 128 + SIGPIPE
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -265,3 +266,17 @@ def test_an_empty_run_id_is_refused_not_replaced(tmp_path, capsys) -> None:
     db = tmp_path / "runs.sqlite"
     assert main(["run", "conforming_report", "--db", str(db), "--run-id", ""]) == 2
     assert "--run-id: empty" in capsys.readouterr().err and not db.exists()
+
+
+@pytest.mark.parametrize("command", [["faults", "--json"], ["run", "conforming_report"]])
+def test_a_reader_that_went_away_stops_the_command_quietly(command: list[str], tmp_path: Path) -> None:
+    # `harness-lab faults --json | head -0`: was a BrokenPipeError traceback (twice: once more at exit).
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to stdout fails with EPIPE, deterministically
+    try:
+        proc = subprocess.run([sys.executable, "-m", "harness_lab.cli", *command], stdout=write_end,
+                              stderr=subprocess.PIPE, cwd=tmp_path, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141
+    assert proc.stderr == b""
