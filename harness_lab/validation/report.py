@@ -1,7 +1,7 @@
 """Seed 004's report contract, checked against one snapshot of the report's bytes.
 
 Checks, in order: the report exists and is non-empty; each required section (Markdown heading of any
-level whose text is the section name, case-insensitive, bold or with a colon alike; English or
+level, ATX or setext, whose text is the section name, case-insensitive, bold or with a colon alike; English or
 Chinese; not inside a code block or an HTML comment) exists and has a body a reader can see (a
 comment or zero-width characters alone leave it empty); every citation marker is well formed (all
 ``[E:`` markers are scanned first, so ``[E:UNKNOWN]``, ``[E:]``, ``[E: x]`` and an unclosed ``[E:``
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..contract import ReportContract
 from ..evidence import EVIDENCE_ID
-from ._markdown import Line, heading, prose_text, read_lines, title_key, visible
+from ._markdown import Line, headings, prose_text, read_lines, title_key, visible
 
 __all__ = ["CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
 
@@ -164,12 +164,12 @@ def _section_bodies(lines: list[Line]) -> dict[str, str]:
     Only headings a reader sees count (not in a code block or a comment); the body keeps code
     content and drops comments, so :func:`visible` tells whether the section shows anything.
     """
-    headings = [(i, *h) for i, line in enumerate(lines) if not line.code and (h := heading(line.text))]
-    starts = {i for i, _, _ in headings}
+    found = headings(lines)
+    in_heading = {j for start, stop, _, _ in found for j in range(start, stop)}
     bodies: dict[str, str] = {}
-    for n, (i, level, title) in enumerate(headings):
-        end = next((j for j, lvl, _ in headings[n + 1 :] if lvl <= level), len(lines))
-        body = "\n".join(line.text for j, line in enumerate(lines[i + 1 : end], i + 1) if j not in starts)
+    for n, (_, after, level, title) in enumerate(found):
+        end = next((j for j, _, lvl, _ in found[n + 1 :] if lvl <= level), len(lines))
+        body = "\n".join(line.text for j, line in enumerate(lines[after:end], after) if j not in in_heading)
         key = title_key(title)
         bodies[key] = bodies.get(key, "") + body
     return bodies

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ..evidence import EvidenceNote
-from ._markdown import heading, read_lines, title_key
+from ._markdown import headings, read_lines, title_key
 from .report import find_citations
 
 __all__ = [
@@ -146,14 +146,16 @@ def _claims(text: str) -> list[tuple[str, str]]:
     section: str | None = None
     section_level = 0
     lines = read_lines(text)
+    found = {start: (stop, level, title) for start, stop, level, title in headings(lines)}
+    skip_to = 0  # past a heading's lines (a setext title spans its paragraph and underline)
     for n, line in enumerate(lines):  # as rendered: no headings or claims in code blocks or comments
-        if line.code or line.fence:
+        if line.code or line.fence or n < skip_to:
             continue
-        if h := heading(line.text):
-            level = h[0]
+        if n in found:
+            skip_to, level, title = found[n]
             if section is not None and level > section_level:
                 continue  # a subsection of a claim section: its sentences are that section's claims
-            title = title_key(h[1])
+            title = title_key(title)
             section, section_level = (title if title in _CLAIM_SECTIONS else None), level
             continue
         if section is None:

@@ -1,0 +1,48 @@
+"""Review pass on the report contract: reports a harness engineer writes that the contract misread."""
+
+from __future__ import annotations
+
+from harness_lab.paths import data_dir
+from harness_lab.validation import check_report
+from harness_lab.validation.semantic import EvidenceSupportReviewer
+
+GOOD = (data_dir() / "reports" / "conforming.md").read_text(encoding="utf-8")
+READ = {"harness-boundary", "acceptance-snapshot"}
+
+
+def codes(text: str, contract, evidence) -> list[str]:
+    return [e.code for e in check_report(text.encode(), READ, evidence, contract.verification.report).errors]
+
+
+def _setext(text: str) -> str:
+    # '## Title' -> 'Title' underlined with '---' (pandoc and many exporters write headings so)
+    out: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("## "):
+            out += [line[3:], "-" * len(line[3:])]
+        elif line.startswith("# "):
+            out += [line[2:], "=" * len(line[2:])]
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_setext_headings_are_sections(contract, evidence) -> None:
+    text = _setext(GOOD)
+    assert "Conclusion\n----------" in text
+    assert codes(text, contract, evidence) == []
+
+
+def test_a_paragraph_under_a_dash_line_is_a_subheading_not_body(contract, evidence) -> None:
+    # CommonMark renders 'Test material only.' over '---' as a level-2 heading: Limitations shows nothing.
+    text = GOOD.replace("## Limitations", "# Limitations") + "---\n"
+    assert codes(text, contract, evidence) == ["section_empty"]
+    # after a list item or a blank line the same dashes are a rule
+    assert codes(GOOD.replace("## Limitations", "- item\n---\n\n---\n## Limitations"), contract, evidence) == []
+
+
+def test_the_semantic_reviewer_reads_setext_sections_too(evidence) -> None:
+    text = "Conclusion\n==========\nThe model guarantees every report is perfect [E:harness-boundary].\n"
+    verdict = EvidenceSupportReviewer().review(text.encode(), evidence)
+    assert [f.problem for f in verdict.findings] == ["overclaim"]
+    assert verdict.findings[0].section == "conclusion"
