@@ -91,7 +91,7 @@ def check_report(
         return ReportVerdict(accepted=False, errors=tuple(errors))
 
     lines = read_lines(text)
-    bodies = _section_bodies(lines)
+    bodies = _section_bodies(lines, {title_key(name) for names in contract.sections for name in names})
     for names in contract.sections:
         found = [bodies[key] for key in map(title_key, names) if key in bodies]
         label = " / ".join(names)
@@ -158,18 +158,19 @@ def find_citations(text: str) -> tuple[list[str], list[str]]:
     return ids, malformed
 
 
-def _section_bodies(lines: list[Line]) -> dict[str, str]:
-    """Heading text (casefolded) -> body up to the next heading of the same or a higher level.
+def _section_bodies(lines: list[Line], required: Collection[str]) -> dict[str, str]:
+    """Heading text (casefolded) -> body up to the next heading of the same or a higher level, or
+    up to a required section's heading at any level: an empty Evidence whose only content is a
+    nested Limitations shows a reader nothing of its own (the text counted for both).
 
     Only headings a reader sees count (not in a code block or a comment); the body keeps code
     content and drops comments, so :func:`visible` tells whether the section shows anything.
     """
-    found = headings(lines)
-    in_heading = {j for start, stop, _, _ in found for j in range(start, stop)}
+    found = [(start, stop, level, title, title_key(title)) for start, stop, level, title in headings(lines)]
+    in_heading = {j for start, stop, *_ in found for j in range(start, stop)}
     bodies: dict[str, str] = {}
-    for n, (_, after, level, title) in enumerate(found):
-        end = next((j for j, _, lvl, _ in found[n + 1 :] if lvl <= level), len(lines))
+    for n, (_, after, level, _, key) in enumerate(found):
+        end = next((j for j, _, lvl, _, k in found[n + 1 :] if lvl <= level or k in required), len(lines))
         body = "\n".join(line.text for j, line in enumerate(lines[after:end], after) if j not in in_heading)
-        key = title_key(title)
         bodies[key] = bodies.get(key, "") + body
     return bodies

@@ -46,3 +46,15 @@ def test_the_semantic_reviewer_reads_setext_sections_too(evidence) -> None:
     verdict = EvidenceSupportReviewer().review(text.encode(), evidence)
     assert [f.problem for f in verdict.findings] == ["overclaim"]
     assert verdict.findings[0].section == "conclusion"
+
+
+def test_a_required_section_whose_only_content_is_another_required_section_is_empty(contract, evidence) -> None:
+    # '## Evidence' followed by '### Limitations': the Limitations text counted for both sections.
+    nested = GOOD.replace("## Evidence\n- The runtime decides [E:harness-boundary].\n"
+                          "- Accepted bytes are bound to a receipt [E:acceptance-snapshot].\n\n## Limitations",
+                          "## Evidence\n### Limitations")
+    assert "### Limitations\nTest material only." in nested
+    assert codes(nested, contract, evidence) == ["section_empty"]
+    # a subsection that is no required section still belongs to its parent's body
+    sourced = GOOD.replace("## Evidence\n", "## Evidence\n### Source notes\n")
+    assert codes(sourced, contract, evidence) == []
