@@ -58,3 +58,15 @@ def test_a_required_section_whose_only_content_is_another_required_section_is_em
     # a subsection that is no required section still belongs to its parent's body
     sourced = GOOD.replace("## Evidence\n", "## Evidence\n### Source notes\n")
     assert codes(sourced, contract, evidence) == []
+
+
+def test_the_semantic_reviewer_does_not_score_a_limitations_subsection_as_conclusion_claims(evidence) -> None:
+    # '### Limitations' under '## Conclusion' was read as Conclusion text: an uncited limitation
+    # failed the review as 'no_citation'.
+    text = ("## Conclusion\nFinish requests are claims the runtime checks [E:harness-boundary].\n"
+            "### Details\nThe runtime decides [E:harness-boundary].\n"
+            "### Limitations\nThis is test material and was not compared with real runs.\n"
+            "### More details\nAn uncited sentence.\n")
+    verdict = EvidenceSupportReviewer().review(text.encode(), evidence)
+    assert [(f.section, f.problem) for f in verdict.findings] == [
+        ("conclusion", "ok"), ("conclusion", "ok"), ("conclusion", "no_citation")]
