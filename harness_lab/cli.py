@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import shlex
@@ -40,6 +41,11 @@ def _cmd_study(args: argparse.Namespace) -> int:
 def _cmd_check_report(args: argparse.Namespace) -> int:
     contract = load_contract(Path(args.contract) if args.contract else data_dir() / "contracts" / "report_task.yaml")
     evidence = EvidenceCatalogue.from_dir(args.evidence or data_dir() / "evidence")
+    # An id that is in no note was never read: a typo here made the report's correct citation 'not read'.
+    if unknown := [i for i in dict.fromkeys(args.read) if i not in evidence]:
+        close = difflib.get_close_matches(unknown[0], list(evidence), n=1)
+        raise HarnessLabError(f"--read: no evidence note {unknown[0]!r}"
+                              + (f" (did you mean {close[0]}?)" if close else f"; known: {', '.join(evidence)}"))
     report = Path(args.report)
     if report.is_dir():
         raise HarnessLabError(f"{report}: is a directory, not a report file")

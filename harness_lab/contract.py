@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._files import validate_file
 
@@ -53,10 +53,18 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+# Numbers and switches are taken as written: lax parsing read `max_decisions: true` as 1 and
+# `min_distinct_citations: "2"` as 2, a mistyped field silently becoming a limit (an int is a float).
+_Count = Annotated[int, Field(strict=True)]
+_Seconds = Annotated[float, Field(strict=True)]
+# A section name a heading can carry: not blank (a blank name matched an empty '#' heading).
+_SectionName = Annotated[str, Field(pattern=r"\S")]
+
+
 class Trigger(_Frozen):
     source: str = "manual"
     condition: str = "a user asked for this run"
-    still_valid: bool = True
+    still_valid: bool = Field(default=True, strict=True)
 
 
 class Goal(_Frozen):
@@ -69,25 +77,35 @@ class ReportContract(_Frozen):
 
     path: str = "report.md"
     # Each section is a list of accepted names (English and Chinese), matched case-insensitively.
-    sections: tuple[tuple[str, ...], ...] = (
+    sections: tuple[Annotated[tuple[_SectionName, ...], Field(min_length=1)], ...] = (
         ("Conclusion", "结论"),
         ("Evidence", "证据"),
         ("Limitations", "局限"),
     )
-    min_distinct_citations: int = Field(default=2, ge=0)
+    min_distinct_citations: _Count = Field(default=2, ge=0)
+
+    @field_validator("path")
+    @classmethod
+    def _inside_the_workspace(cls, value: str) -> str:
+        # The validator reads the report through the sandbox, which refuses any other path: such a
+        # contract could never be met (every finish 'report missing' until the budget ran out).
+        parts = value.replace("\\", "/").split("/")
+        if not value.strip() or not parts[0] or ".." in parts or ":" in parts[0]:
+            raise ValueError(f"must be a relative path inside the workspace, got {value!r}")
+        return value
 
 
 class Verification(_Frozen):
     report: ReportContract = ReportContract()
     checks: tuple[str, ...] = ("format", "functional", "goal")
-    max_repairs: int = Field(default=3, ge=0)
+    max_repairs: _Count = Field(default=3, ge=0)
 
 
 class Budget(_Frozen):
-    max_decisions: int = Field(default=8, ge=1)
-    max_tool_calls: int = Field(default=5, ge=0)
-    max_tokens: int | None = Field(default=None, ge=1)
-    wall_clock_seconds: float | None = Field(default=None, gt=0)
+    max_decisions: _Count = Field(default=8, ge=1)
+    max_tool_calls: _Count = Field(default=5, ge=0)
+    max_tokens: _Count | None = Field(default=None, ge=1)
+    wall_clock_seconds: _Seconds | None = Field(default=None, gt=0)
 
 
 class Stop(_Frozen):
@@ -103,7 +121,7 @@ class Memory(_Frozen):
 
 class HumanGate(_Frozen):
     required_for: tuple[str, ...] = DEFAULT_GATED_KINDS
-    timeout_seconds: float | None = Field(default=None, gt=0)
+    timeout_seconds: _Seconds | None = Field(default=None, gt=0)
 
 
 class ControlContract(_Frozen):

@@ -83,7 +83,7 @@ def test_check_report_custom_evidence_dir(tmp_path, capsys) -> None:
                  "--evidence", str(ev)]) == 0
     capsys.readouterr()
     (ev / "acceptance-snapshot.md").unlink()
-    assert main(["check-report", str(report), "--read", "harness-boundary", "--read", "acceptance-snapshot",
+    assert main(["check-report", str(report), "--read", "harness-boundary",
                  "--evidence", str(ev)]) == 1
 
 

@@ -15,13 +15,17 @@ import re
 import unicodedata
 from typing import NamedTuple
 
-__all__ = ["Line", "heading", "prose_text", "read_lines", "title_key", "visible"]
+__all__ = ["Line", "heading", "headings", "prose_text", "read_lines", "title_key", "visible"]
 
 # The opening of an ATX heading; the title is trimmed in Python (a pattern that also trims the
 # closing #s and blanks backtracked quadratically and worse on a line of many blanks).
 _HEADING_OPEN = re.compile(r" {0,3}(#{1,6})[ \t]")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
+# A setext underline ('Title' over '====' or '----'), and the starts of blocks a paragraph line may
+# not begin with for its paragraph to be a setext title (list item, quote, table row, indented code).
+_SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*")
+_OTHER_BLOCK = re.compile(r" {0,3}(?:[-+*>|]|\d{1,9}[.)])(?:[ \t]|$)| {4}|\t")
 _EMPHASIS = re.compile(r"^(\*\*|__|\*|_)(.+)\1$")
 # Letters that render as nothing although Unicode does not call them format characters.
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
@@ -99,3 +103,23 @@ def heading(line: str) -> tuple[int, str] | None:
     if m is None:
         return None
     return len(m.group(1)), line[m.end() :].strip(" \t").rstrip("#").rstrip(" \t")
+
+
+def headings(lines: list[Line]) -> list[tuple[int, int, int, str]]:
+    """(first line, end line (exclusive), level, title) of each heading a reader sees, in order: ATX
+    (``## Title``) and setext (a paragraph underlined with ``===``, level 1, or ``---``, level 2).
+    A paragraph that continues a list item, a quote or a table is not taken for a title."""
+    out: list[tuple[int, int, int, str]] = []
+    start = 0  # the first line of the current run of paragraph lines
+    for i, line in enumerate(lines):
+        if line.code or line.fence or not line.text.strip():
+            start = i + 1
+        elif h := heading(line.text):
+            out.append((i, i + 1, *h))
+            start = i + 1
+        elif start < i and (m := _SETEXT.fullmatch(line.text)):
+            para = lines[start:i]
+            if not any(_OTHER_BLOCK.match(p.text) for p in para):
+                out.append((start, i + 1, 1 if m.group(1)[0] == "=" else 2, " ".join(p.text.strip() for p in para)))
+            start = i + 1
+    return out

@@ -1,7 +1,7 @@
 """Seed 004's report contract, checked against one snapshot of the report's bytes.
 
 Checks, in order: the report exists and is non-empty; each required section (Markdown heading of any
-level whose text is the section name, case-insensitive, bold or with a colon alike; English or
+level, ATX or setext, whose text is the section name, case-insensitive, bold or with a colon alike; English or
 Chinese; not inside a code block or an HTML comment) exists and has a body a reader can see (a
 comment or zero-width characters alone leave it empty); every citation marker is well formed (all
 ``[E:`` markers are scanned first, so ``[E:UNKNOWN]``, ``[E:]``, ``[E: x]`` and an unclosed ``[E:``
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..contract import ReportContract
 from ..evidence import EVIDENCE_ID
-from ._markdown import Line, heading, prose_text, read_lines, title_key, visible
+from ._markdown import Line, headings, prose_text, read_lines, title_key, visible
 
 __all__ = ["CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
 
@@ -91,7 +91,7 @@ def check_report(
         return ReportVerdict(accepted=False, errors=tuple(errors))
 
     lines = read_lines(text)
-    bodies = _section_bodies(lines)
+    bodies = _section_bodies(lines, {title_key(name) for names in contract.sections for name in names})
     for names in contract.sections:
         found = [bodies[key] for key in map(title_key, names) if key in bodies]
         label = " / ".join(names)
@@ -158,18 +158,19 @@ def find_citations(text: str) -> tuple[list[str], list[str]]:
     return ids, malformed
 
 
-def _section_bodies(lines: list[Line]) -> dict[str, str]:
-    """Heading text (casefolded) -> body up to the next heading of the same or a higher level.
+def _section_bodies(lines: list[Line], required: Collection[str]) -> dict[str, str]:
+    """Heading text (casefolded) -> body up to the next heading of the same or a higher level, or
+    up to a required section's heading at any level: an empty Evidence whose only content is a
+    nested Limitations shows a reader nothing of its own (the text counted for both).
 
     Only headings a reader sees count (not in a code block or a comment); the body keeps code
     content and drops comments, so :func:`visible` tells whether the section shows anything.
     """
-    headings = [(i, *h) for i, line in enumerate(lines) if not line.code and (h := heading(line.text))]
-    starts = {i for i, _, _ in headings}
+    found = [(start, stop, level, title, title_key(title)) for start, stop, level, title in headings(lines)]
+    in_heading = {j for start, stop, *_ in found for j in range(start, stop)}
     bodies: dict[str, str] = {}
-    for n, (i, level, title) in enumerate(headings):
-        end = next((j for j, lvl, _ in headings[n + 1 :] if lvl <= level), len(lines))
-        body = "\n".join(line.text for j, line in enumerate(lines[i + 1 : end], i + 1) if j not in starts)
-        key = title_key(title)
+    for n, (_, after, level, _, key) in enumerate(found):
+        end = next((j for j, _, lvl, _, k in found[n + 1 :] if lvl <= level or k in required), len(lines))
+        body = "\n".join(line.text for j, line in enumerate(lines[after:end], after) if j not in in_heading)
         bodies[key] = bodies.get(key, "") + body
     return bodies

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ..evidence import EvidenceNote
-from ._markdown import heading, read_lines, title_key
+from ._markdown import headings, read_lines, title_key
 from .report import find_citations
 
 __all__ = [
@@ -44,6 +44,8 @@ _STOPWORDS = frozenset(
     "who will with without our we you they one two also only both each per".split()
 )
 _CLAIM_SECTIONS = ("conclusion", "结论", "evidence", "证据")
+# The report's sections: a subsection with one of these names is that section, not its parent's text.
+_SECTIONS = (*_CLAIM_SECTIONS, "limitations", "局限")
 _WORD = re.compile(r"[a-z0-9%]+|[\u4e00-\u9fff]+")
 _QUOTE = re.compile(r"^(?:>[ \t]?)+")
 _ITEM_MARK = re.compile(r"^(?:\d{1,9}[.)][ \t]+)?(?:\[[ xX]\][ \t]+)?")
@@ -144,17 +146,22 @@ def _claims(text: str) -> list[tuple[str, str]]:
     """(section, sentence) for every sentence under a claim-bearing heading."""
     out: list[tuple[str, str]] = []
     section: str | None = None
-    section_level = 0
+    open_headings: list[tuple[int, str]] = []  # (level, title key) of the headings enclosing this line
     lines = read_lines(text)
+    found = {start: (stop, level, title) for start, stop, level, title in headings(lines)}
+    skip_to = 0  # past a heading's lines (a setext title spans its paragraph and underline)
     for n, line in enumerate(lines):  # as rendered: no headings or claims in code blocks or comments
-        if line.code or line.fence:
+        if line.code or line.fence or n < skip_to:
             continue
-        if h := heading(line.text):
-            level = h[0]
-            if section is not None and level > section_level:
-                continue  # a subsection of a claim section: its sentences are that section's claims
-            title = title_key(h[1])
-            section, section_level = (title if title in _CLAIM_SECTIONS else None), level
+        if n in found:
+            skip_to, level, title = found[n]
+            while open_headings and open_headings[-1][0] >= level:
+                open_headings.pop()
+            open_headings.append((level, title_key(title)))
+            # the innermost enclosing report section decides: a plain subsection of Conclusion is
+            # Conclusion's, a Limitations nested in it is not (its sentences were scored as claims)
+            named = next((key for _, key in reversed(open_headings) if key in _SECTIONS), None)
+            section = named if named in _CLAIM_SECTIONS else None
             continue
         if section is None:
             continue
