@@ -16,6 +16,7 @@ from ._flat import FlatSpec, flat_spec, json_template
 
 __all__ = [
     "FORBIDDEN_KINDS",
+    "GATE_CATEGORIES",
     "TOOL_KINDS",
     "Action",
     "DeleteFile",
@@ -155,3 +156,6 @@ _FLAT: dict[str, FlatSpec] = {k: spec for k, m in _MODELS.items() if (spec := fl
 _FLAT_JSON = {_MODELS[k]: json_template(spec, k) for k, spec in _FLAT.items()}
 _FLAT_SIZE = {_MODELS[k]: len(spec) + 1 for k, spec in _FLAT.items()}  # fields, kind included
 TOOL_KINDS = frozenset(_MODELS) | EXTERNAL_KINDS
+# What a contract's ``human_gate.required_for`` can name: the categories the gate matches actions by (a
+# delete_file is gated as "delete"; finish and forbidden kinds never reach the human gate).
+GATE_CATEGORIES = frozenset(_MODELS) - {"finish", "delete_file"} | EXTERNAL_KINDS | {"delete"}

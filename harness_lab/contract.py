@@ -15,6 +15,7 @@ only *suggested*) yields a different version, visible in every receipt and check
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._files import validate_file
+from .actions import GATE_CATEGORIES
 
 __all__ = [
     "DEFAULT_GATED_KINDS",
@@ -122,6 +124,17 @@ class Memory(_Frozen):
 class HumanGate(_Frozen):
     required_for: tuple[str, ...] = DEFAULT_GATED_KINDS
     timeout_seconds: _Seconds | None = Field(default=None, gt=0)
+
+    @field_validator("required_for")
+    @classmethod
+    def _known_categories(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # A misspelt category would silently take its human gate away: the action would run unasked.
+        for name in value:
+            if name not in GATE_CATEGORIES:
+                close = difflib.get_close_matches(name, sorted(GATE_CATEGORIES), n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(sorted(GATE_CATEGORIES))}"
+                raise ValueError(f"{name!r} is no gate category, so nothing would be gated by it; {hint}")
+        return value
 
 
 class ControlContract(_Frozen):

@@ -64,3 +64,26 @@ def test_seconds_take_integers_and_with_budget_refuses_a_switch_for_a_count(tmp_
     assert contract.budget.wall_clock_seconds == 30.0
     with pytest.raises(ValueError, match="max_decisions"):
         contract.with_budget(max_decisions=True)
+
+
+@pytest.mark.parametrize(("gated", "hint"), [
+    (["push", "delete_file"], "did you mean 'delete'?"),  # delete_file is gated as 'delete': it ran unasked
+    (["pushh"], "did you mean 'push'?"),
+    (["zzz"], "choose from delete, escalate_permission"),
+])
+def test_a_human_gate_category_that_gates_nothing_is_refused(gated: list[str], hint: str, tmp_path: Path) -> None:
+    path = _write(tmp_path, ("human_gate", "required_for"), gated)
+    with pytest.raises(ConfigError) as info:
+        load_contract(path)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"{path}: field human_gate.required_for: ")
+    assert "is no gate category" in message and hint in message
+
+
+def test_every_default_gate_category_is_one_the_gate_matches() -> None:
+    from harness_lab.actions import GATE_CATEGORIES, DeleteFile, GatedAction
+
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml")
+    assert set(contract.human_gate.required_for) <= GATE_CATEGORIES
+    assert DeleteFile(path="x").gate_category in GATE_CATEGORIES
+    assert GatedAction(kind="push").gate_category == "push"
