@@ -10,6 +10,7 @@ from typing import Any
 from loophelpers import make_run
 
 from harness_lab.approval import AutoApprove
+from harness_lab.proposal import parse_proposal
 from harness_lab.tools import ToolResult
 
 
@@ -48,3 +49,15 @@ def test_an_empty_file_read_back_says_it_is_empty(tmp_path: Path) -> None:
     assert empty.status == "error" and empty.reason == "'empty.md' is empty"
     assert blank.status == "error" and blank.reason == "'blank.md' holds only whitespace"
     assert "check the path" not in (empty.hint or "")  # the path was right
+
+
+def test_true_or_false_is_not_a_number_and_an_empty_range_is_refused() -> None:
+    timeout = parse_proposal({"kind": "run_command", "argv": ["sleep", "5"], "timeout": True})
+    start = parse_proposal({"kind": "read_ref", "ref": "r1", "start": False})
+    backwards = parse_proposal({"kind": "read_ref", "ref": "r1", "start": 5, "end": 2})
+    for proposal, field in ((timeout, "timeout"), (start, "start"), (backwards, "end")):
+        assert proposal.action is None and proposal.error is not None, proposal.action
+        assert proposal.error.code == "bad_arguments" and f"argument {field}:" in proposal.error.message
+    assert "end (2) must be after start (5)" in backwards.error.message  # type: ignore[union-attr]
+    as_text = parse_proposal({"kind": "read_ref", "ref": "r1", "start": "3", "end": "9"})  # still accepted
+    assert as_text.action is not None and as_text.action.model_dump()["start"] == 3
