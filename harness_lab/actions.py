@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ._flat import FlatSpec, flat_spec, json_template
 
@@ -99,11 +99,21 @@ class DeleteFile(_Action):
         return "delete"
 
 
+def _number(value: object) -> object:
+    """Refuse true/false where a number belongs: pydantic's lax mode reads them as 1 and 0, so
+    ``"timeout": true`` ran with a one-second limit. (A number spelled as a string stays accepted.)"""
+    if isinstance(value, bool):
+        raise ValueError("a number is needed, not true/false")
+    return value
+
+
 class RunCommand(_Action):
     kind: Literal["run_command"] = "run_command"
     argv: tuple[str, ...] = Field(min_length=1)
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     tool_type: str = "default"
+
+    _timeout_number = field_validator("timeout", mode="before")(_number)
 
 
 class ReadRef(_Action):
@@ -111,6 +121,17 @@ class ReadRef(_Action):
     ref: str = Field(min_length=1)
     start: int = Field(default=0, ge=0)
     end: int | None = Field(default=None, ge=0)
+
+    _numbers = field_validator("start", "end", mode="before")(_number)
+
+    @field_validator("end")
+    @classmethod
+    def _after_start(cls, end: int | None, info: ValidationInfo) -> int | None:
+        # [start:end] with end <= start is always empty, which the executor only reports as "empty"
+        start = info.data.get("start")
+        if end is not None and isinstance(start, int) and end <= start:
+            raise ValueError(f"end ({end}) must be after start ({start})")
+        return end
 
 
 class Think(_Action):

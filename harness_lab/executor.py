@@ -114,9 +114,10 @@ class ToolExecutor:
 
 def _never_empty_success(result: ToolResult) -> ToolResult:
     if result.ok and not (result.content or "").strip():
-        return ToolResult.failure(
-            result.tool, "the tool returned an empty result",
-            "an empty read is not evidence; check the path or id, or try another source",
-            retryable=True,
-        )
+        reason, hint = "the tool returned an empty result", "check the path or id, or try another source"
+        data = result.data
+        if result.tool == "read_file" and "path" in data:  # the path was right: say what is there
+            reason = f"'{data['path']}' is empty" if data.get("size") == 0 else f"'{data['path']}' holds only whitespace"
+            hint = "read another file, or write this one first"
+        return ToolResult.failure(result.tool, reason, "an empty read is not evidence; " + hint, retryable=True)
     return result

@@ -23,14 +23,26 @@ SECRET_CATEGORIES = frozenset({"secrets", "raw_credentials", "credentials", "api
 # "found\nsk-..." through.
 _START = r"(?:(?<!\w)|(?<=\\[nrtbf])|(?<=\\u[0-9A-Fa-f]{4}))"
 _SPACE = r"(?:\s|\\[nrt])"  # whitespace, also as it is spelled inside a JSON string
+_QUOTE_MARK = r"\\*\""  # a quote, as it is spelled at any depth of JSON in JSON
+_QUOTE = "(?:" + _QUOTE_MARK + ")?"
+_BARE = r"(?:[^\s\"\\,;&]|\\+u[0-9A-Fa-f]{4})"  # a character of an unquoted value, or a \u escape
 _SECRET_PATTERNS = (
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[^\"]*?-----END [A-Z ]*PRIVATE KEY-----",  # within one JSON string
+    # within one JSON string; a key without its END line (a one-line description shows 60 characters
+    # of an argument) as far as its base64 body goes
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:[^\"]*?-----END [A-Z ]*PRIVATE KEY-----|(?:[A-Za-z0-9+/=\s]|\\+[nr])*)",
     _START + r"AKIA[0-9A-Z]{16}\b",
     _START + r"sk-[A-Za-z0-9_-]{16,}",
     _START + r"(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}",
     _START + r"(?i:bearer" + _SPACE + r"+[A-Za-z0-9._~+/-]{8,}=*)",
-    # key = value / "key": "value" (also inside JSON-escaped text): keep the key, drop the value
-    r"(?P<k>(?i:password|passwd|pwd|api[_-]?key|secret|token)\\?\"?\s*[:=]\s*\\?\"?)[^\s\"\\,;&]{3,}",
+    # key = value / "key": "value", also in JSON-escaped text at any depth (a checkpoint holds JSON in
+    # JSON: the gates' fingerprints), where a quote follows any run of backslashes: keep the key (and
+    # an opening quote), drop the value. A quoted value runs to its closing quote or the line's end
+    # (spaces, commas, escapes such as \u00e9 included; whole backslash runs, so the JSON stays valid;
+    # never ending at ",": see clean; not starting like what follows a JSON string, as in
+    # '"token:", "n": 1', whose quote closes a string); a bare one to a space or separator.
+    r"(?P<k>(?i:password|passwd|pwd|api[_-]?key|(?:secret|access|private)[_-]?key|secret|token)"
+    + _QUOTE + r"\s*[:=]\s*(?P<q>" + _QUOTE_MARK + r")?)"
+    + r"(?(q)(?:[^\s\\\",;&}\]]|\\++(?![\"nr]))(?:[^\\\"\n]|\\++(?![\"nr]))*(?<!,)|" + _BARE + _BARE + _BARE + "+)",
 )
 _SECRET_ENV_NAME = re.compile(r"(?i)key|token|secret|password|passwd|credential")
 _REDACTED = "[REDACTED]"
@@ -41,8 +53,10 @@ _REDACTED = "[REDACTED]"
 # contains one of these literals (the key names case-folded), so the pre-check never hides a secret.
 # (The dotted and dotless capital/small I match "i" under (?i) but do not case-fold to it: listed.)
 _LITERALS = ("-----BEGIN ", "AKIA", "sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "\u0130", "\u0131")
-_KEY_NAMES = ("password", "passwd", "pwd", "api_key", "api-key", "apikey", "secret", "token")
-_AFTER_KEY = re.compile(r'\\?"?\s*[:=]')
+_KEY_NAMES = ("password", "passwd", "pwd", "api_key", "api-key", "apikey", "secret", "token", "secret_key",
+              "secret-key", "secretkey", "access_key", "access-key", "accesskey", "private_key", "private-key",
+              "privatekey")
+_AFTER_KEY = re.compile(r'(?:\\*")?\s*[:=]')
 _SEEN_MAX = 8192  # clean pieces remembered; forgetting them all only costs one full scan
 _WHOLE_MAX = 64  # whole clean texts remembered (a loop's rows take few shapes)
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")

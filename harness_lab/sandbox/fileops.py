@@ -35,6 +35,9 @@ def read_file(b: Boundary, path: object, max_bytes: int) -> ToolResult:
     names = b.parts(path)
     assert isinstance(path, str)
     fd, st = b.open_regular(names, path)
+    if path.endswith(_DIR_SPELLED):  # a directory spelling of a file: refused, as open(2) does
+        os.close(fd)
+        raise _not_a_dir(path, names)
     try:
         with os.fdopen(fd, "rb", closefd=False) as fh:
             raw = fh.read(max_bytes + 1)
@@ -122,12 +125,13 @@ def inspect_target(b: Boundary, path: object, tool: str) -> Target:
     assert isinstance(path, str)
     if not names:
         raise Refusal("error", "the path names the workspace root", "name a file inside the workspace")
+    dir_spelled = path.endswith(_DIR_SPELLED)
     try:
         dfd = b.open_dir(names[:-1], path)
     except Refusal as r:
         # A missing parent is fine for write_file (it creates directories), not for delete_file.
         if tool == "write_file" and r.reason.endswith("does not exist"):
-            return Target(names, path, exists=False)
+            return _new_file(names, path, dir_spelled)
         raise
     try:
         st = b.lstat_in(dfd, names[-1])
@@ -136,11 +140,29 @@ def inspect_target(b: Boundary, path: object, tool: str) -> Target:
     if st is None:
         if tool == "delete_file":
             raise Refusal("error", f"'{path}' does not exist", "list_dir the parent to see what is there")
-        return Target(names, path, exists=False)
+        return _new_file(names, path, dir_spelled)
     if stat.S_ISDIR(st.st_mode) and tool == "delete_file":
         return Target(names, path, exists=True)
     check_regular(st, path)
+    if dir_spelled:  # delete_file 'notes.md/': not the file notes.md
+        raise _not_a_dir(path, names)
     return Target(names, path, exists=True)
+
+
+# A trailing '/' (or '/.') names a directory: POSIX refuses it for a file (ENOTDIR, EISDIR).
+_DIR_SPELLED = ("/", "/.")
+
+
+def _new_file(names: tuple[str, ...], path: str, dir_spelled: bool) -> Target:
+    if dir_spelled:  # 'notes/' would otherwise become a file named notes
+        raise Refusal("error", f"'{path}' ends with '/', which names a directory",
+                      "write_file needs a file name: drop the trailing '/'")
+    return Target(names, path, exists=False)
+
+
+def _not_a_dir(path: str, names: tuple[str, ...]) -> Refusal:
+    return Refusal("error", f"'{path}' ends with '/', but '{'/'.join(names)}' is a file, not a directory",
+                   "drop the trailing '/' to name the file")
 
 
 # A write lands in a temporary file beside its target, renamed over it when whole: a reader never
