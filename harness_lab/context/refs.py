@@ -171,6 +171,22 @@ def _entry(info: RefInfo, text: str | None) -> dict[str, Any]:
     return {**base, "n_chars": info.n_chars, "n_bytes": info.n_bytes, "n_lines": info.n_lines, "sha256": info.sha256}
 
 
+# str.splitlines' line breaks: where anomaly_lines' lines begin and end.
+_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def _line_start(text: str, line: str, offset: int) -> int:
+    """Where *line*, a whole line of *text* (from ``splitlines``), starts at or after *offset*; -1 if nowhere.
+    Its first occurrence may be inside a longer line that is clean (``errors_total 0`` before ``error``)."""
+    pos = text.find(line, offset)
+    while pos >= 0:
+        end = pos + len(line)
+        if (pos == 0 or text[pos - 1] in _BREAKS) and (end == len(text) or text[end] in _BREAKS):
+            return pos
+        pos = text.find(line, pos + 1)
+    return -1
+
+
 def _clip(line: str) -> str:
     return line if len(line) <= _MAX_LINE_CHARS else line[:_MAX_LINE_CHARS] + " ..."
 
@@ -193,7 +209,7 @@ def describe_large_output(action: str, text: str, info: RefInfo) -> str:
         for line in found:
             if shown == _MAX_ANOMALY_LINES:
                 break
-            pos = text.find(line, offset)
+            pos = _line_start(text, line, offset)
             offset = pos + len(line) if pos >= 0 else offset
             lines.append(f"  @{pos}: {_clip(line)}")
             shown += 1
