@@ -42,7 +42,15 @@ from typing import Any
 
 from ._checkpointing import STATE_VERSION, Checkpointing
 from ._freshness import mark_stale, reselect
-from ._inputs import checked, require_positive_int, utf8, utf8_or_none
+from ._inputs import (
+    checked,
+    require_callable,
+    require_layer,
+    require_positive_int,
+    require_unit_fraction,
+    utf8,
+    utf8_or_none,
+)
 from ._keyed import close_subtask, feedback, resume_note, summary
 from ._stored import StoredOutputs
 from .anomaly import is_anomalous
@@ -73,8 +81,9 @@ class ContextManager(Checkpointing, StoredOutputs):
     ) -> None:
         require_positive_int("budget_tokens", budget_tokens)
         require_positive_int("output_cap_bytes", output_cap_bytes)
-        if not 0 < low_water <= 1:
-            raise ValueError("low_water must be in (0, 1]")
+        require_unit_fraction("low_water", low_water)
+        require_callable("counter", counter)
+        require_callable("summarizer", summarizer)
         self._budget = budget_tokens
         # Compression aims below the budget (hysteresis), so it runs every few steps, not every step.
         self.low_water = low_water
@@ -110,6 +119,7 @@ class ContextManager(Checkpointing, StoredOutputs):
         key: str | None = None,
     ) -> ContextItem:
         """Add one item; L2-L5 text over the output cap becomes an L5 reference."""
+        require_layer(layer)
         self._rec.maybe_retire()
         text, source, key = utf8(text), utf8(source), utf8_or_none(key)
         ref_id = None
