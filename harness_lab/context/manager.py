@@ -124,7 +124,7 @@ class ContextManager(Checkpointing, StoredOutputs):
         text, source, key = utf8(text), utf8(source), utf8_or_none(key)
         ref_id = None
         if layer.compressible and self._too_large(text):
-            info = self._refs.put(text, source=source, round=round)
+            info = self._refs.put(text, source=source, round=round, key=key)
             text, layer, ref_id = describe_large_output("", text, info), Layer.L5, info.ref_id
         return self._rec.new(layer=layer, text=text, source=source, round=round, pinned=pinned, anomaly=anomaly,
                              key=key, ref_id=ref_id)
@@ -150,7 +150,7 @@ class ContextManager(Checkpointing, StoredOutputs):
             action, result, source, key = utf8(action), utf8(result), utf8(source), utf8_or_none(key)
         flagged = is_anomalous(result) if anomaly is None else anomaly
         if len(result) * 4 > self.output_cap_bytes and self._too_large(result):  # (its first test, inline)
-            info: RefInfo = self._refs.put(result, source=source, round=round)
+            info: RefInfo = self._refs.put(result, source=source, round=round, key=key)
             item = rec.add(Layer.L5, describe_large_output(action, result, info), source, round,
                            "interaction", flagged, key, info.ref_id)
         else:
@@ -219,7 +219,7 @@ class ContextManager(Checkpointing, StoredOutputs):
     def mark_stale(self, key_or_source: str) -> list[ContextItem]:
         """Mark items whose key or source matches (``source`` equal, or equal after its ``tool:``
         prefix, e.g. ``config.yaml`` matches ``read_file:config.yaml``) stale, along with summaries
-        and conclusions built from them, and the stored outputs of those items or of that source
+        and conclusions built from them, and the stored outputs of those items or of that key or source
         (:meth:`read_ref` says so from then on). Returns the stale versions of the items still in the view."""
         key_or_source = utf8(key_or_source)
         refs: list[str] = []

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
-from harness_lab.context import ContextManager, is_anomalous
+from harness_lab.context import ContextManager, apply_changes, is_anomalous
 
 
 def _offsets(reference: str) -> list[tuple[int, str]]:
@@ -66,3 +67,39 @@ def test_add_takes_a_layer_and_names_the_field_otherwise(layer: object) -> None:
     with pytest.raises(ValueError, match=r"^layer must be a Layer \(Layer.L0 to Layer.L5\), got "):
         ctx.add(layer, "a note", source="me", round=1)  # type: ignore[arg-type]
     assert ctx.view().items == ()
+
+
+_CONFIG = "\n".join(f"port: {8000 + k}" for k in range(400))
+
+
+def _stored_then_retired(ctx: ContextManager) -> str:
+    """A large read of file:config.yaml whose reference left the view and was retired from the record."""
+    item = ctx.add_interaction(1, "read_file config.yaml", _CONFIG, source="step 1:read_file", key="file:config.yaml")
+    assert item.ref_id is not None
+    ctx.compress(0)  # the reference leaves the view (its output stays stored) ...
+    for rnd in range(2, 200):
+        ctx.add_interaction(rnd, "think", "ok", source="step:think")
+    assert item.id not in ctx._rec.archive and item.id not in ctx._rec.stubs  # ... and is retired
+    return item.ref_id
+
+
+def test_an_output_marked_stale_by_its_key_after_its_item_was_retired_says_so() -> None:
+    # By source this worked (the store matches its own sources); by key (what ExternalLoop marks: file:<path>)
+    # only while the item that showed the output was still recorded, so read_ref gave the old text unmarked.
+    ctx = ContextManager(output_cap_bytes=1000)
+    ref_id = _stored_then_retired(ctx)
+    restored = ContextManager.from_state(json.loads(json.dumps(ctx.state())))
+    for each in (ctx, restored):
+        each.mark_stale("file:config.yaml")
+        first, _, rest = each.read_ref(ref_id).partition("\n")
+        assert first.startswith(f"[stale: {ref_id}") and "file:config.yaml" in first and rest == _CONFIG
+
+
+def test_the_key_of_a_stored_output_travels_in_the_change_log() -> None:
+    ctx = ContextManager(output_cap_bytes=1000)
+    base = json.loads(json.dumps(ctx.state(ref_texts=False)))
+    ref_id = _stored_then_retired(ctx)
+    log = json.loads(json.dumps(ctx.take_changes()))
+    replayed = ContextManager.from_state(apply_changes(base, [log]), ref_loader=lambda sha: _CONFIG)
+    replayed.mark_stale("file:config.yaml")
+    assert replayed.read_ref(ref_id).startswith(f"[stale: {ref_id}")
