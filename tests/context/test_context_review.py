@@ -103,3 +103,29 @@ def test_the_key_of_a_stored_output_travels_in_the_change_log() -> None:
     replayed = ContextManager.from_state(apply_changes(base, [log]), ref_loader=lambda sha: _CONFIG)
     replayed.mark_stale("file:config.yaml")
     assert replayed.read_ref(ref_id).startswith(f"[stale: {ref_id}")
+
+
+class _CountingPattern:
+    """ANOMALY_PATTERN, counting the characters its searches are given."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern, self.chars = pattern, 0
+
+    def search(self, text: str) -> re.Match[str] | None:
+        self.chars += len(text)
+        return self.pattern.search(text)
+
+
+def test_the_anomaly_lines_of_a_huge_output_are_found_without_scanning_it_twice_with_the_regex(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A 12 MiB access log with one error line spent ~7 s in anomaly_lines (the regex over the whole text, then
+    # over every line again; ~0.2 µs a character): each read of a large file cost seconds of bookkeeping.
+    from harness_lab.context import anomaly
+
+    log = "\n".join(f"{i},2026-12-01T10:00:{i % 60:02d},200,GET /api/items/{i}" for i in range(2000))
+    output = f"{log}\nERROR: disk full\n{log}"
+    counting = _CountingPattern(anomaly.ANOMALY_PATTERN)
+    monkeypatch.setattr(anomaly, "ANOMALY_PATTERN", counting)
+    assert anomaly.anomaly_lines(output) == ["ERROR: disk full"]
+    assert counting.chars < 100  # only the line that holds a signal word went through the regex
