@@ -280,8 +280,12 @@ class ContextManager(Checkpointing, StoredOutputs):
         return self._compress(target_tokens, proactive=True)
 
     def self_check(self, before: ContextView, after: ContextView) -> list[str]:
-        """Every anomaly, pinned fact or failure reason in *before* that *after* lost (empty = fine)."""
-        return find_losses(before.items, after.items, self._rec.archive.get).all()
+        """Every anomaly, pinned fact or failure reason in *before* that *after* lost (empty = fine).
+        An item released since *before* (a feedback or resume note a later one with its key superseded) is
+        no longer protected, so compression may fold it: that is not a loss."""
+        latest = self._rec.archive.get
+        still = [i for i in before.items if (now := latest(i.id)) is None or now.protected or not i.protected]
+        return find_losses(still, after.items, latest).all()
 
     @classmethod
     def from_state(

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from harness_lab.context import ContextManager, apply_changes, is_anomalous
+from harness_lab.context import ContextManager, ContextView, Layer, apply_changes, is_anomalous
 
 
 def _offsets(reference: str) -> list[tuple[int, str]]:
@@ -129,3 +129,23 @@ def test_the_anomaly_lines_of_a_huge_output_are_found_without_scanning_it_twice_
     monkeypatch.setattr(anomaly, "ANOMALY_PATTERN", counting)
     assert anomaly.anomaly_lines(output) == ["ERROR: disk full"]
     assert counting.chars < 100  # only the line that holds a signal word went through the regex
+
+
+def test_self_check_does_not_report_a_failure_reason_a_later_one_with_its_key_released() -> None:
+    # A feedback superseded by one with the same key is released (unpinned) so compression may fold it, as
+    # add_feedback says; self_check still called it a lost failure reason, so "empty = fine" never held for
+    # a run past its first repeated budget warning.
+    ctx = ContextManager(budget_tokens=4000)
+    ctx.add(Layer.L1, "task", source="t", round=0)
+    ctx.add_feedback(1, "budget: 80% of tokens spent", source="gates", key="gates:budget")
+    open_failure = ctx.add_feedback(1, "finish rejected: section 3 missing", source="validator")
+    ctx.add_interaction(1, "think()", "noted", source="step 1:think")
+    before = ctx.view()
+    ctx.add_feedback(2, "budget: 90% of tokens spent", source="gates", key="gates:budget")
+    ctx.compress(0)
+    assert "80%" not in ctx.view().render()
+    assert ctx.self_check(before, ctx.view()) == []
+    # a failure reason that is still open is reported when a change drops it
+    without = ContextView([i for i in ctx.view().items if i.id != open_failure.id], 0, 4000)
+    assert [loss.split(" lost")[0] for loss in ctx.self_check(before, without)] == [
+        f"failure reason {open_failure.id} (L2, round 1, from validator)"]
