@@ -1,4 +1,5 @@
-"""The manager's input checks: positive ints, a token counter that returns counts, text that is UTF-8.
+"""The manager's input checks: positive ints, a fraction in (0, 1], callables, a layer, a token counter that
+returns counts, text that is UTF-8.
 
 A bad argument is refused with a one-line error naming it; text that cannot be encoded (a lone
 surrogate) is repaired, not refused, since it comes from the outside world (a file name, a tool's output).
@@ -10,13 +11,33 @@ import operator
 import re
 from collections.abc import Callable
 
-__all__ = ["checked", "require_positive_int", "utf8", "utf8_or_none"]
+from .items import Layer
+
+__all__ = ["checked", "require_callable", "require_layer", "require_positive_int", "require_unit_fraction", "utf8",
+           "utf8_or_none"]
 
 
 def require_positive_int(name: str, value: object) -> None:
     # bool is an int, and a float or str compared fine but made fractional budgets and caps
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def require_unit_fraction(name: str, value: object) -> None:
+    # a str or None failed in the comparison with a bare TypeError; True compared as 1
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
+
+
+def require_callable(name: str, value: object) -> None:
+    # (None: not given) otherwise taken, and failing only when first called: a summarizer at the first compression
+    if value is not None and not callable(value):
+        raise ValueError(f"{name} must be callable, got {value!r} ({type(value).__name__})")
+
+
+def require_layer(value: object) -> None:
+    if type(value) is not Layer:  # 2 or "L2" failed later on a missing attribute
+        raise ValueError(f"layer must be a Layer (Layer.L0 to Layer.L5), got {value!r}")
 
 
 def checked(counter: Callable[[str], int]) -> Callable[[str], int]:

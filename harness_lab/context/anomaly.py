@@ -80,6 +80,8 @@ def is_anomalous(text: str) -> bool:
 
 def anomaly_lines(text: str) -> list[str]:
     """The lines of *text* that carry an anomaly signal, verbatim and in order."""
-    if not is_anomalous(text):  # fast path: most results are clean
+    if not _maybe(text):  # fast path: most results are clean
         return []
-    return [line for line in text.splitlines() if ANOMALY_PATTERN.search(line)]
+    # Only a line with a signal word goes through the regex (~0.2 µs a character): not the whole text first,
+    # then every line again, which cost a 10 MiB output seconds.
+    return [line for line in text.splitlines() if _maybe(line) and ANOMALY_PATTERN.search(line)]

@@ -42,7 +42,15 @@ from typing import Any
 
 from ._checkpointing import STATE_VERSION, Checkpointing
 from ._freshness import mark_stale, reselect
-from ._inputs import checked, require_positive_int, utf8, utf8_or_none
+from ._inputs import (
+    checked,
+    require_callable,
+    require_layer,
+    require_positive_int,
+    require_unit_fraction,
+    utf8,
+    utf8_or_none,
+)
 from ._keyed import close_subtask, feedback, resume_note, summary
 from ._stored import StoredOutputs
 from .anomaly import is_anomalous
@@ -73,8 +81,9 @@ class ContextManager(Checkpointing, StoredOutputs):
     ) -> None:
         require_positive_int("budget_tokens", budget_tokens)
         require_positive_int("output_cap_bytes", output_cap_bytes)
-        if not 0 < low_water <= 1:
-            raise ValueError("low_water must be in (0, 1]")
+        require_unit_fraction("low_water", low_water)
+        require_callable("counter", counter)
+        require_callable("summarizer", summarizer)
         self._budget = budget_tokens
         # Compression aims below the budget (hysteresis), so it runs every few steps, not every step.
         self.low_water = low_water
@@ -110,11 +119,12 @@ class ContextManager(Checkpointing, StoredOutputs):
         key: str | None = None,
     ) -> ContextItem:
         """Add one item; L2-L5 text over the output cap becomes an L5 reference."""
+        require_layer(layer)
         self._rec.maybe_retire()
         text, source, key = utf8(text), utf8(source), utf8_or_none(key)
         ref_id = None
         if layer.compressible and self._too_large(text):
-            info = self._refs.put(text, source=source, round=round)
+            info = self._refs.put(text, source=source, round=round, key=key)
             text, layer, ref_id = describe_large_output("", text, info), Layer.L5, info.ref_id
         return self._rec.new(layer=layer, text=text, source=source, round=round, pinned=pinned, anomaly=anomaly,
                              key=key, ref_id=ref_id)
@@ -140,7 +150,7 @@ class ContextManager(Checkpointing, StoredOutputs):
             action, result, source, key = utf8(action), utf8(result), utf8(source), utf8_or_none(key)
         flagged = is_anomalous(result) if anomaly is None else anomaly
         if len(result) * 4 > self.output_cap_bytes and self._too_large(result):  # (its first test, inline)
-            info: RefInfo = self._refs.put(result, source=source, round=round)
+            info: RefInfo = self._refs.put(result, source=source, round=round, key=key)
             item = rec.add(Layer.L5, describe_large_output(action, result, info), source, round,
                            "interaction", flagged, key, info.ref_id)
         else:
@@ -209,7 +219,7 @@ class ContextManager(Checkpointing, StoredOutputs):
     def mark_stale(self, key_or_source: str) -> list[ContextItem]:
         """Mark items whose key or source matches (``source`` equal, or equal after its ``tool:``
         prefix, e.g. ``config.yaml`` matches ``read_file:config.yaml``) stale, along with summaries
-        and conclusions built from them, and the stored outputs of those items or of that source
+        and conclusions built from them, and the stored outputs of those items or of that key or source
         (:meth:`read_ref` says so from then on). Returns the stale versions of the items still in the view."""
         key_or_source = utf8(key_or_source)
         refs: list[str] = []
@@ -270,8 +280,12 @@ class ContextManager(Checkpointing, StoredOutputs):
         return self._compress(target_tokens, proactive=True)
 
     def self_check(self, before: ContextView, after: ContextView) -> list[str]:
-        """Every anomaly, pinned fact or failure reason in *before* that *after* lost (empty = fine)."""
-        return find_losses(before.items, after.items, self._rec.archive.get).all()
+        """Every anomaly, pinned fact or failure reason in *before* that *after* lost (empty = fine).
+        An item released since *before* (a feedback or resume note a later one with its key superseded) is
+        no longer protected, so compression may fold it: that is not a loss."""
+        latest = self._rec.archive.get
+        still = [i for i in before.items if (now := latest(i.id)) is None or now.protected or not i.protected]
+        return find_losses(still, after.items, latest).all()
 
     @classmethod
     def from_state(

@@ -43,6 +43,7 @@ class RefInfo:
     n_bytes: int
     n_lines: int
     sha256: str
+    key: str | None = None  # the external state it was read from (a file path): mark_stale finds it by that too
     kind: Literal["ref_info"] = "ref_info"
 
 
@@ -63,7 +64,7 @@ class RefStore:
     def __contains__(self, ref_id: object) -> bool:
         return ref_id in self._infos
 
-    def put(self, text: str, *, source: str, round: int) -> RefInfo:
+    def put(self, text: str, *, source: str, round: int, key: str | None = None) -> RefInfo:
         ref_id = f"ref_{len(self._infos) + 1:03d}"
         data = text.encode("utf-8")
         info = RefInfo(
@@ -74,6 +75,7 @@ class RefStore:
             n_bytes=len(data),
             n_lines=text.count("\n") + (0 if text.endswith("\n") or not text else 1),
             sha256=hashlib.sha256(data).hexdigest(),
+            key=key,
         )
         self._texts[ref_id] = text
         self._infos[ref_id] = info
@@ -103,11 +105,12 @@ class RefStore:
         return text
 
     def mark_stale(self, cause: str, ref_ids: Iterable[str], last_round: int | None) -> None:
-        """Note that these outputs, and those stored from source *cause* (equal, or equal after its
-        ``tool:`` prefix: the item that showed one may be retired by now), may no longer match their
+        """Note that these outputs, and those stored from source or with key *cause* (the source equal, or
+        equal after its ``tool:`` prefix: the item that showed one may be retired by now), may no longer match their
         source, changed outside the run (after *last_round*, the latest round recorded). An output
         keeps the note of its first mark."""
-        by_source = [i.ref_id for i in self._infos.values() if cause in (i.source, i.source.split(":", 1)[-1])]
+        by_source = [i.ref_id for i in self._infos.values()
+                     if cause in (i.source, i.source.split(":", 1)[-1]) or cause == i.key]
         for ref_id in (*ref_ids, *by_source):
             if ref_id in self.stale:
                 continue
@@ -152,12 +155,13 @@ class RefStore:
 
     def load_entry(self, entry: Mapping[str, Any]) -> RefInfo:
         """Add one :meth:`to_dict` entry (with its text, or by sha256 for the loader to fetch)."""
+        key = None if entry.get("key") is None else str(entry["key"])
         if "text" in entry:
-            info = self.put(str(entry["text"]), source=str(entry["source"]), round=int(entry["round"]))
+            info = self.put(str(entry["text"]), source=str(entry["source"]), round=int(entry["round"]), key=key)
         else:
             info = RefInfo(ref_id=f"ref_{len(self._infos) + 1:03d}", source=str(entry["source"]),
                            round=int(entry["round"]), n_chars=int(entry["n_chars"]), n_bytes=int(entry["n_bytes"]),
-                           n_lines=int(entry["n_lines"]), sha256=str(entry["sha256"]))
+                           n_lines=int(entry["n_lines"]), sha256=str(entry["sha256"]), key=key)
             self._infos[info.ref_id] = info
         if info.ref_id != entry["ref_id"]:  # ids are positional; a reordered state is corrupt
             raise ValueError(f"ref store out of order: expected {info.ref_id}, got {entry['ref_id']}")
@@ -166,9 +170,27 @@ class RefStore:
 
 def _entry(info: RefInfo, text: str | None) -> dict[str, Any]:
     base = {"ref_id": info.ref_id, "source": info.source, "round": info.round}
+    if info.key is not None:  # (left out when none: states written before keys were kept read the same)
+        base["key"] = info.key
     if text is not None:
         return {**base, "text": text}
     return {**base, "n_chars": info.n_chars, "n_bytes": info.n_bytes, "n_lines": info.n_lines, "sha256": info.sha256}
+
+
+# str.splitlines' line breaks: where anomaly_lines' lines begin and end.
+_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def _line_start(text: str, line: str, offset: int) -> int:
+    """Where *line*, a whole line of *text* (from ``splitlines``), starts at or after *offset*; -1 if nowhere.
+    Its first occurrence may be inside a longer line that is clean (``errors_total 0`` before ``error``)."""
+    pos = text.find(line, offset)
+    while pos >= 0:
+        end = pos + len(line)
+        if (pos == 0 or text[pos - 1] in _BREAKS) and (end == len(text) or text[end] in _BREAKS):
+            return pos
+        pos = text.find(line, pos + 1)
+    return -1
 
 
 def _clip(line: str) -> str:
@@ -193,7 +215,7 @@ def describe_large_output(action: str, text: str, info: RefInfo) -> str:
         for line in found:
             if shown == _MAX_ANOMALY_LINES:
                 break
-            pos = text.find(line, offset)
+            pos = _line_start(text, line, offset)
             offset = pos + len(line) if pos >= 0 else offset
             lines.append(f"  @{pos}: {_clip(line)}")
             shown += 1
