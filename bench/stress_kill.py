@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve()
-sys.path.insert(0, str(HERE.parents[1] / "tests" / "persistence"))
+# persisthelpers, and the runhelpers it imports (beside the tests' conftest)
+sys.path[:0] = [str(HERE.parents[1] / "tests" / "persistence"), str(HERE.parents[1] / "tests")]
 
 
 class FileOutbox:

@@ -1,0 +1,40 @@
+"""The bench/ scripts still run (tiny sizes) and print the lines the README's figures come from.
+
+Smoke runs only: the figures themselves are measurements, read from full runs of these scripts, never
+asserted here (house rule: speed targets live in bench/, not in timed tests). A script that an import or a
+renamed helper broke fails here instead of the next time someone measures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+CASES = {
+    "step_overhead": (["--steps", "60", "--no-langgraph"], ["harness-lab+store", "bare+sqlite", "ratios:"]),
+    "step_breakdown": (["--steps", "60"], ["no-op step, no store:", "checkpoint commit, all of it"]),
+    "fork_resume": (["--steps", "40", "--repeats", "2"], ["fork last", "resume", "history"]),
+    "memory": (["--steps", "30", "60"], ["peak RSS", "ratio of growth"]),
+    "snapshot_bench": (["--sizes", "1000", "--rounds", "1"], ["snapshot", "workspace_hash"]),
+    "study_speed": (["--seeds", "1", "--workers", "1"], ["ten-scenario experiment", "study 4 groups"]),
+    "stress_kill": (["--runs", "2", "--seed", "3"], ["effects applied twice: 0", "PRAGMA integrity_check"]),
+    "stress_kill_wal": (["--runs", "2", "--seed", "3"], ["2 intact and resumed, 0 not"]),
+}
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_the_bench_script_runs_and_prints_its_figures(script: str, tmp_path: Path) -> None:
+    args, expected = CASES[script]
+    proc = subprocess.run([sys.executable, str(BENCH / f"{script}.py"), *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for line in expected:
+        assert line in proc.stdout, f"{script}: {line!r} not in its output:\n{proc.stdout[-2000:]}"
+
+
+def test_every_bench_script_is_smoke_run() -> None:
+    assert sorted(p.stem for p in BENCH.glob("*.py")) == sorted(CASES)
