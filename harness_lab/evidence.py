@@ -2,6 +2,13 @@
 
 ``data/evidence/<id>.md`` with ids matching ``[a-z0-9_-]+``. The shipped notes are test material
 for the lab, not real sources.
+
+Which files are notes: every visible ``*.md`` in the folder except ``README.md`` (any case). Hidden
+files, whose name starts with ``.``, are skipped: editors leave them beside the note being edited
+(Emacs's ``.#note.md`` lock, a ``.draft.md``) and a reader of the folder does not see them. A
+visible ``*.md`` whose stem is not a valid id is a one-line :class:`ConfigError` naming the file and
+the id rule, not silently skipped: it was meant as a note. Other names (``note.md~``,
+``.note.md.swp``) are not ``*.md`` and never read.
 """
 
 from __future__ import annotations
@@ -46,8 +53,8 @@ class EvidenceCatalogue(Mapping[str, EvidenceNote]):
             raise ConfigError(f"{directory}: evidence directory not found")
         notes: dict[str, EvidenceNote] = {}
         for path in sorted(directory.glob("*.md")):
-            if path.name.lower() == "readme.md":
-                continue
+            if path.name.lower() == "readme.md" or path.name.startswith("."):
+                continue  # hidden: an editor's lock or draft (pathlib's glob matches dot files)
             if not EVIDENCE_ID.fullmatch(path.stem):
                 raise ConfigError(f"{path}: evidence id {path.stem!r} must match [a-z0-9_-]+")
             try:

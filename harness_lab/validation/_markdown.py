@@ -4,9 +4,15 @@ The report contract judges what a reader of the rendered Markdown sees. A headin
 code block or an HTML comment is not a section; a citation there is not a citation; a section whose
 only "text" is a comment or invisible characters (zero-width spaces, a stray byte order mark, NUL)
 is empty. This is a small reading of CommonMark (fences of three or more backticks or tildes, up to
-three spaces indented; ``<!-- ... -->`` comments, an unclosed one running to the end; inline code
-spans), not a full parser: where it errs, it errs towards fewer sections and citations (a reject),
-never towards more.
+three spaces indented; indented code blocks; ``<!-- ... -->`` comments, an unclosed one running to
+the end; inline code spans; thematic breaks), not a full parser: where it errs, it errs towards
+fewer sections and citations (a reject), never towards more.
+
+An indented code block is a run of lines indented four spaces (or a tab) that starts where no
+paragraph is open: at the start, after a blank line, a heading, a thematic break, a closing fence or
+an HTML comment block. Lists are tracked only simply: after a list item, indented lines are its
+continuation (not code) until a line at column 0 that is not an item starts after a blank line
+(or is a heading or a fence); code nested inside a list item is therefore read as prose.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import re
 import unicodedata
 from typing import NamedTuple
 
-__all__ = ["Line", "heading", "headings", "prose_text", "read_lines", "title_key", "visible"]
+__all__ = ["Line", "heading", "headings", "prose_text", "read_lines", "thematic_break", "title_key", "visible"]
 
 # The opening of an ATX heading; the title is trimmed in Python (a pattern that also trims the
 # closing #s and blanks backtracked quadratically and worse on a line of many blanks).
@@ -27,13 +33,16 @@ _INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)"
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*")
 _OTHER_BLOCK = re.compile(r" {0,3}(?:[-+*>|]|\d{1,9}[.)])(?:[ \t]|$)| {4}|\t")
 _EMPHASIS = re.compile(r"^(\*\*|__|\*|_)(.+)\1$")
+_INDENTED = re.compile(r" {4}| {0,3}\t")
+_LIST_ITEM = re.compile(r" {0,3}(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
+_THEMATIC_BREAK = re.compile(r" {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})")
 # Letters that render as nothing although Unicode does not call them format characters.
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 
 
 class Line(NamedTuple):
     text: str  # the line as a reader sees it: comments removed (code lines: unchanged)
-    code: bool  # inside a fenced code block (its content)
+    code: bool  # inside a fenced or indented code block (its content)
     fence: bool  # a fence delimiter line
 
 
@@ -41,19 +50,31 @@ def read_lines(text: str) -> list[Line]:
     out: list[Line] = []
     fence: str | None = None  # the opening fence's run, while inside a block
     comment = False
+    indented = False  # inside an indented code block
+    may_open = True  # no paragraph is open: an indented line here starts a code block
+    in_list = False  # after a list item: an indented line may be its continuation
     for raw in text.splitlines():
         if fence is not None:
             m = _FENCE.match(raw)
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not m.group(2).strip():
-                fence = None
+                fence, may_open = None, True
                 out.append(Line("", False, True))
             else:
                 out.append(Line(raw, True, False))
             continue
+        blank = not raw.strip()
+        if not comment and not blank and _INDENTED.match(raw) and (indented or (may_open and not in_list)):
+            indented = True
+            out.append(Line(raw, True, False))
+            continue
+        if not blank:
+            indented = False
         if not comment and (m := _FENCE.match(raw)) and not (m.group(1)[0] == "`" and "`" in m.group(2)):
             fence = m.group(1)
+            in_list = in_list and raw[0] in " \t"
             out.append(Line("", False, True))
             continue
+        in_comment = comment
         kept: list[str] = []
         # '<!--' inside a code span on the line opens nothing (code spans bind first)
         plain = _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), raw) if "`" in raw else raw
@@ -71,8 +92,22 @@ def read_lines(text: str) -> list[Line]:
                     break
                 kept.append(raw[i:j])
                 comment, i = True, j + 4
-        out.append(Line("".join(kept), False, False))
+        line = "".join(kept)
+        if blank:
+            may_open = True
+        elif not in_comment:  # a line wholly inside a comment changes nothing
+            if _LIST_ITEM.match(line):
+                in_list = True
+            elif in_list and line[:1] not in ("", " ", "\t") and (may_open or heading(line)):
+                in_list = False
+            may_open = not line.strip() or bool(heading(line)) or thematic_break(line)
+        out.append(Line(line, False, False))
     return out
+
+
+def thematic_break(text: str) -> bool:
+    """True for a line a reader sees as a horizontal rule (``---``, ``* * *``, ``___``)."""
+    return bool(_THEMATIC_BREAK.fullmatch(text))
 
 
 def prose_text(lines: list[Line]) -> str:

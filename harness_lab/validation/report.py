@@ -3,9 +3,9 @@
 Checks, in order: the report exists and is non-empty; each required section (Markdown heading of any
 level, ATX or setext, whose text is the section name, case-insensitive, bold or with a colon alike; English or
 Chinese; not inside a code block or an HTML comment) exists and has a body a reader can see (a
-comment or zero-width characters alone leave it empty); every citation marker is well formed (all
+comment, zero-width characters or a thematic break alone leave it empty); every citation marker is well formed (all
 ``[E:`` markers are scanned first, so ``[E:UNKNOWN]``, ``[E:]``, ``[E: x]`` and an unclosed ``[E:``
-are errors, not ignored; markers in code or comments are neither); every cited id is a known
+are errors, not ignored; markers in code (fenced or indented) or comments are neither); every cited id is a known
 evidence id *and* was read in this run; at least N distinct such ids are cited.
 
 Passing means "structurally conforming", never "factually supported".
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..contract import ReportContract
 from ..evidence import EVIDENCE_ID
-from ._markdown import Line, headings, prose_text, read_lines, title_key, visible
+from ._markdown import Line, headings, prose_text, read_lines, thematic_break, title_key, visible
 
 __all__ = ["CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
 
@@ -171,6 +171,8 @@ def _section_bodies(lines: list[Line], required: Collection[str]) -> dict[str, s
     bodies: dict[str, str] = {}
     for n, (_, after, level, _, key) in enumerate(found):
         end = next((j for j, _, lvl, _, k in found[n + 1 :] if lvl <= level or k in required), len(lines))
-        body = "\n".join(line.text for j, line in enumerate(lines[after:end], after) if j not in in_heading)
+        # a thematic break ('---' alone) is a drawn line, not content
+        body = "\n".join(line.text for j, line in enumerate(lines[after:end], after)
+                          if j not in in_heading and (line.code or not thematic_break(line.text)))
         bodies[key] = bodies.get(key, "") + body
     return bodies

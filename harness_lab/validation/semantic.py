@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ..evidence import EvidenceNote
-from ._markdown import headings, read_lines, title_key
+from ._markdown import headings, read_lines, thematic_break, title_key
 from .report import find_citations
 
 __all__ = [
@@ -163,7 +163,7 @@ def _claims(text: str) -> list[tuple[str, str]]:
             named = next((key for _, key in reversed(open_headings) if key in _SECTIONS), None)
             section = named if named in _CLAIM_SECTIONS else None
             continue
-        if section is None:
+        if section is None or thematic_break(line.text):  # a drawn line ('___') says nothing
             continue
         body = _QUOTE.sub("", line.text.strip()).lstrip("-*+ ").strip()
         body = _ITEM_MARK.sub("", body)  # '1.' or '[x]' is list syntax, not a sentence
