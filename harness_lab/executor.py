@@ -23,6 +23,7 @@ from .actions import (
     WriteReport,
     _Action,
 )
+from .errors import StoreError
 from .evidence import EvidenceCatalogue
 from .sandbox import Sandbox
 from .tools import ToolResult
@@ -89,17 +90,31 @@ class ToolExecutor:
                 "run_command", argv=list(action.argv), timeout=action.timeout, tool_type=action.tool_type
             )
         if isinstance(action, ReadRef):
-            try:
-                return ToolResult.success("read_ref", self.read_ref(action.ref, action.start, action.end))
-            except KeyError:
-                return ToolResult.failure("read_ref", f"no stored output with reference {action.ref!r}",
-                                          "use a reference id shown in an L5 item of the context view")
+            return self._read_ref(action)
         if isinstance(action, GatedAction):
             return self.effects.apply(action, key)
         if isinstance(action, Think):
             return _NOTED
         kind = action.kind
         return ToolResult.failure(kind, f"{kind} is not a tool", "propose a tool action")
+
+    def _read_ref(self, action: ReadRef) -> ToolResult:
+        ref, start = action.ref, action.start
+        try:
+            text = self.read_ref(ref, start, action.end)
+            # rare path: an empty slice from a start past the end is the model's range, not an empty output
+            if start > 0 and not text and start >= (size := len(self.read_ref(ref, 0, None))):
+                return ToolResult.failure(
+                    "read_ref", f"start {start} is past the end of {ref}, which holds {size} characters",
+                    f"read a range that starts below {size}, e.g. read_ref('{ref}', {max(0, size - 2000)}, {size})")
+        except KeyError:  # an unknown id: the model's mistake
+            return ToolResult.failure("read_ref", f"no stored output with reference {ref!r}",
+                                      "use a reference id shown in an L5 item of the context view")
+        except StoreError as exc:  # a known id whose text is gone: the environment is broken, not the call
+            return ToolResult.failure(
+                "read_ref", f"{ref} exists but its stored text could not be loaded ({exc})",
+                "the run's store has lost this output; get the data again from its source instead")
+        return ToolResult.success("read_ref", text)
 
     def _read_evidence(self, evidence_id: str) -> ToolResult:
         note = self.evidence.get(evidence_id)

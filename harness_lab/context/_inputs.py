@@ -13,14 +13,25 @@ from collections.abc import Callable
 
 from .items import Layer
 
-__all__ = ["checked", "require_callable", "require_layer", "require_positive_int", "require_unit_fraction", "utf8",
-           "utf8_or_none"]
+__all__ = ["checked", "interaction_texts", "require_callable", "require_int", "require_layer", "require_non_negative_int",
+           "require_positive_int", "require_unit_fraction", "text_arg", "text_or_none_arg", "utf8", "utf8_or_none"]
 
 
 def require_positive_int(name: str, value: object) -> None:
     # bool is an int, and a float or str compared fine but made fractional budgets and caps
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def require_non_negative_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+
+
+def require_int(name: str, value: object, *, or_none: bool = False) -> None:
+    # True sliced as 1, and "a" failed inside the slice with a TypeError that named nothing
+    if (value is not None or not or_none) and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{name} must be an int{' or None' if or_none else ''}, got {value!r}")
 
 
 def require_unit_fraction(name: str, value: object) -> None:
@@ -71,3 +82,20 @@ def utf8(text: str) -> str:
 
 def utf8_or_none(text: str | None) -> str | None:
     return None if text is None else utf8(text)
+
+
+def text_arg(name: str, value: object) -> str:
+    """*value* as :func:`utf8` text; anything but a str (None, bytes) is refused naming *name*."""
+    if not isinstance(value, str):  # None failed later as an AttributeError on .isascii
+        raise ValueError(f"{name} must be a str, got {value!r} ({type(value).__name__})")
+    return utf8(value)
+
+
+def text_or_none_arg(name: str, value: object) -> str | None:
+    return None if value is None else text_arg(name, value)
+
+
+def interaction_texts(action: object, result: object, source: object, key: object) -> tuple[str, str, str, str | None]:
+    """add_interaction's slow path (non-ASCII text, or an argument of the wrong type): checked and repaired."""
+    return (text_arg("action", action), text_arg("result", result), text_arg("source", source),
+            text_or_none_arg("key", key))

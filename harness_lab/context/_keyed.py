@@ -3,17 +3,18 @@
 A later item with the key of a current one of its roles supersedes it *visibly*: both stay, the
 earlier marked ``superseded by <id>``, the later ``supersedes <id>``. Feedback and resume notes are
 pinned while current; the one a later one supersedes is released (unpinned) so compression may fold
-it. Private to the manager, whose methods of the same names document them for callers.
+it. :class:`ContextManager` inherits :class:`KeyedItems` (its methods are the manager's public API).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ._inputs import text_arg, text_or_none_arg
 from .items import ContextItem, Layer
 from .record import ItemRecord
 
-__all__ = ["close_subtask", "current_with_key", "feedback", "resume_note", "summary", "supersede"]
+__all__ = ["KeyedItems", "close_subtask", "current_with_key", "feedback", "resume_note", "summary", "supersede"]
 
 _SUMMARIZABLE_ROLES = frozenset({"summary", "conclusion"})
 
@@ -102,3 +103,64 @@ def resume_note(rec: ItemRecord, text: str, round: int) -> ContextItem:
     for old in earlier:
         rec.store(rec.restamp(old, pinned=False))
     return supersede(rec, item, [rec.archive[i.id] for i in earlier])
+
+
+class KeyedItems:
+    """Feedback, subtasks, summaries and resume notes of a :class:`ContextManager` (its base class)."""
+
+    _rec: ItemRecord  # set by ContextManager.__init__
+    _window: list[str]
+    _subtask: str | None
+
+    def add_feedback(self, round: int, text: str, *, source: str, key: str | None = None) -> ContextItem:
+        """A failure reason from validation: pinned and an anomaly, so it reaches every later view.
+
+        Feedback accumulates (each stays pinned) unless it has a *key*: a later feedback with the same
+        key supersedes the earlier one, which stays visible but unpinned, so compression may fold it
+        (use it for repeating warnings such as a budget alert).
+        """
+        self._rec.maybe_retire()
+        return feedback(self._rec, round, text_arg("text", text), text_arg("source", source),
+                        text_or_none_arg("key", key))
+
+    def begin_subtask(self, name: str, goal: str, *, round: int) -> ContextItem:
+        """Open a subtask: its goal sits in L2 until :meth:`finish_subtask` collapses it."""
+        self._rec.maybe_retire()
+        name, goal = text_arg("name", name), text_arg("goal", goal)
+        self._subtask = name
+        return self._rec.new(layer=Layer.L2, text=goal, source=f"subtask:{name}", round=round, role="subtask",
+                             key=f"subtask:{name}")
+
+    def finish_subtask(self, name: str, conclusion: str, *, round: int) -> ContextItem:
+        """Collapse the current subtask's process into one L3 conclusion (keep conclusion, drop process).
+
+        The process is every unprotected L2/L4/L5 item added since the previous subtask ended;
+        anomalies and pinned items of that span move to L3 verbatim; stored outputs it referenced
+        are named in the conclusion so they stay fetchable.
+        """
+        self._rec.maybe_retire()
+        item = close_subtask(self._rec, text_arg("name", name), text_arg("conclusion", conclusion), round)
+        self._window = [i for i in self._window if i in self._rec.live]
+        self._subtask = None
+        return item
+
+    def summarize(
+        self,
+        text: str,
+        *,
+        round: int,
+        source: str,
+        key: str | None = None,
+        supersedes: str | None = None,
+    ) -> ContextItem:
+        """An L3 summary stamped with round and source; it supersedes, visibly, the current summary
+        with the same *key* and the item named by *supersedes* (an id or a key)."""
+        self._rec.maybe_retire()
+        return summary(self._rec, text_arg("text", text), round, text_arg("source", source), text_or_none_arg("key", key),
+                       text_or_none_arg("supersedes", supersedes))
+
+    def add_resume_note(self, text: str, *, round: int) -> ContextItem:
+        """After a resume the view starts with this note (what was done, what is finished, where it
+        stuck). An earlier resume note is marked superseded and unpinned."""
+        self._rec.maybe_retire()
+        return resume_note(self._rec, text_arg("text", text), round)

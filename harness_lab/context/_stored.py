@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from ._inputs import require_int
 from .refs import RefInfo, RefStore
 
 __all__ = ["StoredOutputs"]
@@ -23,7 +24,13 @@ class StoredOutputs:
 
     def read_ref(self, ref_id: str, start: int = 0, end: int | None = None) -> str:
         """Characters ``[start:end]`` of a stored large output, unchanged (Python slice semantics); if
-        its source was marked stale (:meth:`mark_stale`), after a first line that says so."""
+        its source was marked stale (:meth:`mark_stale`), after a first line that says so. An unknown id is a
+        ``KeyError``; a known one whose text cannot be loaded (its store lacks it) a
+        :class:`~harness_lab.errors.StoreError`."""
+        if not isinstance(ref_id, str):  # None or 3 read as "no stored output with id None"
+            raise ValueError(f"ref_id must be a str, got {ref_id!r} ({type(ref_id).__name__})")
+        require_int("start", start)
+        require_int("end", end, or_none=True)
         text = self._refs.read(ref_id, start, end)
         note = self._refs.stale.get(ref_id)
         return text if note is None else f"{note}\n{text}"

@@ -41,17 +41,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._checkpointing import STATE_VERSION, Checkpointing
-from ._freshness import mark_stale, reselect
+from ._freshness import Freshness
 from ._inputs import (
     checked,
+    interaction_texts,
     require_callable,
     require_layer,
+    require_non_negative_int,
     require_positive_int,
     require_unit_fraction,
-    utf8,
-    utf8_or_none,
+    text_arg,
+    text_or_none_arg,
 )
-from ._keyed import close_subtask, feedback, resume_note, summary
+from ._keyed import KeyedItems
 from ._stored import StoredOutputs
 from .anomaly import is_anomalous
 from .compress import Summarizer, default_summarizer, run_pass
@@ -67,7 +69,7 @@ INTERACTION_WINDOW = 3  # interactions kept whole in L2 (seed 003, 3.2)
 _L2, _L4 = Layer.L2, Layer.L4  # a module lookup, not an enum class's (~90 ns each, every step)
 
 
-class ContextManager(Checkpointing, StoredOutputs):
+class ContextManager(Checkpointing, StoredOutputs, Freshness, KeyedItems):
     """Layered context with a token budget, stored references and a self-checked compression."""
 
     def __init__(
@@ -121,7 +123,7 @@ class ContextManager(Checkpointing, StoredOutputs):
         """Add one item; L2-L5 text over the output cap becomes an L5 reference."""
         require_layer(layer)
         self._rec.maybe_retire()
-        text, source, key = utf8(text), utf8(source), utf8_or_none(key)
+        text, source, key = text_arg("text", text), text_arg("source", source), text_or_none_arg("key", key)
         ref_id = None
         if layer.compressible and self._too_large(text):
             info = self._refs.put(text, source=source, round=round, key=key)
@@ -146,8 +148,13 @@ class ContextManager(Checkpointing, StoredOutputs):
         """
         rec = self._rec
         rec.maybe_retire()
-        if not (action.isascii() and result.isascii() and source.isascii()) or (key is not None and not key.isascii()):
-            action, result, source, key = utf8(action), utf8(result), utf8(source), utf8_or_none(key)
+        try:  # str.isascii, not action.isascii: it also refuses bytes, and a wrong type costs nothing until seen
+            plain = (str.isascii(action) and str.isascii(result) and str.isascii(source)
+                     and (key is None or str.isascii(key)))
+        except TypeError:
+            plain = False
+        if not plain:  # rare: non-ASCII text to repair, or a wrong type to refuse by name
+            action, result, source, key = interaction_texts(action, result, source, key)
         flagged = is_anomalous(result) if anomaly is None else anomaly
         if len(result) * 4 > self.output_cap_bytes and self._too_large(result):  # (its first test, inline)
             info: RefInfo = self._refs.put(result, source=source, round=round, key=key)
@@ -162,78 +169,6 @@ class ContextManager(Checkpointing, StoredOutputs):
             if old is not None and old.layer == _L2:
                 rec.put(rec.relayer(old, _L4))
         return item
-
-    def add_feedback(self, round: int, text: str, *, source: str, key: str | None = None) -> ContextItem:
-        """A failure reason from validation: pinned and an anomaly, so it reaches every later view.
-
-        Feedback accumulates (each stays pinned) unless it has a *key*: a later feedback with the same
-        key supersedes the earlier one, which stays visible but unpinned, so compression may fold it
-        (use it for repeating warnings such as a budget alert).
-        """
-        self._rec.maybe_retire()
-        return feedback(self._rec, round, utf8(text), utf8(source), utf8_or_none(key))
-
-    def begin_subtask(self, name: str, goal: str, *, round: int) -> ContextItem:
-        """Open a subtask: its goal sits in L2 until :meth:`finish_subtask` collapses it."""
-        self._rec.maybe_retire()
-        name, goal = utf8(name), utf8(goal)
-        self._subtask = name
-        return self._rec.new(layer=Layer.L2, text=goal, source=f"subtask:{name}", round=round, role="subtask",
-                             key=f"subtask:{name}")
-
-    def finish_subtask(self, name: str, conclusion: str, *, round: int) -> ContextItem:
-        """Collapse the current subtask's process into one L3 conclusion (keep conclusion, drop process).
-
-        The process is every unprotected L2/L4/L5 item added since the previous subtask ended;
-        anomalies and pinned items of that span move to L3 verbatim; stored outputs it referenced
-        are named in the conclusion so they stay fetchable.
-        """
-        self._rec.maybe_retire()
-        item = close_subtask(self._rec, utf8(name), utf8(conclusion), round)
-        self._window = [i for i in self._window if i in self._rec.live]
-        self._subtask = None
-        return item
-
-    def summarize(
-        self,
-        text: str,
-        *,
-        round: int,
-        source: str,
-        key: str | None = None,
-        supersedes: str | None = None,
-    ) -> ContextItem:
-        """An L3 summary stamped with round and source; it supersedes, visibly, the current summary
-        with the same *key* and the item named by *supersedes* (an id or a key)."""
-        self._rec.maybe_retire()
-        return summary(self._rec, utf8(text), round, utf8(source), utf8_or_none(key), utf8_or_none(supersedes))
-
-    def add_resume_note(self, text: str, *, round: int) -> ContextItem:
-        """After a resume the view starts with this note (what was done, what is finished, where it
-        stuck). An earlier resume note is marked superseded and unpinned."""
-        self._rec.maybe_retire()
-        return resume_note(self._rec, utf8(text), round)
-
-    # ------------------------------------------------------------------ freshness
-
-    def mark_stale(self, key_or_source: str) -> list[ContextItem]:
-        """Mark items whose key or source matches (``source`` equal, or equal after its ``tool:``
-        prefix, e.g. ``config.yaml`` matches ``read_file:config.yaml``) stale, along with summaries
-        and conclusions built from them, and the stored outputs of those items or of that key or source
-        (:meth:`read_ref` says so from then on). Returns the stale versions of the items still in the view."""
-        key_or_source = utf8(key_or_source)
-        refs: list[str] = []
-        marked = mark_stale(self._rec, key_or_source, refs)
-        last = next(reversed(self._rec.archive.values()), None)  # the latest item made: "after round N"
-        self._refs.mark_stale(key_or_source, refs, None if last is None else last.round)
-        return marked
-
-    def reselect(self) -> None:
-        """Take stale items out of the view (L0/L1 and pinned ones stay, shown stale); all stay recorded.
-
-        A stale compression summary gives back the fresh anomalies it carried, verbatim and pinned.
-        """
-        reselect(self._rec)
 
     # ------------------------------------------------------------------ reading
 
@@ -275,8 +210,8 @@ class ContextManager(Checkpointing, StoredOutputs):
         policy goes)."""
         if target_tokens is None:
             target_tokens = self._low_water_target()
-        elif isinstance(target_tokens, bool) or not isinstance(target_tokens, int) or target_tokens < 0:
-            raise ValueError(f"target_tokens must be a non-negative int, got {target_tokens!r}")
+        else:
+            require_non_negative_int("target_tokens", target_tokens)
         return self._compress(target_tokens, proactive=True)
 
     def self_check(self, before: ContextView, after: ContextView) -> list[str]:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..errors import StoreError
 from .anomaly import anomaly_lines
 
 __all__ = ["RefInfo", "RefStore", "describe_large_output"]
@@ -94,14 +95,15 @@ class RefStore:
         return self.text(ref_id)[start:end]
 
     def text(self, ref_id: str) -> str:
-        """The whole stored output (fetched through the loader when it is not in memory)."""
+        """The whole stored output (fetched through the loader when it is not in memory); a known output
+        whose text is neither is a :class:`StoreError` (a broken environment), not a ``KeyError`` (a wrong id)."""
         text = self._texts.get(ref_id)
         if text is None:
             info = self.info(ref_id)
             text = self.loader(info.sha256) if self.loader is not None else None
             if text is None:
-                raise KeyError(f"stored output {ref_id} (sha256 {info.sha256[:12]}) is not in memory "
-                               "and its store does not hold it")
+                raise StoreError(f"stored output {ref_id} (sha256 {info.sha256[:12]}) is not in memory "
+                                 "and its store does not hold it")
         return text
 
     def mark_stale(self, cause: str, ref_ids: Iterable[str], last_round: int | None) -> None:

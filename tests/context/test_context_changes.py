@@ -15,6 +15,7 @@ from ctxhelpers import new_context, operate
 
 from harness_lab.context import ContextManager, Layer, apply_changes
 from harness_lab.context.record import RETIRE_MIN
+from harness_lab.errors import StoreError
 
 
 def _new(seed: int, retire_min: int) -> ContextManager:
@@ -90,7 +91,7 @@ def test_stored_outputs_by_sha_are_fetched_through_the_loader() -> None:
     fetched: list[str] = []
     restored = ContextManager.from_state(state, ref_loader=lambda sha: fetched.append(sha) or payload)
     assert restored.read_ref(item.ref_id, 5, 15) == payload[5:15] and fetched == [entry["sha256"]]
-    with pytest.raises(KeyError, match="not in memory"):
+    with pytest.raises(StoreError, match="not in memory"):
         ContextManager.from_state(state).read_ref(item.ref_id)
     ctx.release_ref_texts([entry["sha256"]])  # no loader: the text stays
     assert ctx.read_ref(item.ref_id) == payload
