@@ -25,7 +25,14 @@ _START = r"(?:(?<!\w)|(?<=\\[nrtbf])|(?<=\\u[0-9A-Fa-f]{4}))"
 _SPACE = r"(?:\s|\\[nrt])"  # whitespace, also as it is spelled inside a JSON string
 _QUOTE_MARK = r"\\*\""  # a quote, as it is spelled at any depth of JSON in JSON
 _QUOTE = "(?:" + _QUOTE_MARK + ")?"
-_BARE = r"(?:[^\s\"\\,;&]|\\+u[0-9A-Fa-f]{4})"  # a character of an unquoted value, or a \u escape
+# A character of an unquoted value, or a \u escape. The value ends at a space, a line's end, a quote,
+# a "\" escape, ";", "&" or a closing bracket (of the JSON it is a number in); it holds commas but
+# neither starts nor ends with one (nor starts with an opening bracket), so "password=ab,cdef" goes
+# whole and '"token": 1234, "n": 1}' keeps its JSON.
+_BARE = r"(?:[^\s\"\\;&}\]]|\\+u[0-9A-Fa-f]{4})"
+_BARE_FIRST = r"(?:[^\s\"\\,;&}\]{\[]|\\+u[0-9A-Fa-f]{4})"
+# An HTTP authorization scheme after a key ("Authorization: Basic ..."): kept, its credential goes.
+_SCHEME = r"(?:(?i:basic|bearer|digest|negotiate|ntlm|token) +)?"
 _SECRET_PATTERNS = (
     # within one JSON string; a key without its END line (a one-line description shows 60 characters
     # of an argument) as far as its base64 body goes
@@ -40,9 +47,14 @@ _SECRET_PATTERNS = (
     # (spaces, commas, escapes such as \u00e9 included; whole backslash runs, so the JSON stays valid;
     # never ending at ",": see clean; not starting like what follows a JSON string, as in
     # '"token:", "n": 1', whose quote closes a string); a bare one to a space or separator.
-    r"(?P<k>(?i:password|passwd|pwd|api[_-]?key|(?:secret|access|private)[_-]?key|secret|token)"
-    + _QUOTE + r"\s*[:=]\s*(?P<q>" + _QUOTE_MARK + r")?)"
-    + r"(?(q)(?:[^\s\\\",;&}\]]|\\++(?![\"nr]))(?:[^\\\"\n]|\\++(?![\"nr]))*(?<!,)|" + _BARE + _BARE + _BARE + "+)",
+    # An escaped quote inside the value (a quote after an odd backslash run at depth 0, 4k+3 at depth 1,
+    # 8k+7 at depth 2: twice the opening quote's backslashes plus one, modulo twice them plus two) is
+    # part of it; a shallower string's closing quote (fewer backslashes) is not.
+    r"(?P<k>(?i:password|passwd|pwd|api[_-]?key|(?:secret|access|private)[_-]?key|secret|token|authorization)"
+    + _QUOTE + r"\s*[:=]\s*(?P<q>(?P<qb>\\*)\")?" + _SCHEME + ")"
+    + r"(?(q)(?:[^\s\\\",;&}\]]|\\++(?![\"nr]))"
+    + r"(?:[^\\\"\n]|\\++(?![\"nr])|(?:(?P=qb)(?P=qb)\\\\)*+(?P=qb)(?P=qb)\\\")*(?<!,)|"
+    + _BARE_FIRST + _BARE + r"{2,}(?<!,))",
 )
 _SECRET_ENV_NAME = re.compile(r"(?i)key|token|secret|password|passwd|credential")
 _REDACTED = "[REDACTED]"
@@ -55,7 +67,7 @@ _REDACTED = "[REDACTED]"
 _LITERALS = ("-----BEGIN ", "AKIA", "sk-", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "\u0130", "\u0131")
 _KEY_NAMES = ("password", "passwd", "pwd", "api_key", "api-key", "apikey", "secret", "token", "secret_key",
               "secret-key", "secretkey", "access_key", "access-key", "accesskey", "private_key", "private-key",
-              "privatekey")
+              "privatekey", "authorization")
 _AFTER_KEY = re.compile(r'(?:\\*")?\s*[:=]')
 _SEEN_MAX = 8192  # clean pieces remembered; forgetting them all only costs one full scan
 _WHOLE_MAX = 64  # whole clean texts remembered (a loop's rows take few shapes)

@@ -217,7 +217,8 @@ class OpenAICompatProposer:
                                   tokens=tokens)
         name, arguments = function.get("name"), function.get("arguments") or "{}"
         try:
-            args = json.loads(arguments) if isinstance(arguments, str) else arguments
+            # json.loads refuses a leading byte order mark, which some servers' encoders write
+            args = json.loads(arguments.removeprefix("\ufeff")) if isinstance(arguments, str) else arguments
         except ValueError:
             if cut:  # the model ran out of output tokens mid-call: say so, "not JSON" would blame the wrong thing
                 return ProposerOutput(raw=self._mask(f"{_CUT}, inside the arguments of tool call {name!r}: "
