@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ._finish_check import FinishCheck
 from ._human_gate import HumanGate
+from ._run_base import _kind
 from ._step_records import proposed, tool_called
 from ._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
 from .actions import Finish, ForbiddenAction
@@ -116,7 +117,7 @@ class Run(HumanGate, FinishCheck):
             self._observe(proposal, decision, result)
         except BaseException as exc:  # Ctrl-C: the effect (if any) ran, the step is unrecorded: a crash
             self._crash_on_interrupt(exc, CrashPoint.BEFORE_EFFECT if result is None else CrashPoint.AFTER_EFFECT,
-                                     proposal.action.kind if proposal.action is not None else None, "observe")
+                                     _kind(proposal), "observe")
             raise
         verdict = self._validate_step() if decision.verdict == "validate" else None
         return self._close(proposal, decision, result=result, verdict=verdict, stop=stop)

@@ -3,6 +3,7 @@ proposer, an outside change after the pending proposal was made (a review's open
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,16 @@ THINK = {"kind": "think", "thought": "plan"}
 def _gated(timeout: float, **budget: Any) -> ControlContract:
     base = contract(**budget)
     return base.model_copy(update={"human_gate": base.human_gate.model_copy(update={"timeout_seconds": timeout})})
+
+
+def _interrupting(script: Iterator[object]) -> Callable[[object], object]:
+    """A proposer reading ``script``: each item is proposed, and ``KeyboardInterrupt`` is raised (a Ctrl-C)."""
+    def propose(view: object) -> object:
+        nxt = next(script)
+        if nxt is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        return nxt
+    return propose
 
 
 def _function_run(tmp_path: Path, fn: Any) -> Run:
@@ -98,14 +109,7 @@ def test_an_interrupt_after_an_outside_change_keeps_the_change_and_nothing_else(
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "notes.md").write_text("old", encoding="utf-8")
     script = iter([{"kind": "read_file", "path": "notes.md"}, KeyboardInterrupt, THINK])
-
-    def propose(view: object) -> object:
-        nxt = next(script)
-        if nxt is KeyboardInterrupt:
-            raise KeyboardInterrupt
-        return nxt
-
-    run = _function_run(tmp_path, propose)
+    run = _function_run(tmp_path, _interrupting(script))
     run.step()
     before = list(run.events)
     (tmp_path / "ws" / "notes.md").write_text("new", encoding="utf-8")
@@ -150,14 +154,7 @@ def test_an_interrupt_after_a_discard_does_not_bring_the_stale_proposal_back(tmp
     (tmp_path / "ws" / "notes.md").write_text("old", encoding="utf-8")
     script = iter([{"kind": "read_file", "path": "notes.md"}, {"kind": "write_file", "path": "out.md", "content": "stale"},
                    KeyboardInterrupt, {"kind": "write_file", "path": "out.md", "content": "fresh"}])
-
-    def propose(view: object) -> object:
-        nxt = next(script)
-        if nxt is KeyboardInterrupt:
-            raise KeyboardInterrupt
-        return nxt
-
-    run = _function_run(tmp_path, propose)
+    run = _function_run(tmp_path, _interrupting(script))
     run.step()
     assert run.pending is not None
     (tmp_path / "ws" / "notes.md").write_text("new", encoding="utf-8")
