@@ -112,6 +112,18 @@ class HumanGate(RunBase):
             raise RunStateError(f"run {self.run_id} is {self.state.value}: nothing waits for approval")
         return self.waiting, self._pending
 
+    @property
+    def gate_expired(self) -> bool:
+        """A human gate waits past its timeout: approving is too late, the next step closes it
+        (human_timeout, BLOCKED). Reads the clock only while a gate with a timeout waits."""
+        return self._gate_timed_out() is not None
+
+    @property
+    def step_due(self) -> bool:
+        """Whether ``run()`` (and ``harness-lab run --db``'s loop) takes another step: not after the end,
+        and not while a human decides, unless the gate's timeout passed (the step closes it)."""
+        return not self.state.terminal and (self.waiting is None or self.gate_expired)
+
     def _gate_timed_out(self) -> StopReason | None:
         limit = self.contract.human_gate.timeout_seconds
         if self.waiting is None or limit is None or self.clock.now() - self.waiting.requested_at < limit:

@@ -259,7 +259,7 @@ def drive(run: Run, store: Store, on_step: Callable[[StepRecord], None], *, hear
     passed is closed by one more step (human_timeout, BLOCKED), as :meth:`Run.run` does."""
     # The signal handler first: refused (not the main thread), it leaves no beat for a run that never ran.
     with GracefulStop(grace_s) as stop, HeartbeatThread(store, run, heartbeat_s):
-        while _step_due(run):
+        while run.step_due:
             if stop.requested:
                 store.add_report(run.run_id, time.time(),
                                  progress_report(run, "SIGTERM: graceful stop", getattr(store, "path", None)))
@@ -267,9 +267,3 @@ def drive(run: Run, store: Store, on_step: Callable[[StepRecord], None], *, hear
                 return True
             on_step(run.step())
     return False
-
-
-def _step_due(run: Run) -> bool:
-    """Whether a step is due, as :meth:`Run.run` decides it: not after the end, and not while a human
-    decides, unless the gate's timeout has passed (the step closes it: human_timeout, BLOCKED)."""
-    return not run.state.terminal and (run.waiting is None or run._gate_timed_out() is not None)

@@ -125,11 +125,9 @@ class Run(HumanGate, FinishCheck):
     def run(self, *, until: RunState | None = None, max_steps: int | None = None) -> RunState:
         """Step until a terminal state, a human gate, the state ``until``, or ``max_steps`` steps."""
         taken = 0
-        while not self.state.terminal and self.state != until:
+        while self.step_due and self.state != until:  # a gate past its timeout is closed by the step
             if max_steps is not None and taken >= max_steps:
                 break
-            if self.waiting is not None and self._gate_timed_out() is None:
-                break  # a human decides; a gate past its timeout is closed by the step, as step() does
             self.step()
             taken += 1
         return self.state

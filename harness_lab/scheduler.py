@@ -190,7 +190,7 @@ class ExternalLoop:
     def poll(self) -> RoundRecord | None:
         """While waiting: if the human gate timed out, the run stops safely and so does the loop."""
         self._require(LoopState.WAITING_FOR_HUMAN)
-        if self.run._gate_timed_out() is None:
+        if not self.run.gate_expired:
             return None
         record = self.run.step()
         return self._finish(LoopState.WAITING_FOR_HUMAN, RoundFacts(run_state=self.run.state), (record.step,))

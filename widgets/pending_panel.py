@@ -13,14 +13,7 @@ from harness_lab.actions import Finish, ForbiddenAction
 from ._panel import Panel, describe_error, esc
 from .budget_panel import enforced_budget
 
-__all__ = ["PendingPanel", "gate_closes", "late_for_approval", "what_happens_next"]
-
-
-def gate_closes(run: Any) -> bool:
-    """True when a human gate waits past its timeout: the next step closes it (human_timeout, BLOCKED),
-    as ``step()`` and ``run()`` do. Reads the clock only while a gate with a timeout waits."""
-    limit = run.contract.human_gate.timeout_seconds
-    return run.waiting is not None and limit is not None and run.clock.now() - run.waiting.requested_at >= limit
+__all__ = ["PendingPanel", "late_for_approval", "what_happens_next"]
 
 
 def late_for_approval(run: Any) -> str:
@@ -28,7 +21,7 @@ def late_for_approval(run: Any) -> str:
     timeout passed, or the run's wall-clock limit ran out while it waited (``approve()`` checks both)."""
     if run.waiting is None:
         return ""
-    if gate_closes(run):
+    if run.gate_expired:  # the next step closes the gate
         return f"the gate's timeout ({run.contract.human_gate.timeout_seconds:g}s) passed: Step closes it (BLOCKED)"
     limit = enforced_budget(run).wall_clock_seconds
     if limit is not None and run.gates.elapsed() >= limit:

@@ -22,7 +22,7 @@ from ._panel import Panel, close_widgets, describe_error, esc, newer
 from .budget_panel import BudgetPanel
 from .context_panel import ContextPanel
 from .fault_panel import FaultPanel
-from .pending_panel import PendingPanel, gate_closes
+from .pending_panel import PendingPanel
 from .plot_panel import PlotPanel
 from .session import Session
 from .snapshot_panel import SnapshotPanel
@@ -88,7 +88,7 @@ class LabView:
         """Step until the harness intervenes: a human gate, a validation, a refusal, or a stop."""
         def until_gate() -> list[StepRecord]:
             taken: list[StepRecord] = []
-            while len(taken) < max_steps and not self.run.state.terminal and self._can_step():
+            while len(taken) < max_steps and self.run.step_due:
                 taken.append(self.run.step())
                 self._progress("running to the gate", len(taken))
                 if taken[-1].decision.verdict not in _PLAIN:
@@ -102,16 +102,12 @@ class LabView:
         time, so the status line shows progress."""
         def to_end() -> RunState:
             taken = 0
-            while not self.run.state.terminal and self._can_step() and (max_steps is None or taken < max_steps):
+            while self.run.step_due and (max_steps is None or taken < max_steps):
                 self.run.step()
                 taken += 1
                 self._progress("running to the end", taken)
             return RunState(self.run.state)
         return self._act("run_to_end", {"max_steps": max_steps}, self._busy(to_end))
-
-    def _can_step(self) -> bool:
-        # as run.run(): a waiting gate stops the loop, unless its timeout passed (the step closes it)
-        return self.run.waiting is None or gate_closes(self.run)
 
     def _busy(self, work: Callable[[], _T]) -> Callable[[], _T]:
         """Long work: the run buttons are off meanwhile (a click would only queue behind it);
@@ -278,7 +274,7 @@ class LabView:
         self.last_changed = [name for name, panel in self.panels.items() if panel.update(self.run, force=force)]
         stopped = self.run.state.terminal or getattr(self.run, "crashed", None) is not None
         self.step_button.disabled = self.gate_button.disabled = self.end_button.disabled = (
-            stopped or not self._can_step())
+            stopped or not self.run.step_due)
         # a call from a notebook cell redraws the status line too, not only a click
         self.status.value = f"<span>{esc(self.summary())}</span>"
         return self.last_changed

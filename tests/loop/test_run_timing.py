@@ -68,9 +68,12 @@ def test_run_closes_a_gate_whose_timeout_passed(tmp_path: Path) -> None:
     run = make_run(tmp_path, [PUSH], contract_=_gated(30), clock=clock, effects=outbox)
     run.step()
     clock.advance(29)
+    assert not run.gate_expired and not run.step_due
     assert run.run() is RunState.WAITING_FOR_HUMAN and run.step_no == 1, "within the timeout run() waits"
     clock.advance(2)
+    assert run.gate_expired and run.step_due, "the next step closes the gate"
     assert run.run() is RunState.BLOCKED
+    assert not run.step_due and not run.gate_expired
     assert run.step_no == 2 and run.records[-1].state_before is RunState.WAITING_FOR_HUMAN
     assert run.stop_reason is not None and run.stop_reason.code == "human_timeout"
     assert outbox.sent == {} and run.waiting is None
