@@ -399,7 +399,7 @@ def _one_deadline_step(run: Run, proposer: Proposer) -> float:
     _assert_unavailable(record, status=None, attempts=MAX_RETRIES + 1, retryable=True, consecutive=1)
     assert proposer.calls == MAX_RETRIES + 1
     # Each attempt lasted its whole deadline, and no longer: the call's, not each socket read's.
-    assert TIMEOUT_S * (MAX_RETRIES + 1) - 0.1 <= elapsed < TIMEOUT_S * (MAX_RETRIES + 1) + 1.0, elapsed
+    assert TIMEOUT_S * (MAX_RETRIES + 1) - 0.1 <= elapsed < TIMEOUT_S * (MAX_RETRIES + 1) + 1.5, elapsed
     assert run.state is RunState.WAITING_FOR_ENDPOINT and run.usage.decisions == 0
     assert run.stop_reason is not None and run.stop_reason.code == "endpoint_unavailable"
     return elapsed
