@@ -83,6 +83,7 @@ class LLMockServer:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLMOCK_")}
         env.update(NO_COLOR="1", TERM="dumb", PYTHONUNBUFFERED="1")
         self.log: list[str] = []
+        self.url = ""
         self._port: int | None = None
         self._ready = threading.Event()
         self.process = subprocess.Popen(
