@@ -374,11 +374,13 @@ def test_a_wrong_key_parks_the_run_after_one_call(mock: LLMockServer, contract: 
 def test_a_wrong_key_against_llama_server(contract: ControlContract, evidence: EvidenceCatalogue, tmp_path: Path,
                                           store: SQLiteStore, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The same ending from a server that really checks keys: llama.cpp's llama-server (``make model``)."""
-    if _LOCAL_MODEL is None:
-        pytest.skip("no harness_lab.local_model to start llama-server with")
-    state = _LOCAL_MODEL.status(_MODEL_CACHE)
-    if not state.ready:
-        pytest.skip(f"no local model server to check a real key against: {state.summary()}")
+    why = ("no harness_lab.local_model to start llama-server with" if _LOCAL_MODEL is None
+           else "" if (state := _LOCAL_MODEL.status(_MODEL_CACHE)).ready
+           else f"no local model server to check a real key against: {state.summary()}")
+    if why and os.environ.get("HARNESS_LAB_REQUIRE_MODEL") == "1":
+        pytest.fail(why + " (HARNESS_LAB_REQUIRE_MODEL=1: this run must not skip it)")
+    if why:
+        pytest.skip(why)
     with _LOCAL_MODEL.serve(api_key="hlfault-right-key-0d9e8f7a", cache_dir=_MODEL_CACHE, startup_timeout=60.0) as server:
         proposer = OpenAICompatProposer(OpenAICompatConfig(base_url=server.base_url, model=server.model, api_key=KEY,
                                                            timeout_s=10.0, max_retries=MAX_RETRIES))
