@@ -460,6 +460,252 @@ print("all claims hold")"""),
 ]
 
 
+LESSONS["07_real_model"] = [
+    ("md", """# 7 · A real model drives the harness
+
+Until now a script played the model. Here **SmolLM2-135M-Instruct**, served by llama.cpp's `llama-server`,
+proposes through `OpenAICompatProposer`: every proposal is a tool call the model generated. A 135M model
+does a lot wrong, which is the point: the harness refuses what it should, charges what the server says it
+spent, and stops the run when the budget or a loop says so.
+
+Without a server (`live = False`, the default) the lesson **replays a transcript recorded from the real
+server** (`data/transcripts/07_real_model.json`, made by `bench/record_model_transcript.py`, which runs
+this notebook live). Only the endpoint is swapped: `TranscriptTransport` hands back the recorded HTTP
+status and bytes; the proposer parses them and the run charges, gates and validates them as it did live.
+If the harness now asks something the recording was not asked, the replay says so at the end."""),
+    ("params", """# Parameters
+live = False                                # True: talk to a running server now; False: replay the recorded transcript
+base_url = "http://127.0.0.1:8080/v1"       # live only: any OpenAI-compatible endpoint
+model = "SmolLM2-135M-Instruct"             # live only
+api_key_env = "HARNESS_LAB_OPENAI_API_KEY"  # live only: the variable that holds the key (never the key itself)
+record_to = \"\"                              # live only: save the exchanges as a transcript here"""),
+    ("code", """import json
+import os
+import socket
+import time
+from collections import Counter
+from pathlib import Path
+
+from harness_lab import EvidenceCatalogue, FakeClock, Run, RunState, load_contract
+from harness_lab.paths import data_dir
+from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer, urllib_transport
+from harness_lab.proposers.transcript import RecordingTransport, TranscriptTransport
+from harness_lab.widgets import LabView
+
+# How the model is asked (the recording used these; a replay uses the recorded ones): a tool call is
+# required, replies are capped at 160 tokens and sampled at temperature 1.0 (greedy decoding repeats one call).
+SETTINGS = {"max_tokens": 160, "tool_choice": "required", "temperature": 1.0, "timeout_s": 180.0, "max_retries": 2}
+TRANSCRIPT = data_dir() / "transcripts" / "07_real_model.json"
+
+if live:
+    clock, key = None, os.environ.get(api_key_env) or None  # None: the system clock
+    transport = RecordingTransport(urllib_transport, metadata={"model": model, "proposer": SETTINGS})
+    settings, sleep = SETTINGS, time.sleep
+    print(f"LIVE: this run talks to {model} at {base_url} now (nothing is replayed)")
+else:
+    clock, key = FakeClock(), None  # the replay's clock moves by each recorded call's latency
+    transport = TranscriptTransport(TRANSCRIPT, clock=clock)
+    meta = transport.metadata
+    settings, sleep, base_url, model = meta["proposer"], clock.advance, meta["base_url"], meta["model"]
+    print(f"REPLAY: no server is asked; replaying a transcript recorded from the real server: "
+          f"{meta['model_description']} on {meta['server_version']}, recorded {meta['recorded_at'][:10]}")
+
+
+def proposer(url=None):
+    config = OpenAICompatConfig(base_url=url or base_url, model=model, api_key=key, **settings)
+    return OpenAICompatProposer(config, transport=transport, sleep=sleep)
+
+
+CONTRACT = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
+    max_decisions=12, max_tool_calls=8, max_tokens=9000, wall_clock_seconds=900)
+EVIDENCE = EvidenceCatalogue.from_dir(data_dir() / "evidence")
+print("proposer:", settings)
+print("budget:", CONTRACT.stop.budget.model_dump())"""),
+    ("md", """## The model's first run, in the dashboard
+The report task of lesson 1 (read evidence, write a report with three sections, finish) with a token
+budget and a wall-clock limit. The dashboard asks the model for its first proposal as soon as it is
+shown: the **pending** panel holds it before anything runs."""),
+    ("code", """transport.section("run 1")
+starts = {"run 1": len(transport.exchanges)}
+run = Run(contract=CONTRACT, proposer=proposer(), evidence=EVIDENCE, clock=clock, run_id="real-model-1")
+view = LabView(run)
+view"""),
+    ("md", """## Step it: tokens, latency, what the model proposed, what the harness decided
+Each row is one `view.step()` (the **Step** button). Tokens are what the server reported
+(`usage.total_tokens`: prompt and reply), which is what the budget was charged; latency is the HTTP call's.
+The dashboard asks for the next proposal as soon as a step ends (to show it as pending), and its tokens are
+charged then: when they take the run over its token budget, the next step stops the run before deciding
+anything, and that proposal is never decided (an "asked, never decided" line)."""),
+    ("code", """def calls_by_step(records, exchanges):
+    \"\"\"The endpoint calls behind each step, in order: a failed step's attempts; a proposal's answer
+    (after any retries). What is left was asked for a step the run never took.\"\"\"
+    calls, i = {}, 0
+    for rec in records:
+        if rec.decision.verdict == "unavailable":
+            n = next(e.data["attempts"] for e in rec.events if e.kind == "note" and e.topic == "endpoint_failure")
+        elif rec.proposal is not None:
+            n = 1
+            while i + n - 1 < len(exchanges) - 1 and exchanges[i + n - 1].status != 200:
+                n += 1
+        else:
+            n = 0
+        calls[rec.step], i = exchanges[i:i + n], i + n
+    return calls, exchanges[i:]
+
+
+def show(run, exchanges):
+    calls, unused = calls_by_step(run.records, exchanges)
+    for rec in run.records:
+        made = calls[rec.step]
+        tokens, seconds = sum(e.total_tokens or 0 for e in made), sum(e.latency_s for e in made)
+        if rec.proposal is None:
+            what = "(no proposal)"
+        elif rec.proposal.action is None:
+            what = f"not a tool call: {str(rec.proposal.raw)[:70]}..."
+        else:
+            what = rec.proposal.describe()[:80]
+        if rec.tool_result:
+            what += f" -> {rec.tool_result.status}"
+        if rec.verdict is not None:
+            what += " -> accepted" if rec.verdict.accepted else " -> rejected: " + "; ".join(rec.verdict.reasons)
+        print(f"step {rec.step:>2} | {tokens:>5} tok | {seconds:5.1f} s | {what}\\n"
+              f"        {rec.decision.verdict}: {rec.decision.reason[:100]} | {rec.state_after.value}")
+    for e in unused:
+        print(f"asked, never decided (the run stopped first): {e.total_tokens} tok")
+    stop = run.stop_reason
+    print(f"=> {run.state.value} ({stop.code}: {stop.message}) | {run.usage.tokens} tokens, "
+          f"{run.usage.decisions} decisions, {run.usage.tool_calls} tool calls")
+    return calls
+
+
+while run.step_due:
+    view.step()
+if run.waiting is not None:  # a gated action (delete_file, push, ...): this lesson approves nothing a model asks
+    view.reject("the lesson approves no gated action of the model")
+runs = {"run 1": run}
+exchanges = {"run 1": transport.exchanges[starts["run 1"]:]}
+calls = {"run 1": show(run, exchanges["run 1"])}"""),
+    ("md", """## The same task three more times
+Sampling at temperature 1.0, each run of the model goes its own way; the harness answers each the same
+way. These are taken with `run.step()` directly (what the dashboard's Step calls)."""),
+    ("code", """for name in ("run 2", "run 3", "run 4"):
+    transport.section(name)
+    starts[name] = len(transport.exchanges)
+    runs[name] = again = Run(contract=CONTRACT, proposer=proposer(), evidence=EVIDENCE, clock=clock,
+                             run_id=f"real-model-{name[-1]}")
+    while again.step_due:
+        again.step()
+    if again.waiting is not None:
+        again.reject("the lesson approves no gated action of the model")
+    exchanges[name] = transport.exchanges[starts[name]:]
+    print(f"--- {name}")
+    calls[name] = show(again, exchanges[name])"""),
+    ("md", """## What the harness refused, and what the model was told
+A proposal that is no tool call (prose, or a call cut off at the reply's token limit) is refused and fed
+back; a `finish` is a claim the report validator checks against the workspace; the third near-identical
+call gets a hint, and the next one after it stops the run; at 80% of the token budget a warning goes into
+the context; the budget is checked before each decision."""),
+    ("code", """records = [rec for r in runs.values() for rec in r.records]
+print(f"decisions over the {len(runs)} runs:", dict(sorted(Counter(r.decision.verdict for r in records).items())))
+
+
+def first(label, found):
+    print(f"{label}: {len(found)}" + (f", e.g. step {found[0][1].step} of {found[0][0]}: {found[0][2]}" if found else ""))
+
+
+every = [(name, rec) for name, r in runs.items() for rec in r.records]
+first("not a tool call, refused and fed back", [(n, r, str(r.proposal.raw)[:90]) for n, r in every
+      if r.proposal is not None and r.proposal.action is None])
+finishes = [(n, r) for n, r in every if r.proposal is not None and r.proposal.action is not None
+            and r.proposal.action.kind == "finish"]
+first("finish claimed, checked by the validator", [(n, r, "; ".join(r.verdict.reasons) or "accepted") for n, r in finishes])
+first("near-identical call refused with a hint", [(n, r, f"{r.proposal.describe()[:50]}: {r.decision.reason}")
+                                                 for n, r in every if "change approach" in r.decision.reason])
+first("tool call that failed as data", [(n, r, r.tool_result.reason) for n, r in every
+      if r.tool_result is not None and not r.tool_result.ok])
+warnings = {n: [e for e in r.events if e.kind == "note" and e.topic == "budget_warning"] for n, r in runs.items()}
+first("80% token warning", [(n, r.records[w[0].step - 1], w[0].message) for n, r in runs.items() if (w := warnings[n])])
+print("stops:", {n: f"{r.state.value} {r.stop_reason.code}" for n, r in runs.items()})
+print("receipts:", {n: r.receipt is not None for n, r in runs.items()})
+print("what run 1's model was told (feedback in its context at the end):")
+for item in run.context.view().items:
+    if item.role == "feedback":
+        print(f"  {item.source}: {item.text[:110]}")"""),
+    ("md", """## The endpoint fails: an endpoint event, not the model's mistake
+The same proposer pointed at a port nothing listens on. Each call is refused by the operating system
+(and retried twice with a backoff); the run records an `endpoint_failure` event, shows the model nothing,
+and charges no decision and no token. After three in a row it waits for the endpoint
+(`WAITING_FOR_ENDPOINT`), from which a later step, or a resume, asks again."""),
+    ("code", """with socket.socket() as s:  # a free port, closed again: nothing listens there
+    s.bind(("127.0.0.1", 0))
+    closed = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+transport.section("endpoint")
+down_start = len(transport.exchanges)
+down = Run(contract=CONTRACT, proposer=proposer(closed), evidence=EVIDENCE, clock=clock, run_id="endpoint-down")
+down.run()
+down_calls = transport.exchanges[down_start:]
+for rec in down.records:
+    note = next(e for e in rec.events if e.kind == "note" and e.topic == "endpoint_failure")
+    print(f"step {rec.step}: {rec.decision.verdict} | {note.message[:90]} | {note.data}")
+print("calls made:", len(down_calls), "| errors:", sorted({e.error["type"] for e in down_calls if e.error}))
+print("state:", down.state.value, "|", down.stop_reason.code, "| charged:", down.usage.decisions, "decisions,",
+      down.usage.tokens, "tokens")"""),
+    ("md", "## The transcript: where this replay stands (or what a live run saved)"),
+    ("code", """if live:
+    transport.metadata.update({"base_url": base_url, "outcome": {
+        **{n: {"state": r.state.value, "stop": r.stop_reason.code, "steps": r.step_no, "tokens": r.usage.tokens,
+               "decisions": dict(Counter(x.decision.verdict for x in r.records))} for n, r in runs.items()},
+        "endpoint": {"state": down.state.value, "stop": down.stop_reason.code, "calls": len(down_calls)}}})
+    if record_to:
+        print("transcript saved:", transport.save(record_to).name)
+    print(f"live: {len(transport.exchanges)} exchanges with the server")
+else:
+    print(transport.note())"""),
+    ("md", "## What this lesson claims"),
+    ("code", """for name, r in runs.items():
+    made = exchanges[name]
+    # The budget was charged exactly what the server reported, no more and no less.
+    assert all(e.total_tokens is not None for e in made if e.status == 200), name
+    assert r.usage.tokens == sum(e.total_tokens for e in made if e.status == 200) > 0, name
+    for rec in r.records:
+        # Nothing the harness refused, blocked or stopped was executed ...
+        if rec.decision.verdict not in ("execute", "approved"):
+            assert rec.tool_result is None, rec.summary()
+        # ... and what ran was the model's own first tool call, as the server sent it.
+        elif rec.tool_result is not None:
+            (answer,) = [e for e in calls[name][rec.step] if e.status == 200]
+            call = json.loads(answer.reply)["choices"][0]["message"]["tool_calls"][0]["function"]
+            said = {**json.loads(call["arguments"] or "{}"), "kind": call["name"]}
+            assert {k: v for k, v in dict(rec.proposal.raw).items() if k != "other_tool_calls"} == said, (name, rec.step)
+    # REVIEW_READY comes only with a receipt of the bytes that were checked; a refused finish never ends the run.
+    assert (r.state is RunState.REVIEW_READY) == (r.receipt is not None), name
+    if r.receipt is not None:
+        assert r.receipt.matches(r.accepted_bytes), name
+    # A loop stop comes only after a hint; a token stop only after the 80% warning.
+    if r.stop_reason.code == "no_progress":
+        assert any(x.decision.verdict == "refuse" and "change approach" in x.decision.reason for x in r.records), name
+    if r.stop_reason.code == "token_budget":
+        assert warnings[name] and r.usage.tokens >= CONTRACT.stop.budget.max_tokens, name
+    assert r.state.terminal, name
+assert all(rec.verdict is not None for _, rec in finishes), "every finish was validated"
+# The endpoint failure is the endpoint's: recorded, never shown to the model, nothing charged, the run waits.
+assert down.state is RunState.WAITING_FOR_ENDPOINT and down.stop_reason.code == "endpoint_unavailable"
+assert [r.decision.verdict for r in down.records] == ["unavailable"] * 3
+assert (down.usage.decisions, down.usage.tokens, down.usage.tool_calls) == (0, 0, 0)
+assert all(e.status is None and e.error for e in down_calls) and len(down_calls) == 9
+assert not any(i.source.startswith("step ") for i in down.context.view().items), "the model was shown nothing of it"
+# No key anywhere: not in the records, not in what a transcript keeps.
+if key:
+    assert key not in "".join(r.model_dump_json() for r in records + list(down.records))
+    assert key not in json.dumps(transport.to_json())
+if not live:
+    assert "Bearer" not in TRANSCRIPT.read_text() and "Authorization" not in TRANSCRIPT.read_text()
+for r in (*runs.values(), down):
+    r.close()
+print("all claims hold")"""),
+]
+
+
 def _cell(notebook: str, index: int, kind: str, source: str) -> nbformat.NotebookNode:
     cell_id = f"{notebook[:2]}-{index:02d}"
     if kind == "md":

@@ -23,6 +23,8 @@ CASES = {
     "study_speed": (["--seeds", "1", "--workers", "1"], ["ten-scenario experiment", "study 4 groups"]),
     "stress_kill": (["--runs", "2", "--seed", "3"], ["effects applied twice: 0", "PRAGMA integrity_check"]),
     "stress_kill_wal": (["--runs", "2", "--seed", "3"], ["2 intact and resumed, 0 not"]),
+    # records against a real server (minutes); the smoke run checks its plan and imports only
+    "record_model_transcript": (["--dry-run"], ["plan:", "chat template", "07_real_model.ipynb"]),
 }
 
 

@@ -39,6 +39,8 @@ EXPECTED: dict[str, str] = {
     "04_gates_faults": "rejected by human: not during the freeze",
     "05_crash_resume": "simulated crash at after_effect of step 5",
     "06_experiments": "10 scenarios x 2 seeds per group",
+    # the default parameters replay the recorded transcript; the live run is test_lesson_7_live_... below
+    "07_real_model": "REPLAY: no server is asked; replaying a transcript recorded from the real server",
 }
 
 
@@ -57,7 +59,7 @@ def outputs_text(path: Path) -> str:
 
 def test_the_lessons_exist_in_order():
     assert LESSONS == ["01_finish_validation", "02_context_layers", "03_sandbox_snapshots", "04_gates_faults",
-                       "05_crash_resume", "06_experiments"]
+                       "05_crash_resume", "06_experiments", "07_real_model"]
 
 
 @pytest.mark.notebook
@@ -130,3 +132,31 @@ def test_nbval_ignores_sanitized_values_and_catches_a_changed_output(tmp_path):
     failed = re.findall(r"FAILED \S+::Cell (\d+)", proc.stdout)
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert failed == ["2"], proc.stdout[-3000:]  # only the steps cell (code cell 2); the receipt cell passed
+
+
+@pytest.mark.notebook
+def test_lesson_7_live_against_a_stand_in_records_a_transcript_that_replays(tmp_path, monkeypatch):
+    """live=True against a STAND-IN chat server (tests/standin_chat.py, scripted replies, not a model):
+    the first output line says the run is live, the claims hold, the key (given by environment) is in no
+    output, and the transcript the lesson records replays to the same step lines."""
+    from standin_chat import KEY, StandInChat
+
+    from harness_lab.proposers.transcript import TranscriptTransport
+
+    monkeypatch.setenv("HARNESS_LAB_LESSON7_KEY", KEY)
+    record = tmp_path / "transcript.json"
+    with StandInChat() as server:
+        proc = papermill("07_real_model", tmp_path / "live.ipynb",
+                         {"live": True, "base_url": server.url, "model": "standin",
+                          "api_key_env": "HARNESS_LAB_LESSON7_KEY", "record_to": str(record)})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    text = outputs_text(tmp_path / "live.ipynb")
+    assert text.startswith(f"LIVE: this run talks to standin at {server.url} now")
+    assert "all claims hold" in text and KEY not in text and KEY not in (tmp_path / "live.ipynb").read_text()
+    assert "WAITING_FOR_ENDPOINT | endpoint_unavailable | charged: 0 decisions, 0 tokens" in text
+    raw = record.read_text()
+    assert KEY not in raw and "Bearer" not in raw
+    replay = TranscriptTransport(record)
+    assert set(replay.sections) == {"run 1", "run 2", "run 3", "run 4", "endpoint"}
+    assert replay.metadata["proposer"]["tool_choice"] == "required"
+    assert replay.metadata["outcome"]["endpoint"]["state"] == "WAITING_FOR_ENDPOINT"
