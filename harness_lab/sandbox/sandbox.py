@@ -231,18 +231,20 @@ class Sandbox(SnapshotOps):
         self.last_auto_snapshot = info
         return info
 
-    def read_bytes(self, path: str) -> bytes | None:
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes | None:
         """The bytes of a regular file in the workspace, resolved like the file tools (no link in any
         component, no special or hard-linked file); None when it is missing or refused. The validator
-        reads the artifact through this, so it sees exactly what the file tools would."""
+        reads the artifact through this, so it sees exactly what the file tools would. With ``limit``,
+        at most that many bytes are read (a caller passes its own limit + 1 to tell 'too large')."""
         try:
             fd, _ = self._boundary.open_regular(self._boundary.parts(path), path)
         except (Refusal, OSError):
             return None
         try:
-            chunks = []
-            while chunk := os.read(fd, 1 << 16):
+            chunks, size = [], 0
+            while (limit is None or size < limit) and (chunk := os.read(fd, 1 << 16 if limit is None else min(1 << 16, limit - size))):
                 chunks.append(chunk)
+                size += len(chunk)
             return b"".join(chunks)
         finally:
             os.close(fd)
