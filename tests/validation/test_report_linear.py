@@ -46,7 +46,8 @@ def test_a_flood_past_the_limit_is_refused_in_one_line(tmp_path: Path) -> None:
     from harness_lab.contract import load_contract
 
     text = "# Conclusion\n" + "x" * (MAX_REPORT_BYTES + 100)
-    run = Run(contract=load_contract(data_dir() / "contracts" / "report_task.yaml"),
+    # the token budget lifted: writing 4 MiB is charged ~1M tokens, which would stop the run before its finish
+    run = Run(contract=load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(max_tokens=None),
               proposer=ScriptedProposer([{"kind": "write_report", "text": text}, {"kind": "finish"}]),
               evidence=EVIDENCE, workspace=tmp_path / "ws")
     run.step()
