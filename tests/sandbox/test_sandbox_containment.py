@@ -187,8 +187,11 @@ def test_environment_is_scrubbed(ws: Path, make_sandbox: Any, iso: str, monkeypa
     assert names <= {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM", "PWD", "SHLVL", "_"}
 
 
-def test_cpu_file_size_and_open_file_limits(ws: Path, make_sandbox: Any) -> None:
-    sb: Sandbox = make_sandbox(ws, quotas=Quotas(cpu_seconds=1, file_size_bytes=1 << 20, open_files=16))
+@pytest.mark.parametrize("isolation", ["auto", "unshare"])  # unshare: what a machine without bubblewrap gets
+def test_cpu_file_size_and_open_file_limits(ws: Path, make_sandbox: Any, isolation: str) -> None:
+    isolation_or_skip(isolation)
+    sb: Sandbox = make_sandbox(ws, quotas=Quotas(cpu_seconds=1, file_size_bytes=1 << 20, open_files=16),
+                               isolation=isolation)
     # CPU time, not wall time: on a busy machine a 1 s CPU limit can take many seconds of wall clock.
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     spin = sb.call("run_command", argv=[PY, "-c", "while True: pass"], timeout=10)
