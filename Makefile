@@ -1,6 +1,8 @@
 # Two commands do all the set-up on a fresh machine with only python3:
 #   make lab   -> bootstraps .venv, installs, opens JupyterLab on notebooks/
 #   make test  -> bootstraps .venv, installs, runs every test (lint, types, pytest, notebooks)
+#   make model -> bootstraps .venv, builds the local model server (llama-server + SmolLM2-135M) into
+#                 ~/.cache/harness-lab-model (once; needs cmake and a C++ compiler); the `model` tests use it
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -9,7 +11,7 @@ STAMP  := $(VENV)/.installed-stamp
 SCRATCH := $(CURDIR)/.scratch
 JUPYTER_ENV := HOME=$(SCRATCH)/home JUPYTER_PLATFORM_DIRS=1 JUPYTER_CONFIG_DIR=$(SCRATCH)/jupyter-config
 
-.PHONY: lab test lint experiment bench clean
+.PHONY: lab test lint experiment bench clean model
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +33,9 @@ test: $(STAMP) lint
 	$(JUPYTER_ENV) $(BIN)/python -m pytest
 	# the committed lessons' stored outputs, re-executed and compared (volatile values sanitized)
 	$(JUPYTER_ENV) $(BIN)/python -m pytest -p no:cacheprovider --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg
+
+model: $(STAMP)
+	$(BIN)/harness-lab model build
 
 experiment: $(STAMP)
 	$(BIN)/harness-lab experiment --output results/experiment
