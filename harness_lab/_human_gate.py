@@ -121,8 +121,10 @@ class HumanGate(RunBase):
     @property
     def step_due(self) -> bool:
         """Whether ``run()`` (and ``harness-lab run --db``'s loop) takes another step: not after the end,
-        and not while a human decides, unless the gate's timeout passed (the step closes it)."""
-        return not self.state.terminal and (self.waiting is None or self.gate_expired)
+        and not while a human decides, unless the gate's timeout passed (the step closes it); not right
+        after the model's endpoint failed too often (a later ``step()`` or a resume asks it again)."""
+        return (not self.state.terminal and not self._parked_on_endpoint
+                and (self.waiting is None or self.gate_expired))
 
     def _gate_timed_out(self) -> StopReason | None:
         limit = self.contract.human_gate.timeout_seconds

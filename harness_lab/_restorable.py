@@ -19,7 +19,7 @@ from .events import Event, Restored, StopReason, Usage
 from .executor import ToolExecutor
 from .gates import GatesMark, LoopGates
 from .proposal import Proposal, parse_proposal
-from .proposers.base import Proposer, StatefulProposer
+from .proposers.base import EndpointFailure, Proposer, StatefulProposer
 from .repair import RepairPolicy
 from .sandbox import Sandbox
 from .states import RunState
@@ -49,6 +49,9 @@ class Restorable:
     _used: _Counters
     _usage: Usage | None
     _pending: Proposal | None
+    _failed_ask: EndpointFailure | None
+    _endpoint_failures: int
+    _parked_on_endpoint: bool
     _in_flight: Proposal | None
     _gates_at_start: GatesMark | None
 
@@ -126,6 +129,8 @@ class Restorable:
         self.accepted_bytes = None if self.receipt is None else self.accepted_bytes
         self.waiting = ApprovalRequest.model_validate(captured["waiting"]) if captured["waiting"] else None
         self._pending = parse_proposal(captured["pending"]) if captured["pending"] is not None else None
+        # The endpoint is asked afresh: a failure seen before the restore belongs to the abandoned line.
+        self._failed_ask, self._endpoint_failures, self._parked_on_endpoint = None, 0, False
         self._emit(Restored, source=source, state=self.state)
 
     # -- the part restore uses: RunBase's ---------------------------------------------------------

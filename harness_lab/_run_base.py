@@ -36,7 +36,7 @@ from .executor import ExternalEffects, Outbox, ToolExecutor
 from .faults import CrashPoint, FaultSchedule
 from .gates import GatesMark, LoopGates
 from .proposal import Proposal
-from .proposers.base import Proposer
+from .proposers.base import EndpointFailure, Proposer
 from .repair import RepairPolicy
 from .sandbox import Sandbox
 from .states import RunState, can_transition
@@ -115,6 +115,10 @@ class RunBase(Restorable):
         self.accepted_bytes: bytes | None = None
         self.waiting: ApprovalRequest | None = None
         self._pending: Proposal | None = None
+        # The proposer's endpoint failed when `pending` asked: the next step records it (see Run._endpoint_failed).
+        self._failed_ask: EndpointFailure | None = None
+        self._endpoint_failures = 0  # in a row, in this process: a resumed run asks again afresh
+        self._parked_on_endpoint = False  # run() stops here; an explicit step() asks the endpoint again
         # The proposal of the step under way: a snapshot taken mid-step (before an irreversible call)
         # records it as pending, so rolling back to "before X" puts X back in front of the caller.
         self._in_flight: Proposal | None = None
@@ -219,7 +223,7 @@ class RunBase(Restorable):
         # store, whether the row landed is the store's to say: resume reads it). The tries cost nothing.
         try:
             if stop is not None:
-                target = RunState.EXHAUSTED if decision.verdict == "exhaust" else RunState.BLOCKED
+                target = _STOPPED_IN.get(decision.verdict, RunState.BLOCKED)
                 self._transition(target, stop.message)
                 self.stop_reason = stop
             elif decision.verdict == "park":
@@ -293,6 +297,9 @@ def _kind(proposal: Proposal | None) -> str | None:
 def _sha(data: bytes | None) -> str:
     return sha256_hex(data or b"")
 
+
+# Where a stop leaves the run, by the decision that made it; any other stop is BLOCKED.
+_STOPPED_IN = {"exhaust": RunState.EXHAUSTED, "unavailable": RunState.WAITING_FOR_ENDPOINT}
 
 # Notes of an abandoned step that record the world, not the step (see _abandon_step).
 _KEPT_WHEN_ABANDONED = ("external_change", "pending_discarded")

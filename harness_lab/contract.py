@@ -108,6 +108,9 @@ class Budget(_Frozen):
     max_tool_calls: _Count = Field(default=5, ge=0)
     max_tokens: _Count | None = Field(default=None, ge=1)
     wall_clock_seconds: _Seconds | None = Field(default=None, gt=0)
+    # Consecutive endpoint failures (the model's server down, 5xx, timeouts) before the run waits for
+    # the endpoint (WAITING_FOR_ENDPOINT, endpoint_unavailable); they spend no decision.
+    max_endpoint_failures: _Count = Field(default=3, ge=1)
 
 
 class Stop(_Frozen):

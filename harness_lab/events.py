@@ -65,7 +65,9 @@ class Decision(_Record):
     """What the harness decided about one proposal."""
 
     kind: Literal["decision"] = "decision"
-    verdict: Literal["execute", "validate", "refuse", "block", "park", "exhaust", "approved", "rejected"]
+    # "unavailable": the endpoint behind the proposer failed; nothing was proposed, nothing decided or charged
+    verdict: Literal["execute", "validate", "refuse", "block", "park", "exhaust", "approved", "rejected",
+                     "unavailable"]
     reason: str
 
 

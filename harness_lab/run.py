@@ -32,7 +32,7 @@ from .executor import ExternalEffects
 from .faults import CrashPoint, Fault, FaultRecord, resolve_fault
 from .paths import data_dir
 from .proposal import Proposal, parse_proposal
-from .proposers.base import Proposer, ProposerOutput
+from .proposers.base import EndpointFailure, Proposer, ProposerOutput
 from .proposers.scripted import ScriptedProposer
 from .scenarios import load_scenario, scenario_ref
 from .states import RunState
@@ -53,11 +53,17 @@ class Run(HumanGate, FinishCheck):
     @property
     def pending(self) -> Proposal | None:
         """The next proposal, inspectable before it executes (asks the proposer at most once);
-        None when the run takes no more steps (terminal, or crashed)."""
+        None when the run takes no more steps (terminal, or crashed), or when the proposer's endpoint
+        failed (the next step records the failure)."""
         if self.state.terminal or self.crashed is not None:
             return None
-        if self.waiting is None and self._pending is None and self.gates.before_decision(self._used) is None:
-            self._pending = self._ask_proposer()
+        if (self.waiting is None and self._pending is None and self._failed_ask is None
+                and self.gates.before_decision(self._used) is None):
+            asked = self._ask_proposer()
+            if isinstance(asked, EndpointFailure):
+                self._failed_ask = asked  # the next step records it; the model proposed nothing
+            else:
+                self._pending = asked
         return self._pending
 
     def edit_pending(self, raw: object, *, by: str = "human") -> Proposal:
@@ -95,8 +101,9 @@ class Run(HumanGate, FinishCheck):
         if (stop := self.gates.before_decision(self._used)) is not None:
             return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
         # what `pending` would give: the gates and the state were checked just above
-        if (pending := self._pending) is None:
-            view = self.context.view()
+        failure, self._failed_ask = self._failed_ask, None
+        if (pending := self._pending) is None and failure is None:
+            view = self._view()
             try:
                 out = self.proposer.propose(view)
             except Exception as exc:  # the policy broke: a recorded step and a safe stop, not a half-open step
@@ -106,7 +113,14 @@ class Run(HumanGate, FinishCheck):
             except BaseException:  # Ctrl-C while the model thinks: no half-open step left behind
                 self._abandon_step()
                 raise
-            pending = self._parse_output(view, out)
+            if isinstance(out, EndpointFailure):
+                failure = out
+            else:
+                pending = self._parse_output(view, out)
+        if failure is not None:
+            return self._endpoint_failed(failure)
+        assert pending is not None
+        self._endpoint_answered()
         proposal = self._faults.proposal(self, pending, parse_proposal) if self._faults.armed else pending
         self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.mark()
         self._used.decisions += 1
@@ -143,13 +157,15 @@ class Run(HumanGate, FinishCheck):
         clock: Clock | None = None,
         run_id: str | None = None,
         store: Store | None = None,
+        proposer: Proposer | None = None,
     ) -> Run:
-        """A run of a shipped scenario (``data/scenarios/<name>.yaml``) with its scripted proposer."""
+        """A run of a shipped scenario (``data/scenarios/<name>.yaml``) with its scripted proposer, or
+        with ``proposer`` (a model, say) on the scenario's contract and evidence instead of its script."""
         scenario = load_scenario(name)
         root = data_dir()
         run = cls(
             contract=load_contract(root / "contracts" / f"{scenario.contract}.yaml"),
-            proposer=ScriptedProposer(scenario.actions, then=scenario.then),
+            proposer=proposer if proposer is not None else ScriptedProposer(scenario.actions, then=scenario.then),
             evidence=EvidenceCatalogue.from_dir(root / "evidence"),
             workspace=workspace, validation=validation, approver=approver, clock=clock,
             run_id=run_id or scenario.id,
@@ -250,9 +266,40 @@ class Run(HumanGate, FinishCheck):
                    data={"proposal": discarded})
 
     # -- the five parts of a step ---------------------------------------------------------------
-    def _ask_proposer(self) -> Proposal:
-        view = self.context.view()
-        return self._parse_output(view, self.proposer.propose(view))
+    def _ask_proposer(self) -> Proposal | EndpointFailure:
+        view = self._view()
+        out = self.proposer.propose(view)
+        return out if isinstance(out, EndpointFailure) else self._parse_output(view, out)
+
+    def _view(self) -> ContextView:
+        """What the proposer sees, with the run's token budget left when it has one (a model's reply
+        is capped by it, so one answer cannot overshoot the budget)."""
+        view, limit = self.context.view(), self.contract.budget.max_tokens
+        return view if limit is None else view.with_tokens_left(max(0, limit - self._used.tokens))
+
+    # -- the proposer's endpoint ----------------------------------------------------------------
+    def _endpoint_failed(self, failure: EndpointFailure) -> StepRecord:
+        """A step with no proposal: the endpoint failed. Recorded as an endpoint event, never shown to
+        the model, charging no decision and no tokens; ``max_endpoint_failures`` in a row (or one that
+        asking again cannot heal) park the run WAITING_FOR_ENDPOINT, resumable when it answers."""
+        self._endpoint_failures += 1
+        count, limit = self._endpoint_failures, self.contract.budget.max_endpoint_failures
+        self._emit(Note, topic="endpoint_failure", message=f"the model's endpoint failed: {failure.reason}",
+                   data={"status": failure.status, "attempts": failure.attempts, "retryable": failure.retryable,
+                         "consecutive": count})
+        stop = None
+        if self.state is not RunState.WAITING_FOR_ENDPOINT and (count >= limit or not failure.retryable):
+            stop = StopReason(code="endpoint_unavailable", message=(
+                f"the model's endpoint failed {count} time(s) in a row (last: {failure.reason}); nothing was "
+                "charged; the run waits: step or resume it when the endpoint answers"))
+        self._parked_on_endpoint = self.state is RunState.WAITING_FOR_ENDPOINT or stop is not None
+        return self._close(None, Decision(verdict="unavailable", reason=failure.reason), stop=stop)
+
+    def _endpoint_answered(self) -> None:
+        self._endpoint_failures, self._parked_on_endpoint = 0, False
+        if self.state is RunState.WAITING_FOR_ENDPOINT:
+            self.stop_reason = None
+            self._transition(RunState.RUNNING, "the model's endpoint answered again")
 
     def _parse_output(self, view: ContextView, out: object) -> Proposal:
         raw, tokens = (out.raw, out.tokens) if isinstance(out, ProposerOutput) else (out, None)

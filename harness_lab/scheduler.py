@@ -225,6 +225,8 @@ class ExternalLoop:
         run = self.run
         if run.state.terminal or run.waiting is not None:
             return RoundFacts(run_state=run.state)
+        if run.state is RunState.WAITING_FOR_ENDPOINT:  # the model's server, not the task: a later round asks again
+            return RoundFacts(run_state=run.state, root_cause="endpoint_unavailable: the model's endpoint failed")
         stale = any(e.kind == "note" and e.topic == "external_change" for e in record.events)
         if (cause := _root_cause(record)) is not None or stale:
             return RoundFacts(run_state=run.state, root_cause=cause, stale=stale)

@@ -8,7 +8,11 @@ Run states (seed 004)::
                  |                                       \\-> RUNNING        (+ failure reasons)
                  |- gated action            -> WAITING_FOR_HUMAN -> RUNNING (approved) | BLOCKED
                  |- forbidden action        -> BLOCKED
+                 |- endpoint failed N times -> WAITING_FOR_ENDPOINT -> RUNNING (it answered again)
                  \\- budget spent            -> EXHAUSTED
+
+WAITING_FOR_ENDPOINT is not terminal: the model's endpoint, not the model, failed (down, 5xx, a wrong
+key); the run's checkpoint resumes it once the endpoint answers, with nothing spent meanwhile.
 
 REVIEW_READY means "the mechanical checks passed": not "true", not "delivered".
 
@@ -34,6 +38,7 @@ class RunState(str, Enum):
     RUNNING = "RUNNING"
     VALIDATING = "VALIDATING"
     WAITING_FOR_HUMAN = "WAITING_FOR_HUMAN"
+    WAITING_FOR_ENDPOINT = "WAITING_FOR_ENDPOINT"
     REVIEW_READY = "REVIEW_READY"
     BLOCKED = "BLOCKED"
     EXHAUSTED = "EXHAUSTED"
@@ -52,12 +57,14 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
             RunState.RUNNING,
             RunState.VALIDATING,
             RunState.WAITING_FOR_HUMAN,
+            RunState.WAITING_FOR_ENDPOINT,
             RunState.BLOCKED,
             RunState.EXHAUSTED,
         }
     ),
     RunState.VALIDATING: frozenset({RunState.RUNNING, RunState.REVIEW_READY, RunState.BLOCKED}),
     RunState.WAITING_FOR_HUMAN: frozenset({RunState.RUNNING, RunState.BLOCKED, RunState.EXHAUSTED}),
+    RunState.WAITING_FOR_ENDPOINT: frozenset({RunState.RUNNING, RunState.BLOCKED, RunState.EXHAUSTED}),
     RunState.REVIEW_READY: frozenset(),
     RunState.BLOCKED: frozenset(),
     RunState.EXHAUSTED: frozenset(),

@@ -18,6 +18,7 @@ _COLOURS = {
     RunState.BLOCKED: "#c62828",
     RunState.EXHAUSTED: "#ef6c00",
     RunState.WAITING_FOR_HUMAN: "#6a1b9a",
+    RunState.WAITING_FOR_ENDPOINT: "#455a64",
 }
 
 

@@ -36,12 +36,13 @@ class ContextView:
     proposer that does not read the view (a scripted one) does not pay for ordering it every step.
     """
 
-    __slots__ = ("_items", "_unordered", "_total", "_budget")
+    __slots__ = ("_items", "_unordered", "_total", "_budget", "_tokens_left")
     kind: ClassVar[Literal["context_view"]] = "context_view"
     _items: tuple[ContextItem, ...]
     _unordered: tuple[ContextItem, ...] | None
     _total: int
     _budget: int
+    _tokens_left: int | None
 
     def __init__(self, items: Iterable[ContextItem], total_tokens: int, budget_tokens: int) -> None:
         _init = object.__setattr__
@@ -49,6 +50,7 @@ class ContextView:
         _init(self, "_unordered", None)
         _init(self, "_total", total_tokens)
         _init(self, "_budget", budget_tokens)
+        _init(self, "_tokens_left", None)
 
     @classmethod
     def unordered(cls, items: Iterable[ContextItem], total_tokens: int, budget_tokens: int) -> ContextView:
@@ -58,6 +60,7 @@ class ContextView:
         view._unordered = tuple(items)
         view._total = total_tokens
         view._budget = budget_tokens
+        view._tokens_left = None
         view.__class__ = cls
         made: ContextView = view
         return made
@@ -79,6 +82,24 @@ class ContextView:
     @property
     def budget_tokens(self) -> int:
         return self._budget
+
+    @property
+    def tokens_left(self) -> int | None:
+        """What is left of the run's token budget (None: the run has none): a model proposer caps its
+        reply with it (``max_tokens``), so one answer cannot take the run past its budget."""
+        return self._tokens_left
+
+    def with_tokens_left(self, tokens: int) -> ContextView:
+        """The same view, telling what is left of the run's token budget."""
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"tokens_left: a whole number >= 0, got {tokens!r}")
+        view: Any = _ViewFill()
+        for name in ContextView.__slots__:
+            setattr(view, name, getattr(self, name))
+        view._tokens_left = tokens
+        view.__class__ = ContextView
+        made: ContextView = view
+        return made
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ContextView):

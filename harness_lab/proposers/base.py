@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..context import ContextView
 from ._counts import whole_count
 
-__all__ = ["ProposerOutput", "Proposer", "StatefulProposer"]
+__all__ = ["EndpointFailure", "ProposerOutput", "Proposer", "StatefulProposer"]
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,30 @@ class ProposerOutput:
             raise ValueError(f"ProposerOutput.tokens: must be a whole number >= 0 or None, got {tokens!r}")
 
 
+@dataclass(frozen=True)
+class EndpointFailure:
+    """The endpoint behind a proposer failed, not the model: no proposal this time.
+
+    A run records it as an endpoint event, never as the model's output: it is not fed back into the
+    context, charges no decision and no tokens; consecutive failures park the run WAITING_FOR_ENDPOINT
+    (``endpoint_unavailable``), from which a later step, or a resume, asks again."""
+
+    reason: str  # one line, any key masked
+    status: int | None = None  # the HTTP status; None when no HTTP reply came (down, timeout, not HTTP)
+    attempts: int = 1  # calls made for this proposal, retries included
+    retryable: bool = True  # False: asking again will not help (a wrong key, an unknown model or URL)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str) or not self.reason.strip():
+            raise ValueError(f"EndpointFailure.reason: a non-empty text, got {self.reason!r}")
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ValueError(f"EndpointFailure.attempts: a whole number >= 1, got {self.attempts!r}")
+
+
 class Proposer(Protocol):
     def propose(self, view: ContextView) -> object:
-        """Return a raw proposal (a mapping with ``kind``) or a :class:`ProposerOutput`."""
+        """Return a raw proposal (a mapping with ``kind``), a :class:`ProposerOutput`, or an
+        :class:`EndpointFailure` when the endpoint behind it (not the model) failed."""
         ...
 
 

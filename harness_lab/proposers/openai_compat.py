@@ -14,9 +14,24 @@ Configuration comes from the environment (:meth:`OpenAICompatConfig.from_env`)::
 
 The key is sent in the ``Authorization`` header and nowhere else: it is not in any repr, state,
 proposal, trace event or checkpoint, and it is masked in error text an endpoint echoes back.
+    HARNESS_LAB_OPENAI_MAX_TOKENS  reply cap (default 512; also capped by the run's token budget left)
+    HARNESS_LAB_OPENAI_TOOL_CHOICE auto | required | none | omit (default auto: llama-cpp-python's
+                                   server answers "required" with HTTP 500)
+    HARNESS_LAB_OPENAI_TIMEOUT     seconds for one whole call (default 60)
+    HARNESS_LAB_OPENAI_STREAM      1 to ask for a server-sent-event stream
+
 Token usage reported by the endpoint (``usage.total_tokens``) is what the run's budget is charged.
-An endpoint failure is data, not a crash: after ``max_retries`` the proposal is an error string the
-runtime feeds back as a malformed proposal, so the loop gates still decide when to stop.
+Failures are told apart by whose they are:
+
+* the **endpoint's** (no reply, a timeout, HTTP 5xx/408/409/429, a wrong key, an unknown model, a reply
+  that is no chat completion): retried ``max_retries`` times with backoff inside one call, then an
+  :class:`~harness_lab.proposers.base.EndpointFailure`: the run records it as an endpoint event, never
+  shows it to the model, charges no decision, and waits for the endpoint after a few in a row;
+* the **model's** (prose instead of a tool call, arguments that are not JSON, a reply cut off at the
+  token limit): an error text the runtime refuses and feeds back, as for any malformed proposal.
+
+``timeout_s`` bounds the whole call (connect, send, first byte, every byte after), not one socket read:
+a server that drips a byte every half second cannot hold a step longer than the deadline.
 """
 
 from __future__ import annotations
@@ -25,22 +40,25 @@ import http.client
 import json
 import os
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ..context import ContextView
 from ..errors import ConfigError
+from ..tool_specs import TOOL_SCHEMAS
 from ._counts import whole_count
-from .base import ProposerOutput
+from .base import EndpointFailure, ProposerOutput
 
-__all__ = ["ENV_PREFIX", "TOOL_SCHEMAS", "OpenAICompatConfig", "OpenAICompatProposer", "Transport", "urllib_transport"]
+__all__ = ["ENV_PREFIX", "TOOL_SCHEMAS", "OpenAICompatConfig", "OpenAICompatProposer", "ToolChoice", "Transport",
+           "urllib_transport"]
+
+ToolChoice = Literal["auto", "required", "none"]
 
 ENV_PREFIX = "HARNESS_LAB_OPENAI_"
-# (status, body) for a JSON POST; swapped out by tests or callers with their own HTTP stack.
+# (status, body) for a JSON POST, the last argument the whole call's deadline in seconds; swapped out
+# by tests or callers with their own HTTP stack.
 Transport = Callable[[str, bytes, Mapping[str, str], float], tuple[int, bytes]]
 
 _SYSTEM = (
@@ -50,26 +68,10 @@ _SYSTEM = (
 )
 
 
-def _fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": properties, "required": required, "additionalProperties": False}}}
-
-
-_STR = {"type": "string"}
 _CUT = "the reply was cut off at the output token limit (finish_reason 'length')"
-TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
-    _fn("read_evidence", "Read one evidence note by id.", {"id": _STR}, ["id"]),
-    _fn("write_report", "Write the whole report (Markdown) to the report path.", {"text": _STR}, ["text"]),
-    _fn("finish", "Ask the runtime to validate the report and end the task.", {}, []),
-    _fn("list_dir", "List a workspace directory.", {"path": _STR}, []),
-    _fn("read_file", "Read a workspace file.", {"path": _STR}, ["path"]),
-    _fn("write_file", "Write a workspace file.", {"path": _STR, "content": _STR}, ["path", "content"]),
-    _fn("read_ref", "Read part of a large stored output by reference.",
-        {"ref": _STR, "start": {"type": "integer"}, "end": {"type": "integer"}}, ["ref"]),
-    _fn("think", "Write a thought down (no side effect); it stays in the context.", {"thought": _STR}, ["thought"]),
-    _fn("run_command", "Run a command in the sandbox.",
-        {"argv": {"type": "array", "items": _STR}, "timeout": {"type": "number"}}, ["argv"]),
-)
+# Statuses after which asking again may work; any other 4xx will not heal by asking again.
+_RETRY_STATUSES = frozenset({0, 408, 409, 425, 429})
+_MIN_REPLY_TOKENS = 32  # room for one short tool call (finish, a read) when the budget is nearly spent
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,14 @@ class OpenAICompatConfig:
     base_url: str
     model: str
     api_key: str | None = field(default=None, repr=False)
-    timeout_s: float = 60.0
+    timeout_s: float = 60.0  # the whole call: connect, send, first byte and every byte after
     max_retries: int = 2
     temperature: float | None = 0.0
+    # Sent with every request (servers' own defaults may generate for minutes); capped further by what
+    # is left of the run's token budget. None: not sent.
+    max_tokens: int | None = 512
+    tool_choice: ToolChoice | None = "auto"  # None: not sent
+    stream: bool = False  # ask for server-sent events (the reply is assembled before it is parsed)
 
     def __post_init__(self) -> None:
         # The endpoint path is appended with a "/": a trailing one here would make "//chat/completions".
@@ -94,6 +101,12 @@ class OpenAICompatConfig:
             raise ConfigError(f"max_retries: must be >= 0, got {self.max_retries}")
         if not self.model:
             raise ConfigError(f"{ENV_PREFIX}MODEL: empty model name")
+        if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
+                                            or self.max_tokens < 1):
+            raise ConfigError(f"{ENV_PREFIX}MAX_TOKENS: a whole number >= 1, got {self.max_tokens!r}")
+        if self.tool_choice is not None and self.tool_choice not in get_args(ToolChoice):
+            raise ConfigError(f"{ENV_PREFIX}TOOL_CHOICE: one of {', '.join(get_args(ToolChoice))} or omit, "
+                              f"got {self.tool_choice!r}")
         if self.api_key is not None and not all("!" <= c <= "~" for c in self.api_key):
             # http.client refuses such a header value with an error quoting it: the key would reach the trace.
             raise ConfigError(f"{ENV_PREFIX}API_KEY: contains whitespace, a control or a non-ASCII character "
@@ -105,8 +118,30 @@ class OpenAICompatConfig:
         missing = [f"{ENV_PREFIX}{n}" for n in ("BASE_URL", "MODEL") if not source.get(f"{ENV_PREFIX}{n}")]
         if missing:
             raise ConfigError(f"environment: {', '.join(missing)} not set (the OpenAI-compatible proposer needs them)")
+        extra: dict[str, Any] = {}
+        if (text := source.get(f"{ENV_PREFIX}MAX_TOKENS", "").strip()):
+            extra["max_tokens"] = _whole(f"{ENV_PREFIX}MAX_TOKENS", text)
+        if (text := source.get(f"{ENV_PREFIX}TOOL_CHOICE", "").strip()):
+            extra["tool_choice"] = None if text == "omit" else text
+        if (text := source.get(f"{ENV_PREFIX}TIMEOUT", "").strip()):
+            try:
+                extra["timeout_s"] = float(text)
+            except ValueError:
+                raise ConfigError(f"{ENV_PREFIX}TIMEOUT: seconds as a number, got {text!r}") from None
+        if (text := source.get(f"{ENV_PREFIX}STREAM", "").strip()):
+            if text.lower() not in ("0", "1", "true", "false", "yes", "no"):
+                raise ConfigError(f"{ENV_PREFIX}STREAM: 1 or 0, got {text!r}")
+            extra["stream"] = text.lower() in ("1", "true", "yes")
         return cls(base_url=source[f"{ENV_PREFIX}BASE_URL"].rstrip("/"), model=source[f"{ENV_PREFIX}MODEL"],
-                   api_key=source.get(f"{ENV_PREFIX}API_KEY", "").strip() or None)  # a key file's newline
+                   api_key=source.get(f"{ENV_PREFIX}API_KEY", "").strip() or None,  # a key file's newline
+                   **extra)
+
+
+def _whole(name: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{name}: a whole number, got {text!r}") from None
 
 
 def _url_problem(url: str) -> str:
@@ -129,12 +164,36 @@ def _text(content: Any) -> str:
 
 
 def urllib_transport(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
+    """POST ``body``; ``timeout`` bounds the whole exchange, not each socket read (``http.client``'s
+    timeout restarts with every byte, so a server dripping bytes could hold a call for ever)."""
+    deadline = time.monotonic() + timeout
+    parts = urllib.parse.urlsplit(url)
+    conn_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = conn_type(parts.hostname or "", parts.port, timeout=timeout)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - URL is configured
-            return int(response.status), bytes(response.read())
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), bytes(exc.read() or b"")
+        conn.request("POST", parts.path + (f"?{parts.query}" if parts.query else ""), body=body, headers=dict(headers))
+        _left(conn, deadline)
+        response = conn.getresponse()
+        chunks: list[bytes] = []
+        while True:
+            _left(conn, deadline)
+            chunk = response.read1(65536)
+            if not chunk:
+                if response.length:  # the server closed before the Content-Length it announced
+                    raise http.client.IncompleteRead(b"".join(chunks), response.length)
+                return int(response.status), b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        conn.close()
+
+
+def _left(conn: http.client.HTTPConnection, deadline: float) -> None:
+    """Give the next socket operation only what is left of the call's deadline."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the call's deadline passed")
+    if conn.sock is not None:
+        conn.sock.settimeout(left)
 
 
 class OpenAICompatProposer:
@@ -159,41 +218,112 @@ class OpenAICompatProposer:
     def model(self) -> str:
         return self._config.model
 
-    def propose(self, view: ContextView) -> ProposerOutput:
+    def propose(self, view: ContextView) -> ProposerOutput | EndpointFailure:
         body = json.dumps(self._request(view)).encode()
         headers = {"Content-Type": "application/json"}
         if self._config.api_key:
             headers["Authorization"] = f"Bearer {self._config.api_key}"
         url = f"{self._config.base_url}/chat/completions"
-        problem = ""
+        attempts, problem, status = 0, "", 0
         for attempt in range(self._config.max_retries + 1):
             self.calls += 1
+            attempts += 1
             try:
                 status, payload = self._transport(url, body, headers, self._config.timeout_s)
-            except (OSError, http.client.HTTPException) as exc:  # no reply, or bytes that are not HTTP
-                status, payload = 0, f"{type(exc).__name__}: {exc}".encode()
+            except (OSError, http.client.HTTPException) as exc:  # no reply, a deadline, or bytes that are not HTTP
+                status, payload = 0, (f"no reply within {self._config.timeout_s:g}s" if isinstance(exc, TimeoutError)
+                                      else f"{type(exc).__name__}: {exc}").encode()
             if status == 200:
-                return self._parse(payload)
+                return self._parse(self._unstream(payload) if self._config.stream else payload, attempts)
             # Masked before it is cut short: a cut through the key would leave a part the mask cannot find.
-            problem = f"HTTP {status}: {self._mask(payload.decode('utf-8', 'replace'))[:200]}" if status else payload.decode()
-            if status not in (0, 408, 409, 429) and status < 500:
-                break  # a client error will not heal by asking again
+            text = self._mask(payload.decode("utf-8", "replace"))
+            problem = f"HTTP {status}: {' '.join(text.split())[:200]}" if status else text
+            if status not in _RETRY_STATUSES and status < 500:
+                break  # a client error (a wrong key, an unknown model or path) will not heal by asking again
             if attempt < self._config.max_retries:
                 self._sleep(min(2.0**attempt * 0.5, 8.0))
-        return ProposerOutput(raw=self._mask(f"endpoint error, no proposal: {problem}"), tokens=0)
+        retryable = status in _RETRY_STATUSES or status >= 500
+        return EndpointFailure(reason=self._mask(problem), status=status or None, attempts=attempts, retryable=retryable)
 
     def _request(self, view: ContextView) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self._config.model,
             "messages": [{"role": "system", "content": self._system}, {"role": "user", "content": view.render()}],
             "tools": list(TOOL_SCHEMAS),
-            "tool_choice": "required",
         }
+        if self._config.tool_choice is not None:
+            request["tool_choice"] = self._config.tool_choice
         if self._config.temperature is not None:
             request["temperature"] = self._config.temperature
+        if (cap := self._max_tokens(view)) is not None:
+            request["max_tokens"] = cap
+        if self._config.stream:
+            request["stream"] = True
+            request["stream_options"] = {"include_usage": True}  # the usage the budget is charged
         return request
 
-    def _parse(self, payload: bytes) -> ProposerOutput:
+    def _max_tokens(self, view: ContextView) -> int | None:
+        """The configured cap, lowered to what the run's token budget has left after this prompt."""
+        cap = self._config.max_tokens
+        left: int | None = getattr(view, "tokens_left", None)  # a caller's own view may not tell
+        if left is None:
+            return cap
+        # The prompt is charged too (the endpoint's total); when it alone takes what is left, a short reply
+        # may still finish the task and the next step's budget check stops the run.
+        room = max(_MIN_REPLY_TOKENS, left - view.total_tokens)
+        return room if cap is None else min(cap, room)
+
+    @staticmethod
+    def _unstream(payload: bytes) -> bytes:
+        """A server-sent-event stream of chat-completion chunks as the one completion they add up to
+        (text, tool calls by index with their argument pieces, finish reason, usage); a body that is
+        no event stream is returned as it is, for _parse to judge."""
+        try:
+            return OpenAICompatProposer._assemble(payload.decode("utf-8", "replace")) or payload
+        except (ValueError, TypeError, AttributeError):  # a stream of the wrong shape: _parse says so
+            return payload
+
+    @staticmethod
+    def _assemble(text: str) -> bytes | None:
+        if "data:" not in text:
+            return None
+        content: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        finish, usage = None, None
+        for line in text.splitlines():
+            line = line.strip()
+            if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                continue
+            try:
+                chunk = json.loads(line[5:])
+            except ValueError:
+                return None
+            if not isinstance(chunk, dict):
+                return None
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or []:
+                if not isinstance(choice, dict):
+                    return None
+                finish = choice.get("finish_reason") or finish
+                delta = choice.get("delta") or {}
+                if isinstance(delta.get("content"), str):
+                    content.append(delta["content"])
+                for piece in delta.get("tool_calls") or []:
+                    if not isinstance(piece, dict):
+                        return None
+                    call = calls.setdefault(int(piece.get("index", len(calls))), {"function": {"name": "", "arguments": ""}})
+                    function = piece.get("function") or {}
+                    call["function"]["name"] += str(function.get("name") or "")
+                    call["function"]["arguments"] += str(function.get("arguments") or "")
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+        if calls:
+            message["tool_calls"] = [calls[i] for i in sorted(calls)]
+        whole: dict[str, Any] = {"choices": [{"message": message, "finish_reason": finish}]}
+        if usage is not None:
+            whole["usage"] = usage
+        return json.dumps(whole).encode()
+
+    def _parse(self, payload: bytes, attempts: int = 1) -> ProposerOutput | EndpointFailure:
         try:
             data = json.loads(payload)
             choice = data["choices"][0]
@@ -204,7 +334,9 @@ class OpenAICompatProposer:
                 raise TypeError("tool_calls")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             text = self._mask(payload.decode("utf-8", "replace"))[:200]
-            return ProposerOutput(raw=self._mask(f"endpoint reply is not a chat completion: {text!r}"), tokens=0)
+            # The server's fault, not the model's: nothing to feed back to it.
+            return EndpointFailure(reason=self._mask(f"HTTP 200 but the reply is not a chat completion: {text!r}"),
+                                   status=200, attempts=attempts)
         usage = data.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         tokens = whole_count(usage.get("total_tokens"))

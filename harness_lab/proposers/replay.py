@@ -24,6 +24,7 @@ from ..evidence import EvidenceCatalogue
 from ..paths import data_dir
 from ..repair import RepairPolicy
 from ..store import Store
+from .base import EndpointFailure
 
 if TYPE_CHECKING:
     from ..run import Run
@@ -86,7 +87,13 @@ def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None 
         raise RunStateError(f"run {run_id!r} starts at step {records[0].step} from another run's checkpoint "
                             "(a fork): replay the run it was forked from")
     spec = store.run_info(run_id).spec
-    raws = [r.proposal.raw for r in records if r.proposal is not None and r.decision.verdict not in _HUMAN]
+    # An endpoint failure is replayed as one (the model proposed nothing then): the same step, not a shift.
+    raws: list[object] = []
+    for r in records:
+        if r.decision.verdict == "unavailable":
+            raws.append(EndpointFailure(reason=r.decision.reason))
+        elif r.proposal is not None and r.decision.verdict not in _HUMAN:
+            raws.append(r.proposal.raw)
     # A trace with a parked gate is replayed through approve()/reject(); else inline decisions as recorded.
     approver: Approver = AskHuman() if any(r.decision.verdict == "park" for r in records) else _Recorded(records)
     run = Run(contract=ControlContract.model_validate(spec["contract"]), proposer=ReplayProposer(raws),

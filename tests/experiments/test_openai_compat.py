@@ -20,6 +20,7 @@ import pytest
 from harness_lab.contract import ControlContract
 from harness_lab.errors import ConfigError
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.proposers import EndpointFailure
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer
 from harness_lab.run import Run
 
@@ -121,10 +122,17 @@ def test_endpoint_errors_are_retried_then_become_data(server: ReplayServer, cont
     assert run.run().value == "REVIEW_READY" and proposer.calls == 5  # one 503, retried
     server.replies = [REPLAY["server_error"]] * 20
     run2 = _run(_proposer(server, max_retries=1), contract, evidence, tmp_path / "second")
-    record = run2.step()  # no crash: a malformed proposal naming the failure, fed back
-    assert record.proposal is not None and record.proposal.error is not None
-    assert "HTTP 503" in str(record.proposal.raw) and record.decision.verdict == "refuse"
-    assert run2.run().value == "EXHAUSTED"
+    record = run2.step()  # no crash: an endpoint event, not the model's proposal, and nothing charged
+    assert record.proposal is None and record.decision.verdict == "unavailable"
+    assert "HTTP 503" in record.decision.reason
+    failures = [e for e in record.events if getattr(e, "topic", None) == "endpoint_failure"]
+    assert len(failures) == 1 and failures[0].data["status"] == 503 and failures[0].data["attempts"] == 2
+    assert run2.usage.decisions == 0 and run2.usage.tokens == 0
+    assert "HTTP 503" not in run2.context.view().render(), "an endpoint failure is never shown to the model"
+    # three in a row (the contract's max_endpoint_failures): the run waits for the endpoint, resumable
+    assert run2.run().value == "WAITING_FOR_ENDPOINT" and len(run2.records) == 3
+    assert run2.stop_reason is not None and run2.stop_reason.code == "endpoint_unavailable"
+    assert run2.usage.decisions == 0 and not run2.step_due
 
 
 def test_prose_and_broken_arguments_are_malformed_proposals(server: ReplayServer, contract: ControlContract,
@@ -159,4 +167,5 @@ def test_connection_refused_is_data_too(contract: ControlContract, evidence: Evi
         url = s.url  # the port is free again once the server is gone
     proposer = OpenAICompatProposer(OpenAICompatConfig(base_url=url, model="m", api_key=KEY, max_retries=0))
     out = proposer.propose(_run(proposer, contract, evidence, tmp_path).context.view())
-    assert isinstance(out.raw, str) and "endpoint error" in out.raw and KEY not in out.raw and out.tokens == 0
+    assert isinstance(out, EndpointFailure) and out.status is None and out.retryable
+    assert "ConnectionRefusedError" in out.reason and KEY not in out.reason

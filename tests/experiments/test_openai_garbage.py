@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from harness_lab.errors import ConfigError
+from harness_lab.proposers import EndpointFailure
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer
 
 KEY = "sk-test-DO-NOT-LEAK-77aa"
@@ -88,6 +89,8 @@ def _propose(raw_server: list[bytes], reply: bytes, retries: int = 0) -> tuple[A
     proposer = OpenAICompatProposer(OpenAICompatConfig(base_url=url, model="m", api_key=KEY, timeout_s=5,
                                                        max_retries=retries), sleep=lambda s: None)
     out = proposer.propose(_View())  # type: ignore[arg-type]
+    if isinstance(out, EndpointFailure):  # the endpoint's fault: its reason, nothing to charge
+        return out, None, proposer.calls
     return out.raw, out.tokens, proposer.calls
 
 
@@ -100,15 +103,18 @@ def _propose(raw_server: list[bytes], reply: bytes, retries: int = 0) -> tuple[A
     (_http({"choices": [{"message": {"tool_calls": ["x"]}}]}), "not a chat completion"),
     (_http({"choices": [{"message": {"tool_calls": [{"function": "think"}]}}]}), "not a chat completion"),
 ])
-def test_garbage_from_the_endpoint_is_a_refusable_proposal(raw_server: list[bytes], reply: bytes, says: str) -> None:
-    raw, tokens, _ = _propose(raw_server, reply)
-    assert isinstance(raw, str) and says in raw and KEY not in raw
+def test_garbage_from_the_endpoint_is_an_endpoint_failure(raw_server: list[bytes], reply: bytes, says: str) -> None:
+    out, tokens, _ = _propose(raw_server, reply)
+    if says:  # the server's fault: an EndpointFailure, never a proposal the model is blamed for
+        assert isinstance(out, EndpointFailure) and says in out.reason and KEY not in out.reason
+    else:  # a chat completion with prose and no tool call: the model's text, refused by the runtime later
+        assert out == "x"
     assert tokens in (0, None)
 
 
 def test_a_garbage_transport_reply_is_retried_like_a_dropped_connection(raw_server: list[bytes]) -> None:
-    raw, _, calls = _propose(raw_server, b"garbage\r\n\r\n", retries=2)
-    assert calls == 3 and "endpoint error" in str(raw)
+    out, _, calls = _propose(raw_server, b"garbage\r\n\r\n", retries=2)
+    assert calls == 3 and isinstance(out, EndpointFailure) and out.attempts == 3 and out.status is None
 
 
 @pytest.mark.parametrize("total", [-500, True, 1.5, "12"])

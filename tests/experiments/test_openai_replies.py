@@ -56,8 +56,8 @@ def test_an_echoed_key_cut_by_the_excerpt_leaves_no_part_behind(server: ReplaySe
     server.replies = [{"status": status, "body": _ECHO}]
     run = _run(_proposer(server), contract, evidence, tmp_path)
     record = run.step()
-    assert record.proposal is not None and record.proposal.error is not None
-    assert "x" * 20 in str(record.proposal.raw)  # the excerpt is there ...
+    assert record.proposal is None and record.decision.verdict == "unavailable"  # the endpoint's, not the model's
+    assert "x" * 20 in record.decision.reason  # the excerpt is there ...
     assert KEY[:8] not in _everything(run)      # ... but not a piece of the key
 
 
