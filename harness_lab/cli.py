@@ -10,7 +10,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .proposers.openai_compat import OpenAICompatProposer
@@ -22,6 +22,7 @@ from .contract import load_contract
 from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
 from .paths import data_dir
+from .states import RunState
 from .validation import check_report
 
 __all__ = ["main"]
@@ -115,9 +116,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _check_liveness(args)
     if args.run_id is not None and not args.run_id.strip():
         raise HarnessLabError("--run-id: empty (leave it out to use the scenario id)")
-    proposer = _model_proposer(args)
-    # With a proposer the scenario gives the contract and evidence; its scripted actions are not used.
-    with_proposer: dict[str, Any] = {} if proposer is None else {"proposer": proposer}
+    proposer = _model_proposer(args)  # with one, the scenario gives the contract and evidence, not its script
     if args.db is not None:
         from .scenarios import load_scenario
         from .store import SQLiteStore
@@ -126,13 +125,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         store = SQLiteStore(args.db)
         try:  # the workspace stays: a later `resume` continues in it
             run = Run.from_scenario(args.scenario, validation=not args.no_validation, run_id=args.run_id,
-                                    store=store, approver=approver_from_policy(args.gate_policy), **with_proposer)
+                                    store=store, approver=approver_from_policy(args.gate_policy), proposer=proposer)
             return _drive_stored(run, store, args)
         finally:
             store.close()
     # Nothing can resume a run without a store: its temporary workspace and snapshots go with it.
     with Run.from_scenario(args.scenario, validation=not args.no_validation,
-                           approver=approver_from_policy(args.gate_policy), **with_proposer) as run:
+                           approver=approver_from_policy(args.gate_policy), proposer=proposer) as run:
         while run.step_due:
             record = run.step()
             print(record.model_dump_json() if args.json else record.summary(), flush=True)
@@ -310,6 +309,13 @@ def _print_final(run: Run, args: argparse.Namespace) -> int:
                  if args.db is not None else "a rerun with --gate-policy approve|reject")
         print(f"waiting for a human: {run.waiting.action_kind} (args sha256 {run.waiting.args_sha256[:12]}); "
               f"decide in Python with run.approve() / run.reject(reason), or with {again}")
+    if run.state is RunState.WAITING_FOR_ENDPOINT:  # the model's server failed, not the task: exit 1
+        if not args.json:
+            again = (_resume_command(args.db, run.run_id) + " --model" if args.db is not None
+                     else "a rerun (with --db it could resume)")
+            print(f"waiting for the endpoint: {run.stop_reason.message if run.stop_reason else 'it failed'}; "
+                  f"once it answers: {again}")
+        return 1
     return 0
 
 

@@ -102,7 +102,7 @@ def test_a_model_run_parks_at_a_gate_and_resume_needs_model_to_go_on(model_env: 
                  "--gate-policy", "approve"]) == 0
     out, err = capsys.readouterr()
     steps = out.splitlines()
-    assert "resumed: " in err and steps[0].startswith("step 2: push") and "approved by policy:approve" in steps[0]
+    assert "resumed: " in err and steps[0].startswith("step 3: push") and "approved by policy:approve" in steps[0]
     assert [s.split(":")[1].split("(")[0].strip() for s in steps[1:4]] == ["read_evidence", "write_report", "finish"]
     assert steps[-2].startswith("final: REVIEW_READY")
     assert steps[-1].startswith("usage: 5 decisions, ") and " 500 tokens" in steps[-1]

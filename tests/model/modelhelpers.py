@@ -44,6 +44,10 @@ class RecordingTransport:
 
     def __call__(self, url: str, body: bytes, headers: Mapping[str, str], *args: Any, **kwargs: Any) -> tuple[int, bytes]:
         started = time.monotonic()
-        status, payload = urllib_transport(url, body, headers, *args, **kwargs)
+        try:
+            status, payload = urllib_transport(url, body, headers, *args, **kwargs)
+        except BaseException as exc:  # no reply (a timeout, a refused connection): recorded as status 0
+            self.replies.append(Reply(0, f"{type(exc).__name__}: {exc}".encode(), time.monotonic() - started))
+            raise
         self.replies.append(Reply(status, payload, time.monotonic() - started))
         return status, payload
