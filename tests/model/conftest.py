@@ -49,14 +49,14 @@ def model_figures() -> Iterator[list[dict[str, Any]]]:
     yield figures
     if figures:
         ARTIFACTS.mkdir(exist_ok=True)
-        calls = [s for f in figures for s in f["call_seconds"]]
-        tokens = [t for f in figures for t in f["call_tokens"]]
+        calls = [s for f in figures for s in f.get("call_seconds", [])]
+        tokens = [t for f in figures for t in f.get("call_tokens", [])]
         summary = {
             "runs": figures,
             "calls": len(calls),
             "seconds_per_call_mean": round(sum(calls) / len(calls), 3) if calls else None,
             "seconds_per_call_max": round(max(calls), 3) if calls else None,
             "tokens_per_call_mean": round(sum(tokens) / len(tokens), 1) if tokens else None,
-            "final_states": sorted(f"{f['final_state']} {f['stop_reason']}" for f in figures),
+            "final_states": sorted(f.get("final") or f"{f['final_state']} {f['stop_reason']}" for f in figures),
         }
         (ARTIFACTS / "real-model.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

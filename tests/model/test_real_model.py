@@ -31,13 +31,13 @@ pytestmark = pytest.mark.model
 
 # The report task's contract fits all three: a report to write, evidence to read, a budget to spend.
 SCENARIOS = ["conforming_report", "missing_limitations", "endless_tool_calls"]
-MAX_TOKENS = 256  # a reply's output cap: SmolLM2 at ~?? tokens/s keeps a step to seconds
+MAX_TOKENS = 256  # a reply's output cap: a runaway argument costs seconds, not minutes
 NOT_HARNESS_STOPS = {"proposer_error", "endpoint_unavailable"}
 
 
 def _proposer(server: local_model.LocalModelServer, transport: RecordingTransport) -> OpenAICompatProposer:
     config = OpenAICompatConfig(base_url=server.base_url, model=server.model, api_key=server.api_key,
-                                temperature=0.0, max_tokens=MAX_TOKENS)
+                                temperature=0.0, max_tokens=MAX_TOKENS, tool_choice=local_model.TOOL_CHOICE)
     return OpenAICompatProposer(config, transport=transport)
 
 
@@ -67,7 +67,8 @@ def _store_bytes(db: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(db.parent.glob(db.name + "*")))
 
 
-def _figures(scenario: str, run: Run, transport: RecordingTransport, executed: int) -> dict[str, Any]:
+def _figures(scenario: str, run: Run, transport: RecordingTransport, executed: int,
+             server_start: float | None = None) -> dict[str, Any]:
     return {
         "scenario": scenario, "final_state": run.state.value,
         "stop_reason": run.stop_reason.code if run.stop_reason else None,
@@ -77,6 +78,7 @@ def _figures(scenario: str, run: Run, transport: RecordingTransport, executed: i
         "call_tokens": [r.total_tokens for r in transport.replies],
         "http_statuses": [r.status for r in transport.replies],
         "receipt": run.receipt is not None,
+        "server_started_in_s": server_start,
     }
 
 
@@ -96,7 +98,7 @@ def test_the_model_drives_a_scenario_to_a_terminal_state(scenario: str, model_se
         records = list(run.records)
         reprs = repr(run) + repr(proposer) + repr(proposer._config) + repr(model_server) + repr(run.usage)
         executed = _executed_model_calls(records, recorder)
-        model_figures.append(_figures(scenario, run, recorder, len(executed)))
+        model_figures.append(_figures(scenario, run, recorder, len(executed), model_server.started_in_s))
         run.close()
     finally:
         store.close()
@@ -126,7 +128,8 @@ def test_the_cli_runs_a_scenario_with_the_model_then_traces_and_replays_it(
     key = model_server.api_key
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_LAB_OPENAI_")}
     env.update(HARNESS_LAB_OPENAI_BASE_URL=model_server.base_url, HARNESS_LAB_OPENAI_MODEL=model_server.model,
-               HARNESS_LAB_OPENAI_MAX_TOKENS=str(MAX_TOKENS), LAB_MODEL_KEY=key, TMPDIR=str(tmp_path))
+               HARNESS_LAB_OPENAI_MAX_TOKENS=str(MAX_TOKENS), HARNESS_LAB_OPENAI_TOOL_CHOICE=local_model.TOOL_CHOICE,
+               LAB_MODEL_KEY=key, TMPDIR=str(tmp_path))
     cli = [sys.executable, "-m", "harness_lab.cli"]
     db = tmp_path / "runs.sqlite"
 
@@ -155,4 +158,35 @@ def test_the_cli_runs_a_scenario_with_the_model_then_traces_and_replays_it(
     assert replayed.returncode == 0 and replayed.stdout.startswith("identical: "), replayed.stdout + replayed.stderr
     for out in (ran, traced, replayed):
         assert key not in out.stdout + out.stderr
+    assert key.encode() not in _store_bytes(db)
+
+
+def test_a_model_run_stopped_after_two_steps_is_resumed_with_resume_model(
+        model_server: local_model.LocalModelServer, recorder: RecordingTransport, tmp_path: Path) -> None:
+    """Two steps in this process with a store, then `harness-lab resume --model` in another one goes on from
+    the checkpoint with the same server: it asks the model again (more tokens charged) and ends the run."""
+    key = model_server.api_key
+    db = tmp_path / "runs.sqlite"
+    store = SQLiteStore(db)
+    try:
+        run = Run.from_scenario("conforming_report", proposer=_proposer(model_server, recorder), store=store,
+                                workspace=tmp_path / "ws", run_id="resumed")
+        run.step()
+        run.step()
+        assert not run.state.terminal and len(recorder.replies) == 2
+        tokens_before = run.usage.tokens
+    finally:
+        store.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_LAB_OPENAI_")}
+    env.update(model_server.env(), HARNESS_LAB_OPENAI_MAX_TOKENS=str(MAX_TOKENS), TMPDIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "harness_lab.cli", "resume", "--db", str(db), "--run-id", "resumed",
+                           "--model", "--json"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.startswith("resumed: ") and key not in done.stdout + done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    steps, final = lines[:-1], lines[-1]
+    assert [s["step"] for s in steps] == list(range(3, 3 + len(steps))) and steps  # on from the checkpoint
+    assert final["final_state"] in ("REVIEW_READY", "BLOCKED", "EXHAUSTED")
+    assert final["stop_reason"] not in NOT_HARNESS_STOPS
+    assert final["tokens"] > tokens_before  # the resumed process asked the model and was charged for it
     assert key.encode() not in _store_bytes(db)
