@@ -74,10 +74,11 @@ def sqlite_store_class() -> Any:
 
 def noop_run(workspace: Path | None = None, store: Any = None, *, external: bool = False) -> Run:
     """A run that never ends on its own: two different ``think`` calls (the pure no-op tool), alternating
-    (no convergence stop). ``external``: two ungated no-op *external effects* instead (send_message /
+    (no convergence stop), every budget lifted (decisions, tool calls, the default token and wall-clock
+    limits). ``external``: two ungated no-op *external effects* instead (send_message /
     push), whose write-ahead intent a store must make durable before each runs: a second transaction."""
     contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
-        max_decisions=10**9, max_tool_calls=10**9)
+        max_decisions=10**9, max_tool_calls=10**9, max_tokens=None, wall_clock_seconds=None)
     contract = contract.model_copy(update={"human_gate": contract.human_gate.model_copy(update={"required_for": ()})})
     actions = (({"kind": "send_message", "to": "noop"}, {"kind": "push", "ref": "noop"}) if external else
                ({"kind": "think", "thought": "plan the next step"}, {"kind": "think", "thought": "check the budget"}))

@@ -13,7 +13,7 @@ from ._run_base import RunBase, _sha
 from .events import Note, StopReason
 from .faults import CrashPoint
 from .states import RunState
-from .validation import Receipt, ReportVerdict, check_report
+from .validation import MAX_REPORT_BYTES, Receipt, ReportVerdict, check_report
 
 if TYPE_CHECKING:
     from .run import Run
@@ -43,7 +43,9 @@ class FinishCheck(RunBase):
     def _validate(self) -> ReportVerdict | None:
         self._transition(RunState.VALIDATING, "finish proposed: validating the artifact, not the claim")
         report = self.contract.verification.report
-        snapshot = self.sandbox.read_bytes(report.path)
+        # Checked reports are read one byte past the limit only (a flood is refused, not loaded whole).
+        limit = MAX_REPORT_BYTES + 1 if self.validation else None
+        snapshot = self.sandbox.read_bytes(report.path, limit)
         verdict = check_report(snapshot, self.executor.observed, self.evidence, report) if self.validation else None
         if verdict is not None and not verdict.accepted:
             self.context.add_feedback(self.step_no, "finish rejected: " + "; ".join(verdict.reasons),
@@ -63,7 +65,7 @@ class FinishCheck(RunBase):
                 self.context.add_feedback(self.step_no, repair.note, source="repair", key="repair:approach")
             return verdict
         self._faults.after_validate(self)
-        if self.sandbox.read_bytes(report.path) != snapshot:  # changed behind the validator
+        if self.sandbox.read_bytes(report.path, limit) != snapshot:  # changed behind the validator
             why = "the artifact changed after it was validated; finish not accepted, validate it again"
             self.context.add_feedback(self.step_no, why, source=f"step {self.step_no}:validator")
             self._emit(Note, topic="artifact_changed", message=why,

@@ -34,7 +34,6 @@ repeat the record's proposal, decision and result say so instead of carrying the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -231,8 +230,9 @@ class Checkpointer(_RowJson):
         result, verdict = record.tool_result, record.verdict
         report = self._report
         if (result is not None and effect_of_tool(result.tool) in ("redoable", "workspace")) or verdict is not None:
-            data = _read(self.run.workspace / report)
-            self._artifacts = {report: hashlib.sha256(data).hexdigest()} if data is not None else {}
+            # Through the workspace boundary: a command may have left a FIFO or a link where the report was.
+            sha = self.run.sandbox.file_sha256(report)
+            self._artifacts = {report: sha} if sha is not None else {}
         if verdict is not None:
             self._verification = {"accepted": verdict.accepted, "reasons": list(verdict.reasons)}
             self._failure = None if verdict.accepted else "; ".join(verdict.reasons)
@@ -252,14 +252,6 @@ def _landed_delete(action: _Action, entry: EffectEntry, path: object, run: Run) 
     kind = "dir" if pre[path][0] == "d" else "file"
     return ToolResult.success("delete_file", f"deleted {path}", path=path, kind=kind,
                               landed="before a crash; found done on resume, not repeated")
-
-
-def _read(path: os.PathLike[str]) -> bytes | None:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError:
-        return None
 
 
 def _target(action: _Action, run: Run) -> str | None:

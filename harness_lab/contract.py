@@ -104,10 +104,17 @@ class Verification(_Frozen):
 
 
 class Budget(_Frozen):
+    """Seed 003's loop budgets, checked before each decision and call. A contract carries a token budget
+    and a wall-clock limit by default (``null`` in a contract file, or ``with_budget(max_tokens=None)``,
+    lifts one): a scripted report run spends under 5,000 tokens and milliseconds, a small local model
+    1-3k tokens and 1-10 s a step, 8-24k tokens and under 80 s in 8 decisions; so 20,000 tokens stop a
+    rambling model (warned at 80%, 16,000), and 600 s only a stalled one. The clock runs from the first
+    step, also while a run waits for a human or for the next click in a notebook."""
+
     max_decisions: _Count = Field(default=8, ge=1)
     max_tool_calls: _Count = Field(default=5, ge=0)
-    max_tokens: _Count | None = Field(default=None, ge=1)
-    wall_clock_seconds: _Seconds | None = Field(default=None, gt=0)
+    max_tokens: _Count | None = Field(default=20_000, ge=1)
+    wall_clock_seconds: _Seconds | None = Field(default=600.0, gt=0)
     # Consecutive endpoint failures (the model's server down, 5xx, timeouts) before the run waits for
     # the endpoint (WAITING_FOR_ENDPOINT, endpoint_unavailable); they spend no decision.
     max_endpoint_failures: _Count = Field(default=3, ge=1)

@@ -26,7 +26,6 @@ run no longer takes step N+1 alongside it. A workspace path where no folder can 
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from collections.abc import Iterable
@@ -219,8 +218,7 @@ def _prechecks(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> 
             problems.append(f"evidence {evidence_id} changed or vanished since it was read")
     in_flight_path = flight.detail.get("path") if flight is not None else None
     for path, sha in checkpoint.artifact_sha256.items():
-        data = (run.workspace / path).read_bytes() if (run.workspace / path).is_file() else None
-        if path != in_flight_path and (data is None or hashlib.sha256(data).hexdigest() != sha):
+        if path != in_flight_path and run.sandbox.file_sha256(path) != sha:  # None: missing, or no regular file
             problems.append(f"artifact {path} differs from the checkpoint's hash")
     ok = not problems
     return ResumeCheck(name="prechecks", ok=ok, detail="contract, evidence and artifacts as checkpointed"

@@ -243,7 +243,7 @@ LESSONS["04_gates_faults"] = [
 Gates live outside the model. A gated proposal (push, release, delete, send_message, ...) parks the run
 in `WAITING_FOR_HUMAN` with a checkpoint and **no side effect**; Approve executes exactly the approved
 action, Reject stops safely with the reason kept. Loop gates stop a run that repeats itself or spends
-its budget. Faults from the catalogue break the next step on purpose; read how the harness answers."""),
+its budget, and warn it at 80% of its tokens. Faults from the catalogue break the next step on purpose; read how the harness answers."""),
     ("params", """# Parameters
 reject_reason = "not during the release freeze"
 fault = "tool_timeout"  # any name in harness_lab.faults.fault_names()"""),
@@ -292,12 +292,40 @@ replay makes the same calls on a fresh run and checks states, decisions and work
 print([e.action for e in view.session.entries])
 replayed = Session.load(session_file).replay(LabView(scripted(GATE_SCRIPT, "gate-lesson"), plot=False))
 print(replayed.detail)"""),
-    ("md", "## Loop gates: the third identical call gets a hint, the fourth stops the run"),
+    ("md", """## Loop gates: the third identical call gets a hint, the fourth stops the run
+Seed 003's convergence check: the same tool with (nearly) the same arguments three times in a row. "The
+same" means the same kind and target (a path, an evidence id, a command's argv) with the same or near-same
+other arguments; three different files written in a row are work, not a loop."""),
     ("code", """looping = scripted([{"kind": "list_dir", "path": "."}], "loop-lesson", then="repeat_last")
 looping.run()
 for rec in looping.records:
     print(rec.summary())
-print("stop:", looping.stop_reason.code)"""),
+print("stop:", looping.stop_reason.code)
+working = scripted([{"kind": "write_file", "path": f"src/{name}.py", "content": "print('hello')\\n"}
+                    for name in ("main", "util", "cli")] + [{"kind": "read_file", "path": "src/main.py"}], "work-lesson")
+working.run(max_steps=4)
+print("three files written, one read:", [rec.decision.verdict for rec in working.records])"""),
+    ("md", """## Budgets: the 80% token warning, then the stop
+Every contract carries a token budget and a wall-clock limit (`report_task`: 20,000 tokens, 600 s; a scripted
+run spends under 5,000). This scenario's contract is tighter (3,800 tokens) so that the seed's warning shows
+within a few decisions: once the run has used 80%, the harness puts "converge and finish" into the model's
+context and notes it in the trace. The scripted model keeps reading; the budget is checked *before* each
+decision, so decision 8 is never asked for: EXHAUSTED `token_budget`, not finished, its draft never
+validated. (Checked before, not during: decision 7 started under the budget and ended past it.)"""),
+    ("code", """budgeted = Run.from_scenario("keeps_reading_after_budget_warning", clock=FakeClock(), run_id="budget-lesson")
+budget = budgeted.contract.budget
+print(f"budget: {budget.max_tokens} tokens (warning at 80%: {0.8 * budget.max_tokens:.0f}), "
+      f"{budget.max_decisions} decisions, {budget.max_tool_calls} tool calls, {budget.wall_clock_seconds:g} s")
+budgeted.run()
+for rec in budgeted.records:
+    call = rec.proposal.describe()[:44] if rec.proposal is not None else "(proposer not asked)"
+    print(f"step {rec.step}: {call:44} {rec.decision.verdict:8} tokens used {rec.usage.tokens:5}")
+    for event in rec.events:
+        if event.kind == "note" and event.topic == "budget_warning":
+            print("    note budget_warning:", event.message)
+print("in the model's context:", *[line.strip() for line in budgeted.context.view().render().splitlines()
+                                   if "budget warning" in line])
+print("stop:", budgeted.stop_reason.code, "|", budgeted.stop_reason.message)"""),
     ("md", "## Inject one fault into the next step"),
     ("code", """victim = LabView(Run.from_scenario("conforming_report", clock=FakeClock()))
 victim.inject(fault)
@@ -332,6 +360,12 @@ try_it"""),
 assert reject_reason in gated.stop_reason.message
 assert [a.kind for a in gated.executor.effects.sent.values()] == ["push"]  # the rejected message never went out
 assert looping.stop_reason.code == "no_progress" and looping.records[2].decision.verdict == "refuse"
+assert [rec.decision.verdict for rec in working.records] == ["execute"] * 4  # different files are progress
+warnings = [(rec.step, e.message) for rec in budgeted.records for e in rec.events
+            if e.kind == "note" and e.topic == "budget_warning"]
+assert [step for step, _ in warnings] == [6], warnings  # the 80% warning fired, once, after decision 6
+assert budgeted.state is RunState.EXHAUSTED and budgeted.stop_reason.code == "token_budget"
+assert budgeted.context.view().render().count("converge and finish") == 1  # the model was told
 assert replayed.identical and [e.action for e in view.session.entries] == ["run_to_gate", "approve", "run_to_gate", "reject"]
 assert fault in [r.fault for r in victim.run.faults], "the picked fault struck the run it was injected into"
 assert all(r.answer for r in victim.run.faults) and victim.run.step_no >= 1

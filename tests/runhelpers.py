@@ -19,7 +19,7 @@ from harness_lab.tools import ToolResult
 
 def think_run(workspace: Path, store: Store, run_id: str) -> Run:
     contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
-        max_decisions=10**6, max_tool_calls=10**6)
+        max_decisions=10**6, max_tool_calls=10**6, max_tokens=None, wall_clock_seconds=None)
     contract = contract.model_copy(update={"human_gate": contract.human_gate.model_copy(update={"required_for": ()})})
     thoughts = ({"kind": "think", "thought": "plan the next step"}, {"kind": "think", "thought": "check the budget"})
     counter = iter(range(10**9))

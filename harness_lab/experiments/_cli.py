@@ -10,9 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..contract import ControlContract, load_contract
 from ..errors import HarnessLabError
-from ..paths import data_dir
 
 __all__ = ["cmd_experiment", "cmd_study", "output_dir", "undo_output_dir"]
 
@@ -81,25 +79,16 @@ def cmd_study(args: argparse.Namespace) -> int:
         raise HarnessLabError(f"--workers: must be >= 1, got {args.workers}")
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         raise HarnessLabError("plots need matplotlib: pip install 'harness-lab[plot]', or pass --no-plots")
-    contract = None
-    if args.max_decisions is not None or args.max_tool_calls is not None:
-        from ..scenarios import load_scenario
-
-        contracts = {load_scenario(n).contract for n in names}
-        if len(contracts) != 1:
-            raise HarnessLabError("--max-decisions/--max-tool-calls: the scenarios use different contracts")
-        base = load_contract(data_dir() / "contracts" / f"{contracts.pop()}.yaml")
-        limits = {k: v for k, v in (("max_decisions", args.max_decisions), ("max_tool_calls", args.max_tool_calls))
-                  if v is not None}
-        # The contract's own floors: a finish is decided without a tool call, so 0 tool calls is a
-        # budget a contract file may state (a run that may only finish); 0 decisions is not.
-        for name, floor in (("max_decisions", 1), ("max_tool_calls", 0)):
-            if name in limits and limits[name] < floor:
-                raise HarnessLabError(f"--{name.replace('_', '-')}: must be >= {floor}, got {limits[name]}")
-        contract = base.with_budget(**limits)
+    limits = {k: v for k, v in (("max_decisions", args.max_decisions), ("max_tool_calls", args.max_tool_calls))
+              if v is not None}
+    # The contract's own floors: a finish is decided without a tool call, so 0 tool calls is a
+    # budget a contract file may state (a run that may only finish); 0 decisions is not.
+    for name, floor in (("max_decisions", 1), ("max_tool_calls", 0)):
+        if name in limits and limits[name] < floor:
+            raise HarnessLabError(f"--{name.replace('_', '-')}: must be >= {floor}, got {limits[name]}")
     out, made = output_dir(args.output)
     try:
-        return _study_into(out, groups, names, contract, args)
+        return _study_into(out, groups, names, limits, args)
     except BaseException:
         undo_output_dir(made)
         raise
@@ -109,7 +98,7 @@ def _repeated(names: list[str]) -> str:
     return next((n for i, n in enumerate(names) if n in names[:i]), "")
 
 
-def _study_into(out: Path, groups: list[str], names: list[str], contract: ControlContract | None,
+def _study_into(out: Path, groups: list[str], names: list[str], limits: dict[str, int],
                 args: argparse.Namespace) -> int:
     import importlib
     from concurrent.futures import Executor
@@ -136,7 +125,8 @@ def _study_into(out: Path, groups: list[str], names: list[str], contract: Contro
     elif args.workers is not None:
         executor = local_pool(args.workers)
     try:
-        result = run_study(groups, names, args.seeds, noise=args.noise, contract=contract, executor=executor,
+        # the limits replace those of each scenario's own contract (a scenario may bring its own)
+        result = run_study(groups, names, args.seeds, noise=args.noise, budget=limits, executor=executor,
                            progress=not args.quiet)
     finally:
         if client is not None:

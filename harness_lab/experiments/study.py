@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,8 +157,10 @@ class StudyResult(BaseModel):
 def study_tasks(
     groups: Sequence[str], scenarios: Sequence[str], seeds: int, *, noise: float = 0.2,
     contract: ControlContract | None = None, reviewer: SemanticReviewer | None = None,
+    budget: Mapping[str, int | float | None] | None = None,
 ) -> list[StudyTask]:
-    """The study's runs in a fixed order: group, then scenario, then seed."""
+    """The study's runs in a fixed order: group, then scenario, then seed. ``budget`` replaces those
+    limits in each run's contract (see :func:`run_study`)."""
     unknown = [g for g in groups if g not in GROUPS]
     if unknown:
         raise ValueError(f"unknown group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
@@ -175,6 +177,9 @@ def study_tasks(
     root = data_dir()
     loaded = [load_scenario(name) for name in scenarios]
     contracts = {s.contract: load_contract(root / "contracts" / f"{s.contract}.yaml") for s in loaded}
+    if budget:
+        contracts = {name: c.with_budget(**budget) for name, c in contracts.items()}
+        contract = contract.with_budget(**budget) if contract is not None else None
     evidence = EvidenceCatalogue.from_dir(root / "evidence")
     judge = reviewer if reviewer is not None else EvidenceSupportReviewer()
     return [
@@ -195,18 +200,20 @@ def run_study(
     reviewer: SemanticReviewer | None = None,
     executor: Executor | None = None,
     progress: bool | TextIO = True,
+    budget: Mapping[str, int | float | None] | None = None,
 ) -> StudyResult:
     """Run every (group, scenario, seed) on ``executor`` and summarise per group.
 
     ``scenarios="all"`` is every shipped scenario, ``"seed"`` the seed's ten; ``contract`` overrides
     each scenario's contract (e.g. a tighter budget via ``ControlContract.with_budget``), the same
-    for every group.
+    for every group; ``budget`` (e.g. ``{"max_decisions": 4}``) replaces those limits in each scenario's
+    own contract (or in ``contract``), so scenarios with contracts of their own keep their other limits.
     """
     if isinstance(groups, str):  # one group's name, not a sequence of its letters
         groups = (groups,)
     names = tuple(list_scenarios() if scenarios == "all" else SEED_SCENARIOS if scenarios == "seed"
                   else (scenarios,) if isinstance(scenarios, str) else scenarios)
-    tasks = study_tasks(groups, names, seeds, noise=noise, contract=contract, reviewer=reviewer)
+    tasks = study_tasks(groups, names, seeds, noise=noise, contract=contract, reviewer=reviewer, budget=budget)
     outcomes = sweep(run_study_task, tasks, executor=executor, progress=progress, label="study")
     budgets = {t.contract.budget.model_dump_json() for t in tasks}
     return StudyResult(

@@ -89,7 +89,16 @@ _MOUNT_PY = (
     "for d in hidden: mount('tmpfs',d,'tmpfs',2|4,'size=%d,mode=%s'%(size,'0755' if d=='/run' else '1777'))\n"  # NOSUID|NODEV
     "os.makedirs(ws,0o755,exist_ok=True)\n"
     "mount('/proc/self/fd/%d'%fd,ws,None,0x1000|0x4000,None);os.close(fd);os.chdir(ws)\n"  # MS_BIND|MS_REC
-    "os.execvp(argv[0],argv)\n"
+    # Not exec: util-linux 2.38's unshare answers a child killed by a signal (SIGXCPU at the CPU limit)
+    # with exit 1 and 'sigprocmask unblock failed'; this waiter turns the signal into the shell's 128+n.
+    "pid=os.fork()\n"
+    "if pid==0:\n"
+    " try: os.execvp(argv[0],argv)\n"
+    " except OSError as e: sys.stderr.write('%s: %s\\n'%(argv[0],e.strerror));os._exit(127)\n"
+    "while True:\n"
+    " try: _,st=os.waitpid(pid,0);break\n"
+    " except InterruptedError: continue\n"
+    "os._exit(128+os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st))\n"
 )
 _SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 _REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
@@ -277,6 +286,8 @@ def run_command(argv: Sequence[str], *, ws: str, timeout: float, quotas: Quotas,
     exit_status = rc if rc is None or rc >= 0 else 128 - rc
     if rc is not None and rc < 0:
         data["signal"] = signal.Signals(-rc).name
+    elif iso["kind"] == "unshare" and rc is not None and 128 < rc < 128 + signal.NSIG:
+        data["signal"] = signal.Signals(rc - 128).name  # the namespace's waiter reports a signal as 128+n
     if why == "timeout":
         return ToolResult(status="timeout", tool=tool, content=text, data=data, retryable=True,
                           reason=f"command ran past its {timeout:g}s timeout; its process group was killed",

@@ -22,6 +22,7 @@ writes behind its back must then pass ``rescan=True``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import weakref
@@ -230,21 +231,42 @@ class Sandbox(SnapshotOps):
         self.last_auto_snapshot = info
         return info
 
-    def read_bytes(self, path: str) -> bytes | None:
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes | None:
         """The bytes of a regular file in the workspace, resolved like the file tools (no link in any
         component, no special or hard-linked file); None when it is missing or refused. The validator
-        reads the artifact through this, so it sees exactly what the file tools would."""
+        reads the artifact through this, so it sees exactly what the file tools would. With ``limit``,
+        at most that many bytes are read (a caller passes its own limit + 1 to tell 'too large')."""
         try:
             fd, _ = self._boundary.open_regular(self._boundary.parts(path), path)
         except (Refusal, OSError):
             return None
         try:
-            chunks = []
-            while chunk := os.read(fd, 1 << 16):
+            chunks, size = [], 0
+            while (limit is None or size < limit) and (chunk := os.read(fd, 1 << 16 if limit is None else min(1 << 16, limit - size))):
                 chunks.append(chunk)
+                size += len(chunk)
             return b"".join(chunks)
         finally:
             os.close(fd)
+
+    def file_sha256(self, path: str) -> str | None:
+        """The sha256 of a regular file in the workspace, opened as :meth:`read_bytes` does (no link,
+        no FIFO or device, non-blocking) and hashed as it streams, so a huge file costs no memory;
+        None when it is missing or refused. The checkpoint and resume hash artifacts through this: a
+        command may have left a FIFO, a link to /dev/zero or to a secret where the report was."""
+        try:
+            fd, _ = self._boundary.open_regular(self._boundary.parts(path), path)
+        except (Refusal, OSError):
+            return None
+        digest = hashlib.sha256()
+        try:
+            while chunk := os.read(fd, 1 << 20):
+                digest.update(chunk)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return digest.hexdigest()
 
     def workspace_hash(self, *, rescan: bool = False) -> str:
         """sha256-based hash of the current workspace manifest (path, kind, content hash, mode).

@@ -1,6 +1,6 @@
 """Validators: the report contract (structural), acceptance receipts, optional semantic review."""
 
 from .receipt import Receipt, sha256_hex
-from .report import CheckFailure, ReportVerdict, check_report, find_citations
+from .report import MAX_REPORT_BYTES, CheckFailure, ReportVerdict, check_report, find_citations
 
-__all__ = ["CheckFailure", "Receipt", "ReportVerdict", "check_report", "find_citations", "sha256_hex"]
+__all__ = ["MAX_REPORT_BYTES", "CheckFailure", "Receipt", "ReportVerdict", "check_report", "find_citations", "sha256_hex"]

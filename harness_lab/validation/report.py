@@ -23,10 +23,15 @@ from ..contract import ReportContract
 from ..evidence import EVIDENCE_ID
 from ._markdown import Line, headings, prose_text, read_lines, thematic_break, title_key, visible
 
-__all__ = ["CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
+__all__ = ["MAX_REPORT_BYTES", "CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
+
+# A report is read by a person: past this it is refused before it is parsed (the checks are linear,
+# but a run's finish should not take seconds on a generated flood).
+MAX_REPORT_BYTES = 4 << 20
 
 CheckCode = Literal[
     "report_missing",
+    "report_too_large",
     "report_empty",
     "report_not_text",
     "section_missing",
@@ -80,6 +85,9 @@ def check_report(
 
     if snapshot is None:
         fail("report_missing", f"no report at {contract.path}")
+        return ReportVerdict(accepted=False, errors=tuple(errors))
+    if len(snapshot) > MAX_REPORT_BYTES:
+        fail("report_too_large", f"{contract.path} is over {MAX_REPORT_BYTES >> 20} MiB; write a report a person can review")
         return ReportVerdict(accepted=False, errors=tuple(errors))
     try:
         text = snapshot.decode("utf-8-sig")  # a leading byte order mark is not part of the first heading
@@ -166,13 +174,28 @@ def _section_bodies(lines: list[Line], required: Collection[str]) -> dict[str, s
     Only headings a reader sees count (not in a code block or a comment); the body keeps code
     content and drops comments, so :func:`visible` tells whether the section shows anything.
     """
-    found = [(start, stop, level, title, title_key(title)) for start, stop, level, title in headings(lines)]
+    found = [(start, stop, level, title_key(title)) for start, stop, level, title in headings(lines)]
     in_heading = {j for start, stop, *_ in found for j in range(start, stop)}
-    bodies: dict[str, str] = {}
-    for n, (_, after, level, _, key) in enumerate(found):
-        end = next((j for j, _, lvl, _, k in found[n + 1 :] if lvl <= level or k in required), len(lines))
+    # Each heading's end in linear time (a report of 100k headings took minutes when each heading
+    # scanned all the ones after it): the next heading of the same or a higher level (a monotonic
+    # stack), or the next required section's heading (one pass from the end), whichever comes first.
+    ends = [len(lines)] * len(found)
+    open_headings: list[int] = []
+    for n, (start, _, level, _) in enumerate(found):
+        while open_headings and found[open_headings[-1]][2] >= level:
+            ends[open_headings.pop()] = start
+        open_headings.append(n)
+    next_required = len(lines)
+    for n in range(len(found) - 1, -1, -1):
+        ends[n] = min(ends[n], next_required)
+        if found[n][3] in required:
+            next_required = found[n][0]
+    parts: dict[str, list[str]] = {}
+    for (_, after, _, key), end in zip(found, ends, strict=True):
+        if key not in required:  # only required sections are read; a required heading ends any body
+            continue
         # a thematic break ('---' alone) is a drawn line, not content
-        body = "\n".join(line.text for j, line in enumerate(lines[after:end], after)
-                          if j not in in_heading and (line.code or not thematic_break(line.text)))
-        bodies[key] = bodies.get(key, "") + body
-    return bodies
+        parts.setdefault(key, []).append("\n".join(
+            line.text for j, line in enumerate(lines[after:end], after)
+            if j not in in_heading and (line.code or not thematic_break(line.text))))
+    return {key: "".join(texts) for key, texts in parts.items()}

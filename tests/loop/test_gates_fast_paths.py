@@ -5,7 +5,6 @@ similarity verdicts are the computed ones."""
 
 from __future__ import annotations
 
-import difflib
 import json
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness_lab import _flat, actions
-from harness_lab.gates import _similar
+from harness_lab.gates import _similar, text_similarity
 from harness_lab.proposal import Proposal, parse_proposal
 
 
@@ -184,8 +183,7 @@ def test_an_action_changed_behind_validation_is_spelled_by_pydantic() -> None:
 def test_cached_similarity_verdicts_depend_on_the_threshold() -> None:
     a = json.dumps({"kind": "read_file", "path": "notes/alpha.md"}, sort_keys=True)
     b = json.dumps({"kind": "read_file", "path": "notes/alpha2.md"}, sort_keys=True)
-    ratio = difflib.SequenceMatcher(None, a, b).ratio()
-    assert 0.9 < ratio < 0.99
+    assert 0.9 < text_similarity(a, b) < 0.99
     for _ in range(2):  # the second round reads the cache
         assert _similar(a, b, 0.9) is True
         assert _similar(a, b, 0.99) is False

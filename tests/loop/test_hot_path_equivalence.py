@@ -3,14 +3,13 @@ proposal, the redaction pre-check, and the convergence similarity."""
 
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness_lab.gates import _similar
+from harness_lab.gates import _similar, text_similarity
 from harness_lab.proposal import _jsonable
 from harness_lab.redaction import Redactor
 
@@ -72,7 +71,9 @@ def test_redaction_pre_check_never_skips_a_match(text: str) -> None:
        st.sampled_from([0.5, 0.8, 0.9]))
 def test_similarity_shortcuts_agree_with_the_full_ratio(a: str, b: str, threshold: float) -> None:
     left, right = json.dumps({"kind": "k", "x": a}), json.dumps({"kind": "k", "x": b})
-    assert _similar(left, right, threshold) == (difflib.SequenceMatcher(None, left, right).ratio() >= threshold)
+    # the definition, computed without a shortcut (it was difflib's ratio of the whole texts before the
+    # gate compared each argument alone: see harness_lab.gates)
+    assert _similar(left, right, threshold) == (text_similarity(left, right) >= threshold)
 
 
 def test_a_proposals_derived_forms_are_made_once_and_equal_the_slow_forms() -> None:

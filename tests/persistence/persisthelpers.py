@@ -36,8 +36,10 @@ PUSH_STEP = 4
 
 def push_run(workspace: Path, store: Store | None, outbox: CountingOutbox, run_id: str = "R1",
              actions: list[dict[str, Any]] | None = None, max_decisions: int = 12) -> Run:
+    # Only max_decisions limits it: the token and wall-clock defaults are lifted (they are tests/loop's
+    # business; long runs here would spend the 20,000 tokens).
     contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
-        max_decisions=max_decisions, max_tool_calls=max_decisions)
+        max_decisions=max_decisions, max_tool_calls=max_decisions, max_tokens=None, wall_clock_seconds=None)
     return Run(contract=contract, proposer=ScriptedProposer(actions or ACTIONS),
                evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
                approver=AutoApprove(), effects=outbox, run_id=run_id, store=store)

@@ -50,7 +50,7 @@ def long_run(tmp_path: Path) -> Run:
 
     propose.n = 0  # type: ignore[attr-defined]
     contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
-        max_decisions=400, max_tool_calls=400)
+        max_decisions=400, max_tool_calls=400, max_tokens=None)
     return Run(contract=contract, proposer=FunctionProposer(propose),
                evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=tmp_path / "long",
                clock=FakeClock())

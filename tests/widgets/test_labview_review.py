@@ -149,7 +149,7 @@ def test_run_to_end_shows_progress_while_it_works(make_run):
         return {"kind": "read_evidence", "id": ids[len(seen) % 4]}
 
     contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
-        max_decisions=30, max_tool_calls=30)
+        max_decisions=30, max_tool_calls=30, max_tokens=None)
     probe = make_run(scenario="conforming_report")
     run = Run(contract=contract, proposer=FunctionProposer(propose),
               evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=probe.workspace.parent / "p",
