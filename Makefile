@@ -9,7 +9,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 # Keep Jupyter's config, runtime and data dirs out of ~ during tests and in the lab.
 SCRATCH := $(CURDIR)/.scratch
-JUPYTER_ENV := HOME=$(SCRATCH)/home JUPYTER_PLATFORM_DIRS=1 JUPYTER_CONFIG_DIR=$(SCRATCH)/jupyter-config
+# The local model's cache (make model) is outside the repository, where ~ says; the scratch HOME of the tests
+# must not move it into .scratch/, so they are told where it is.
+MODEL_CACHE := $(or $(HARNESS_LAB_MODEL_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/harness-lab-model)
+JUPYTER_ENV := HOME=$(SCRATCH)/home JUPYTER_PLATFORM_DIRS=1 JUPYTER_CONFIG_DIR=$(SCRATCH)/jupyter-config \
+               HARNESS_LAB_MODEL_CACHE=$(MODEL_CACHE)
 
 .PHONY: lab test lint experiment bench clean model
 
@@ -35,7 +39,7 @@ test: $(STAMP) lint
 	$(JUPYTER_ENV) $(BIN)/python -m pytest -p no:cacheprovider --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
 model: $(STAMP)
-	$(BIN)/harness-lab model build
+	HARNESS_LAB_MODEL_CACHE=$(MODEL_CACHE) $(BIN)/harness-lab model build
 
 experiment: $(STAMP)
 	$(BIN)/harness-lab experiment --output results/experiment
