@@ -5,7 +5,8 @@
 
 Starts the cached llama-server with SmolLM2-135M-Instruct (``make model`` builds it; nothing is
 downloaded) on 127.0.0.1, drives each scenario's contract with ``OpenAICompatProposer`` once per seed
-(temperature > 0 with a fixed sampling seed: different, repeatable runs), and prints, side by side, the
+(temperature > 0 with a sampling seed per run: different runs; llama-server's prompt cache
+means a seed does not always repeat its run), and prints, side by side, the
 endpoint's time per call and the harness's own time per step (the step minus the call), the tokens the
 server reported per call, and the runs' terminal states with their stop reasons. The README's real-model
 figures come from this script.
