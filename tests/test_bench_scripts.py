@@ -6,13 +6,17 @@ renamed helper broke fails here instead of the next time someone measures."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from harness_lab import local_model
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
+MODEL_CACHE = local_model.default_cache_dir()  # resolved before the per-test scratch HOME
 
 CASES = {
     "step_overhead": (["--steps", "60", "--no-langgraph"], ["harness-lab+store", "bare+sqlite", "ratios:"]),
@@ -38,5 +42,21 @@ def test_the_bench_script_runs_and_prints_its_figures(script: str, tmp_path: Pat
         assert line in proc.stdout, f"{script}: {line!r} not in its output:\n{proc.stdout[-2000:]}"
 
 
+@pytest.mark.model
+def test_the_real_model_bench_runs_and_prints_its_figures(tmp_path: Path) -> None:
+    state = local_model.status(MODEL_CACHE)
+    if not state.ready:
+        if os.environ.get("HARNESS_LAB_REQUIRE_MODEL") == "1":
+            pytest.fail(f"no local model server: {state.summary()} (HARNESS_LAB_REQUIRE_MODEL=1)")
+        pytest.skip(f"no local model server: {state.summary()}")
+    env = {**os.environ, local_model.CACHE_ENV: str(MODEL_CACHE)}
+    proc = subprocess.run([sys.executable, str(BENCH / "real_model.py"), "--seeds", "1", "--scenarios",
+                           "conforming_report"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          check=False, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for line in ("server ready", "endpoint per call:", "harness per step", "tokens per call", "outcomes:"):
+        assert line in proc.stdout, f"real_model: {line!r} not in its output:\n{proc.stdout[-2000:]}"
+
+
 def test_every_bench_script_is_smoke_run() -> None:
-    assert sorted(p.stem for p in BENCH.glob("*.py")) == sorted(CASES)
+    assert sorted(p.stem for p in BENCH.glob("*.py")) == sorted([*CASES, "real_model"])

@@ -87,6 +87,7 @@ class OpenAICompatConfig:
     max_tokens: int | None = 512
     tool_choice: ToolChoice | None = "auto"  # None: not sent
     stream: bool = False  # ask for server-sent events (the reply is assembled before it is parsed)
+    seed: int | None = None  # a sampling seed, for servers that take one (repeatable runs at temperature > 0)
 
     def __post_init__(self) -> None:
         # The endpoint path is appended with a "/": a trailing one here would make "//chat/completions".
@@ -255,6 +256,8 @@ class OpenAICompatProposer:
             request["tool_choice"] = self._config.tool_choice
         if self._config.temperature is not None:
             request["temperature"] = self._config.temperature
+        if self._config.seed is not None:
+            request["seed"] = self._config.seed
         if (cap := self._max_tokens(view)) is not None:
             request["max_tokens"] = cap
         if self._config.stream:

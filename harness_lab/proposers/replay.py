@@ -24,7 +24,7 @@ from ..evidence import EvidenceCatalogue
 from ..paths import data_dir
 from ..repair import RepairPolicy
 from ..store import Store
-from .base import EndpointFailure
+from .base import EndpointFailure, ProposerOutput
 
 if TYPE_CHECKING:
     from ..run import Run
@@ -88,12 +88,17 @@ def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None 
                             "(a fork): replay the run it was forked from")
     spec = store.run_info(run_id).spec
     # An endpoint failure is replayed as one (the model proposed nothing then): the same step, not a shift.
+    # A model's run was charged what its endpoint reported, which the harness cannot recount offline: the
+    # replay charges each step the tokens the saved step was charged (a scripted run's are recounted).
+    charged = spec.get("proposer", {}).get("kind") != "scripted"
     raws: list[object] = []
+    spent = 0
     for r in records:
+        tokens, spent = r.usage.tokens - spent, r.usage.tokens
         if r.decision.verdict == "unavailable":
             raws.append(EndpointFailure(reason=r.decision.reason))
         elif r.proposal is not None and r.decision.verdict not in _HUMAN:
-            raws.append(r.proposal.raw)
+            raws.append(ProposerOutput(raw=r.proposal.raw, tokens=max(0, tokens)) if charged else r.proposal.raw)
     # A trace with a parked gate is replayed through approve()/reject(); else inline decisions as recorded.
     approver: Approver = AskHuman() if any(r.decision.verdict == "park" for r in records) else _Recorded(records)
     run = Run(contract=ControlContract.model_validate(spec["contract"]), proposer=ReplayProposer(raws),

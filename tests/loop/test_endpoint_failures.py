@@ -168,3 +168,29 @@ def test_the_external_loop_retries_an_unavailable_endpoint_once_then_blocks(tmp_
     second = loop.round()  # the same root cause twice: blocked, with the decision a person must make
     assert second.state_after is LoopState.BLOCKED and "same root cause failed twice" in second.why
     assert run.state is RunState.WAITING_FOR_ENDPOINT and run.usage.decisions == 1
+
+
+def test_a_model_run_stopped_by_its_token_budget_replays_identically(tmp_path: Path) -> None:
+    """Replay charges each step what the saved step was charged (the endpoint's count), not a recount."""
+    from harness_lab.contract import load_contract
+    from harness_lab.evidence import EvidenceCatalogue
+    from harness_lab.paths import data_dir
+    from harness_lab.proposers import FunctionProposer
+
+    def model(view: ContextView) -> ProposerOutput:
+        return ProposerOutput(raw={"kind": "list_dir", "path": f"d{view.total_tokens % 7}"}, tokens=1500)
+
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(max_tokens=4000)
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = Run(contract=contract, proposer=FunctionProposer(model), evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"),
+              workspace=tmp_path / "ws", store=store, run_id="M1")
+    try:
+        assert run.run() is RunState.EXHAUSTED and run.stop_reason is not None
+        assert run.stop_reason.code == "token_budget" and run.usage.tokens == 4500
+        replay = replay_run(store, "M1", workspace=tmp_path / "replay")
+        assert replay.identical, replay.detail
+        assert replay.run.usage.tokens == 4500
+        replay.run.close()
+    finally:
+        run.close()
+        store.close()
