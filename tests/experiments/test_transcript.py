@@ -8,6 +8,7 @@ left) is met again as the endpoint's failure, not the model's."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -183,5 +184,8 @@ def test_the_shipped_lesson_transcript_is_small_keyless_and_names_its_server() -
     meta = replay.metadata
     assert meta["model"] == "SmolLM2-135M-Instruct" and "llama-server" in meta["server_version"]
     assert meta["server"]["gguf_sha256"] and meta["recorded_at"]
+    # recorded with the chat template the repository ships: a changed template needs a new recording
+    template = data_dir() / "model" / meta["server"]["chat_template"]
+    assert hashlib.sha256(template.read_bytes()).hexdigest() == meta["server"]["chat_template_sha256"]
     assert set(replay.sections) == {"run 1", "run 2", "run 3", "run 4", "endpoint"}
     assert any(e.status == 200 for e in replay.recorded) and any(e.error for e in replay.recorded)
