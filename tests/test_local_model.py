@@ -152,7 +152,9 @@ def test_serve_starts_waits_for_health_and_stops(tmp_path: Path) -> None:
     assert pairs["--host"] == "127.0.0.1" and pairs["-c"] == "4096" and pairs["-np"] == "1"
     assert pairs["--threads"] == "3" and pairs["-m"] == str(root / local_model._GGUF)
     assert pairs["--alias"] == local_model.MODEL_NAME
-    assert started["template"] == local_model.TOOL_CHAT_TEMPLATE  # tools rendered: SmolLM2's own template has none
+    assert started["template"] == local_model.tool_chat_template()  # tools rendered: SmolLM2's own template has none
+    assert "{%- if tools %}" in started["template"]
+    assert argv[-2:] == list(local_model.SAMPLING_FLAGS)
 
 
 def test_build_without_cmake_says_what_to_install_and_writes_no_manifest(tmp_path: Path,
