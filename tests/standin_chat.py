@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Mapping
 from typing import Any
+
+from jsonpost import JsonPostServer
 
 KEY = "sk-standin-DO-NOT-LEAK-9b7e"
 
@@ -37,54 +39,32 @@ SCRIPT: list[dict[str, Any]] = [
 ]
 
 
-class StandInChat:
+class StandInChat(JsonPostServer):
     """``with StandInChat() as s: s.url``; ``s.requests`` keeps every request body it saw (parsed)."""
 
     def __init__(self, port: int = 0, key: str | None = KEY) -> None:
         self.requests: list[dict[str, Any]] = []
         self.calls = 0
-        server = self
+        self._key = key
+        super().__init__(self._answer, port)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                if key is not None and self.headers.get("Authorization") != f"Bearer {key}":
-                    self._send(401, {"error": {"message": "invalid api key"}})
-                    return
-                request = json.loads(body)
-                server.requests.append(request)
-                choice = SCRIPT[server.calls % len(SCRIPT)]
-                server.calls += 1
-                prompt = len(json.dumps(request["messages"])) // 4
-                completion = min(int(request.get("max_tokens") or 160), 20 + server.calls % 7)
-                self._send(200, {"id": f"standin-{server.calls}", "object": "chat.completion", "model": request["model"],
-                                 "choices": [{"index": 0, **choice}],
-                                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                           "total_tokens": prompt + completion}})
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+    def _answer(self, path: str, headers: Mapping[str, str], body: bytes) -> tuple[int, Any]:
+        if self._key is not None and headers.get("Authorization") != f"Bearer {self._key}":
+            return 401, {"error": {"message": "invalid api key"}}
+        request = json.loads(body)
+        self.requests.append(request)
+        choice = SCRIPT[self.calls % len(SCRIPT)]
+        self.calls += 1
+        prompt = len(json.dumps(request["messages"])) // 4
+        completion = min(int(request.get("max_tokens") or 160), 20 + self.calls % 7)
+        return 200, {"id": f"standin-{self.calls}", "object": "chat.completion", "model": request["model"],
+                     "choices": [{"index": 0, **choice}],
+                     "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                               "total_tokens": prompt + completion}}
 
     def __enter__(self) -> StandInChat:
-        self.thread.start()
+        self.start()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
 
 
 if __name__ == "__main__":

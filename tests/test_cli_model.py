@@ -7,13 +7,12 @@ model; tests/model/ drives the real one). It checks that the key arrives only as
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonpost import JsonPostServer
 
 from harness_lab.cli import main
 
@@ -30,35 +29,16 @@ def _call(name: str, **arguments: Any) -> dict[str, Any]:
             "usage": {"prompt_tokens": 90, "completion_tokens": 10, "total_tokens": 100}}
 
 
-class StandIn:
+class StandIn(JsonPostServer):
     def __init__(self, replies: list[dict[str, Any]]) -> None:
         self.replies, self.auth = list(replies), []
-        outer = self
+        super().__init__(self._answer)
+        self.start()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.auth.append(self.headers.get("Authorization"))
-                body = outer.replies.pop(0) if outer.replies else {"error": "no reply queued"}
-                data = json.dumps(body).encode()
-                self.send_response(200 if "choices" in body else 500)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
+    def _answer(self, path: str, headers: Mapping[str, str], body: bytes) -> tuple[int, Any]:
+        self.auth.append(headers.get("Authorization"))
+        reply = self.replies.pop(0) if self.replies else {"error": "no reply queued"}
+        return (200 if "choices" in reply else 500), reply
 
 
 @pytest.fixture

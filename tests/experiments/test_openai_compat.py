@@ -9,13 +9,12 @@ token usage to the budget, and never lets the API key into a trace, a checkpoint
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonpost import JsonPostServer
 
 from harness_lab.contract import ControlContract
 from harness_lab.errors import ConfigError
@@ -28,42 +27,22 @@ REPLAY = json.loads((Path(__file__).parent / "openai_replay.json").read_text())
 KEY = "sk-test-DO-NOT-LEAK-4f1c2a"
 
 
-class ReplayServer:
+class ReplayServer(JsonPostServer):
     """Serves queued (status, body) replies in order and keeps every request it saw."""
 
     def __init__(self) -> None:
         self.replies: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
-        server = self
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                length = int(self.headers.get("Content-Length", "0"))
-                server.requests.append({"path": self.path, "headers": dict(self.headers),
-                                        "body": json.loads(self.rfile.read(length))})
-                reply = server.replies.pop(0) if server.replies else {"status": 500, "body": {"error": "no reply queued"}}
-                data = json.dumps(reply["body"]).encode()
-                self.send_response(reply["status"])
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+    def _answer(self, path: str, headers: Mapping[str, str], body: bytes) -> tuple[int, Any]:
+        self.requests.append({"path": path, "headers": headers, "body": json.loads(body)})
+        reply = self.replies.pop(0) if self.replies else {"status": 500, "body": {"error": "no reply queued"}}
+        return reply["status"], reply["body"]
 
     def __enter__(self) -> ReplayServer:
-        self.thread.start()
+        self.start()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
 
 
 @pytest.fixture
