@@ -225,17 +225,16 @@ class OpenAICompatProposer:
         if self._config.api_key:
             headers["Authorization"] = f"Bearer {self._config.api_key}"
         url = f"{self._config.base_url}/chat/completions"
-        attempts, problem, status = 0, "", 0
+        attempt, problem, status = 0, "", 0
         for attempt in range(self._config.max_retries + 1):
             self.calls += 1
-            attempts += 1
             try:
                 status, payload = self._transport(url, body, headers, self._config.timeout_s)
             except (OSError, http.client.HTTPException) as exc:  # no reply, a deadline, or bytes that are not HTTP
                 status, payload = 0, (f"no reply within {self._config.timeout_s:g}s" if isinstance(exc, TimeoutError)
                                       else f"{type(exc).__name__}: {exc}").encode()
             if status == 200:
-                return self._parse(self._unstream(payload) if self._config.stream else payload, attempts)
+                return self._parse(self._unstream(payload) if self._config.stream else payload, attempt + 1)
             # Masked before it is cut short: a cut through the key would leave a part the mask cannot find.
             text = self._mask(payload.decode("utf-8", "replace"))
             problem = f"HTTP {status}: {' '.join(text.split())[:200]}" if status else text
@@ -244,7 +243,8 @@ class OpenAICompatProposer:
             if attempt < self._config.max_retries:
                 self._sleep(min(2.0**attempt * 0.5, 8.0))
         retryable = status in _RETRY_STATUSES or status >= 500
-        return EndpointFailure(reason=self._mask(problem), status=status or None, attempts=attempts, retryable=retryable)
+        return EndpointFailure(reason=self._mask(problem), status=status or None, attempts=attempt + 1,
+                               retryable=retryable)
 
     def _request(self, view: ContextView) -> dict[str, Any]:
         request: dict[str, Any] = {
