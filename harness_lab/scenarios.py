@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ._files import validate_file
+from ._files import shown_path, validate_file
 from .errors import ConfigError
 from .paths import data_dir
 
@@ -89,14 +89,18 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         path = data_dir() / "scenarios" / f"{name_or_path}.yaml"
         if not path.exists():
             known = ", ".join(require_scenarios())
-            raise ConfigError(f"{path}: no scenario named {str(name_or_path)!r}; known: {known}")
+            raise ConfigError(f"{shown_path(path)}: no scenario named {str(name_or_path)!r}; known: {known}")
+    elif not str(path).isprintable():  # bytes that are not UTF-8 come as surrogates, which are not printable
+        # A run records its scenario by name, as UTF-8 text: a store refused this one only after --db made its file.
+        raise ConfigError(f"{shown_path(path)}: the file name is not UTF-8 or holds a control character; "
+                          "rename the file")
     scenario: Scenario = validate_file(Scenario, path)
     contracts = data_dir() / "contracts"
     if not (contracts / f"{scenario.contract}.yaml").is_file():
         # Said here, naming the scenario's field, not later as a missing file the user never named.
         known = ", ".join(sorted(p.stem for p in contracts.glob("*.yaml")))
-        raise ConfigError(f"{path}: field contract: no contract named {scenario.contract!r} in {contracts}; "
-                          f"known: {known}")
+        raise ConfigError(f"{shown_path(path)}: field contract: no contract named {scenario.contract!r} in "
+                          f"{contracts}; known: {known}")
     return scenario
 
 

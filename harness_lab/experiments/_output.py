@@ -1,7 +1,8 @@
 """Writing an output folder all at once: every file is made in a hidden staging folder first.
 
-An interruption or a failure (Ctrl-C, a full disk, a plot that fails) then leaves the folder as it
-was, never a truncated ``results.json`` or new results beside an older run's plots.
+An interruption or a failure (Ctrl-C, a full disk, a read-only folder, a plot that fails) then leaves the
+folder as it was, never a truncated ``results.json`` or new results beside an older run's plots; an
+``OSError`` of the file system becomes one :class:`HarnessLabError` line naming the folder.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from ..errors import HarnessLabError
+
 __all__ = ["publish"]
 
 
@@ -21,10 +24,17 @@ def publish(out: Path, make: Callable[[Path], Iterable[Path]], *, stale: Iterabl
     ``stale`` names files of this output set that this run does not make (e.g. plots skipped):
     they are removed, so the folder never mixes two runs. Returns the paths in ``out``.
     """
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=out))
     try:
-        made = [Path(p) for p in make(staging)]
+        out.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=out))
+    except OSError as exc:
+        raise HarnessLabError(f"{out}: cannot write the output here: {exc.strerror or exc}") from None
+    try:
+        try:
+            made = [Path(p) for p in make(staging)]
+        except OSError as exc:  # a full disk, a quota: nothing has reached ``out`` yet
+            raise HarnessLabError(f"{out}: cannot write the output here: {exc.strerror or exc} "
+                                  "(nothing was written)") from None
         for name in stale:
             (out / name).unlink(missing_ok=True)
         for path in made:  # renames within one folder: each is atomic, all of them take microseconds
