@@ -99,6 +99,11 @@ def load_mapping(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{shown}: nested deeper than {MAX_CONFIG_DEPTH} levels") from None
     except ValueError as exc:  # a scalar resolves but cannot be built: 2001-13-45, a 5000-digit int
         raise ConfigError(f"{shown}: not valid {kind}: a value cannot be read: {_one_line(exc)}") from None
+    except (LookupError, TypeError, AttributeError, ArithmeticError) as exc:
+        # PyYAML's constructors trust an explicit tag's text: '!!bool x' is a KeyError, '!!timestamp' an
+        # AttributeError. Nothing of ours runs inside yaml.load, so these name the file's value, not a bug here.
+        raise ConfigError(f"{shown}: not valid {kind}: a tagged value cannot be read "
+                          f"({type(exc).__name__}: {_one_line(exc)})") from None
     _check_size(shown, raw)
     if not isinstance(raw, dict):
         raise ConfigError(f"{shown}: expected a mapping at the top level, got {type(raw).__name__}")

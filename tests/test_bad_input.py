@@ -208,3 +208,14 @@ def test_study_onto_a_full_disk_is_one_line_and_writes_nothing(tmp_path: Path, o
     assert done.stderr == (f"harness-lab: error: {output}: cannot write the output here: No space left on device "
                            "(nothing was written)\n")
     assert (tmp_path / "listing").read_text() == "old\n"
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("x: !!timestamp\n", "AttributeError"),  # PyYAML's constructors trust an explicit tag's text
+    ("x: !!bool maybe\n", "KeyError: 'maybe'"),
+])
+def test_a_tagged_value_that_cannot_be_built_is_one_line(tmp_path: Path, text: str, says: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"^{path}: not valid YAML: a tagged value cannot be read .*{says}"):
+        load_contract(path)
