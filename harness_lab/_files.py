@@ -2,8 +2,8 @@
 
 A config path is untrusted: it may name a FIFO (a plain ``open`` waits forever for a writer), a link to
 ``/dev/zero`` (a read that never ends), a directory, a huge file or a YAML alias bomb (a few hundred bytes
-that expand to billions of values). :func:`read_config_text` opens regular files only, without blocking,
-and reads at most :data:`MAX_CONFIG_BYTES`; :func:`load_mapping` refuses a document with more than
+that expand to billions of values). :func:`read_regular_file` opens regular files only, without
+blocking, and reads at most what it is asked for; :func:`read_config_text` at most :data:`MAX_CONFIG_BYTES`; :func:`load_mapping` refuses a document with more than
 :data:`MAX_CONFIG_VALUES` values once its aliases are expanded, or nested deeper than
 :data:`MAX_CONFIG_DEPTH`. Each refusal is one :class:`ConfigError` line naming the file.
 """
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from .errors import ConfigError
 
 __all__ = ["MAX_CONFIG_BYTES", "MAX_CONFIG_DEPTH", "MAX_CONFIG_VALUES", "load_mapping", "read_config_text",
-           "shown_path", "validate_file"]
+           "read_regular_file", "shown_path", "validate_file"]
 
 MAX_CONFIG_BYTES = 1 << 20
 """The largest contract or scenario file read (the shipped ones are a few KB)."""
@@ -46,8 +46,9 @@ def shown_path(path: str | Path) -> str:
     return text if text.isprintable() else ascii(text)
 
 
-def read_config_text(path: Path, *, limit: int = MAX_CONFIG_BYTES) -> str:
-    """The UTF-8 text of the regular file ``path`` (a symlink to one is followed), at most ``limit`` bytes."""
+def read_regular_file(path: Path, most: int) -> bytes:
+    """At most ``most`` bytes of the regular file ``path`` (a symlink to one is followed); anything else,
+    a FIFO, a device, a directory, is a ConfigError line, found without blocking and without reading it."""
     shown = shown_path(path)
     try:
         # stat first: opening a device can act (a tape rewinds, a watchdog arms) before fstat could refuse it.
@@ -63,20 +64,26 @@ def read_config_text(path: Path, *, limit: int = MAX_CONFIG_BYTES) -> str:
         _require_regular(shown, os.fstat(fd).st_mode)  # the path may have been swapped since the stat
         chunks: list[bytes] = []
         size = 0
-        while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
+        while size < most and (chunk := os.read(fd, most - size)):
             chunks.append(chunk)
             size += len(chunk)
     except OSError as exc:
         raise ConfigError(f"{shown}: cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    if size > limit:
-        raise ConfigError(f"{shown}: larger than {limit} bytes, the limit for a config file")
-    data = b"".join(chunks)
+    return b"".join(chunks)
+
+
+def read_config_text(path: Path, *, limit: int = MAX_CONFIG_BYTES) -> str:
+    """The UTF-8 text of the regular file ``path``, refused when longer than ``limit`` bytes."""
+    data = read_regular_file(path, limit + 1)
+    if len(data) > limit:
+        raise ConfigError(f"{shown_path(path)}: larger than {limit} bytes, the limit for a config file")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{shown}: not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
+        raise ConfigError(f"{shown_path(path)}: not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}") \
+            from None
 
 
 def _require_regular(shown: str, mode: int) -> None:

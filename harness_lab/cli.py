@@ -17,13 +17,14 @@ if TYPE_CHECKING:
     from .run import Run
     from .store import Store
 
+from ._files import read_regular_file
 from .approval import approver_from_policy
 from .contract import load_contract
 from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
 from .paths import data_dir
 from .states import RunState
-from .validation import check_report
+from .validation import MAX_REPORT_BYTES, check_report
 
 __all__ = ["main"]
 
@@ -51,9 +52,9 @@ def _cmd_check_report(args: argparse.Namespace) -> int:
     report = Path(args.report)
     if report.is_dir():
         raise HarnessLabError(f"{report}: is a directory, not a report file")
-    if not report.is_file():
-        raise HarnessLabError(f"{report}: report file not found")
-    verdict = check_report(report.read_bytes(), set(args.read), evidence, contract.verification.report)
+    # A FIFO, a link to /dev/zero or a huge file: one byte past the limit is enough for report_too_large.
+    text = read_regular_file(report, MAX_REPORT_BYTES + 1)
+    verdict = check_report(text, set(args.read), evidence, contract.verification.report)
     errors = [{"code": e.code, "message": e.message} for e in verdict.errors]
     print(json.dumps({"accepted": verdict.accepted, "errors": errors}, ensure_ascii=False))
     return 0 if verdict.accepted else 1

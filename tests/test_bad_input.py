@@ -23,6 +23,7 @@ from harness_lab.contract import load_contract
 from harness_lab.errors import ConfigError
 from harness_lab.paths import data_dir
 from harness_lab.scenarios import load_scenario
+from harness_lab.validation import MAX_REPORT_BYTES
 
 SCENARIO = data_dir() / "scenarios" / "conforming_report.yaml"
 CONTRACT = data_dir() / "contracts" / "report_task.yaml"
@@ -54,11 +55,11 @@ def _cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize(("kind", "says"), [("fifo", "is a FIFO, not a regular file"),
                                             ("dev_zero_link", "is a character device, not a regular file")])
-@pytest.mark.parametrize("loader", ["scenario", "contract"])
+@pytest.mark.parametrize("loader", ["scenario", "contract", "report"])
 def test_a_fifo_or_a_device_is_refused_without_reading_it(tmp_path: Path, kind: str, says: str, loader: str) -> None:
     path = _hostile(tmp_path, kind)
-    argv = (["run", str(path), "--db", "run.db"] if loader == "scenario"
-            else ["check-report", str(REPORT), "--contract", str(path)])
+    argv = {"scenario": ["run", str(path), "--db", "run.db"], "report": ["check-report", str(path)],
+            "contract": ["check-report", str(REPORT), "--contract", str(path)]}[loader]
     try:
         done = _cli(*argv, cwd=tmp_path)
     except subprocess.TimeoutExpired:
@@ -88,6 +89,19 @@ def test_a_file_past_the_cap_is_read_only_up_to_the_cap(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 3 * MAX_CONFIG_BYTES
+
+
+def test_check_report_reads_a_huge_report_only_up_to_the_limit(tmp_path: Path, capsys) -> None:
+    report = tmp_path / "r.md"
+    report.write_bytes(b"a" * (4 * MAX_REPORT_BYTES))
+    tracemalloc.start()
+    try:
+        assert main(["check-report", str(report)]) == 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert '"report_too_large"' in capsys.readouterr().out
+    assert peak < 3 * MAX_REPORT_BYTES, f"{peak} bytes"
 
 
 def test_a_scenario_file_whose_name_is_not_utf8_is_refused_before_the_store_is_made(tmp_path: Path, capsys) -> None:
