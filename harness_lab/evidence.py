@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._files import MAX_CONFIG_BYTES, read_regular_file, shown_path
 from .errors import ConfigError
 
 __all__ = ["EVIDENCE_ID", "EvidenceCatalogue", "EvidenceNote"]
@@ -57,10 +58,13 @@ class EvidenceCatalogue(Mapping[str, EvidenceNote]):
                 continue  # hidden: an editor's lock or draft (pathlib's glob matches dot files)
             if not EVIDENCE_ID.fullmatch(path.stem):
                 raise ConfigError(f"{path}: evidence id {path.stem!r} must match [a-z0-9_-]+")
-            try:
-                data = path.read_bytes()
-            except OSError as exc:  # a dangling symlink, a folder named *.md, no permission
-                raise ConfigError(f"{path}: cannot read evidence note: {exc.strerror or exc}") from None
+            try:  # a dangling symlink, a folder named *.md, no permission; a FIFO would block a plain read
+                data = read_regular_file(path, MAX_CONFIG_BYTES + 1)
+            except ConfigError as exc:
+                reason = str(exc).removeprefix(f"{shown_path(path)}: ")
+                raise ConfigError(f"{path}: cannot read evidence note: {reason}") from None
+            if len(data) > MAX_CONFIG_BYTES:
+                raise ConfigError(f"{path}: evidence note larger than {MAX_CONFIG_BYTES} bytes")
             notes[path.stem] = EvidenceNote(id=path.stem, data=data)
         return cls(notes)
 

@@ -233,3 +233,17 @@ def test_a_tagged_value_that_cannot_be_built_is_one_line(tmp_path: Path, text: s
     path.write_text(text)
     with pytest.raises(ConfigError, match=f"^{path}: not valid YAML: a tagged value cannot be read .*{says}"):
         load_contract(path)
+
+
+@pytest.mark.parametrize(("kind", "says"), [("fifo", "is a FIFO, not a regular file"),
+                                            ("dev_zero_link", "is a character device, not a regular file")])
+def test_an_evidence_note_that_is_a_fifo_or_a_device_is_refused(tmp_path: Path, kind: str, says: str) -> None:
+    evidence = tmp_path / "evidence"
+    shutil.copytree(data_dir() / "evidence", evidence)
+    note = evidence / "hostile.md"
+    os.mkfifo(note) if kind == "fifo" else note.symlink_to("/dev/zero")
+    try:
+        done = _cli("check-report", str(REPORT), "--evidence", str(evidence), cwd=tmp_path)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{kind}: reading the evidence folder hung on it")
+    assert done.stderr == f"harness-lab: error: {note}: cannot read evidence note: {says}\n"
