@@ -20,6 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness_lab import _files
 from harness_lab._files import MAX_CONFIG_BYTES, load_mapping, shown_path
 from harness_lab.contract import load_contract
 from harness_lab.errors import ConfigError
@@ -65,9 +66,16 @@ json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
 
 @FUZZ
 @given(text=st.text(max_size=400) | yaml_texts, suffix=st.sampled_from([".yaml", ".json"]),
-       loader=st.sampled_from(sorted(LOADERS)))
-def test_random_texts_load_or_are_one_line(folder: Path, text: str, suffix: str, loader: str) -> None:
-    _loads_or_refuses(folder, text.encode("utf-8", "surrogatepass"), suffix, loader)
+       loader=st.sampled_from(sorted(LOADERS)), pure_python=st.booleans())
+def test_random_texts_load_or_are_one_line(folder: Path, text: str, suffix: str, loader: str,
+                                           pure_python: bool) -> None:
+    # PyYAML's own parser too: a machine whose PyYAML lacks libyaml uses it (it recurses, libyaml does not)
+    before = _files._LOADER
+    _files._LOADER = yaml.SafeLoader if pure_python else before
+    try:
+        _loads_or_refuses(folder, text.encode("utf-8", "surrogatepass"), suffix, loader)
+    finally:
+        _files._LOADER = before
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
