@@ -247,3 +247,25 @@ def test_an_evidence_note_that_is_a_fifo_or_a_device_is_refused(tmp_path: Path, 
     except subprocess.TimeoutExpired:
         pytest.fail(f"{kind}: reading the evidence folder hung on it")
     assert done.stderr == f"harness-lab: error: {note}: cannot read evidence note: {says}\n"
+
+
+def test_a_rename_that_fails_while_publishing_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from harness_lab.errors import HarnessLabError
+    from harness_lab.experiments import _output, write_experiment
+
+    real, out, calls = os.replace, tmp_path / "out", []
+
+    def second_fails(src, dst) -> None:  # a rename that must grow a full folder: ENOSPC after the first
+        if Path(dst).parent == out:  # os is one module: the runs' own renames pass
+            calls.append(dst)
+            if len(calls) == 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(src, dst)
+
+    monkeypatch.setattr(_output.os, "replace", second_fails)
+    with pytest.raises(HarnessLabError, match="cannot finish the output: No space left on device") as info:
+        write_experiment(out)
+    assert "\n" not in str(info.value)
+    assert not [p for p in out.iterdir() if p.name.startswith(".partial-")]

@@ -35,10 +35,14 @@ def publish(out: Path, make: Callable[[Path], Iterable[Path]], *, stale: Iterabl
         except OSError as exc:  # a full disk, a quota: nothing has reached ``out`` yet
             raise HarnessLabError(f"{out}: cannot write the output here: {exc.strerror or exc} "
                                   "(nothing was written)") from None
-        for name in stale:
-            (out / name).unlink(missing_ok=True)
-        for path in made:  # renames within one folder: each is atomic, all of them take microseconds
-            os.replace(path, out / path.name)
+        try:
+            for name in stale:
+                (out / name).unlink(missing_ok=True)
+            for path in made:  # renames within one folder: each is atomic, all of them take microseconds
+                os.replace(path, out / path.name)
+        except OSError as exc:  # rare (a rename that must grow a full folder), and the folder is then mixed
+            raise HarnessLabError(f"{out}: cannot finish the output: {exc.strerror or exc} (files of this "
+                                  "run and of an earlier one may stand side by side)") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return [out / p.name for p in made]
