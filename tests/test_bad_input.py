@@ -269,3 +269,20 @@ def test_a_rename_that_fails_while_publishing_is_one_line(tmp_path: Path, monkey
         write_experiment(out)
     assert "\n" not in str(info.value)
     assert not [p for p in out.iterdir() if p.name.startswith(".partial-")]
+
+
+def test_study_refuses_more_workers_than_the_machine_can_hold(tmp_path: Path, monkeypatch, capsys) -> None:
+    import importlib
+
+    sweep = importlib.import_module("harness_lab.experiments.sweep")  # the package exports a function of that name
+
+    def no_pool(max_workers: int | None = None) -> None:  # a pool of 100000 forks would be made at once
+        raise AssertionError(f"a pool of {max_workers} workers was asked for")
+
+    monkeypatch.setattr(sweep, "local_pool", no_pool)
+    argv = ["study", "--output", str(tmp_path / "out"), "--seeds", "1", "--no-plots", "--quiet",
+            "--scenarios", "conforming_report", "--workers", "100000"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("harness-lab: error: --workers: at most ") and err.endswith(", got 100000\n")
+    assert not (tmp_path / "out").exists()

@@ -7,12 +7,16 @@ work fails and nothing was written into it.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from ..errors import HarnessLabError
 
-__all__ = ["cmd_experiment", "cmd_study", "output_dir", "undo_output_dir"]
+__all__ = ["MAX_WORKERS_PER_CPU", "cmd_experiment", "cmd_study", "output_dir", "undo_output_dir"]
+
+MAX_WORKERS_PER_CPU = 8
+"""``study --workers`` beyond this many per CPU is refused (the runs are CPU-bound: more only fork)."""
 
 
 def output_dir(path: str) -> tuple[Path, list[Path]]:
@@ -77,6 +81,10 @@ def cmd_study(args: argparse.Namespace) -> int:
         raise HarnessLabError(f"--noise: must lie in [0, 1], got {args.noise}")
     if args.workers is not None and args.workers < 1:
         raise HarnessLabError(f"--workers: must be >= 1, got {args.workers}")
+    # A process pool that forks starts all its workers at once: --workers 100000 was a fork bomb.
+    if args.workers is not None and args.workers > (most := MAX_WORKERS_PER_CPU * (os.cpu_count() or 1)):
+        raise HarnessLabError(f"--workers: at most {most} here ({MAX_WORKERS_PER_CPU} per CPU; each worker is "
+                              f"a process), got {args.workers}")
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         raise HarnessLabError("plots need matplotlib: pip install 'harness-lab[plot]', or pass --no-plots")
     limits = {k: v for k, v in (("max_decisions", args.max_decisions), ("max_tool_calls", args.max_tool_calls))
