@@ -3,7 +3,8 @@
 A config path is untrusted: it may name a FIFO (a plain ``open`` waits forever for a writer), a link to
 ``/dev/zero`` (a read that never ends), a directory, a huge file or a YAML alias bomb (a few hundred bytes
 that expand to billions of values). :func:`read_regular_file` opens regular files only, without
-blocking, and reads at most what it is asked for; :func:`read_config_text` at most :data:`MAX_CONFIG_BYTES`; :func:`load_mapping` refuses a document with more than
+blocking, and reads at most what it is asked for; :func:`read_config_text` at most
+:data:`MAX_CONFIG_BYTES`; :func:`load_mapping` refuses a document with more than
 :data:`MAX_CONFIG_VALUES` values once its aliases are expanded, or nested deeper than
 :data:`MAX_CONFIG_DEPTH`. Each refusal is one :class:`ConfigError` line naming the file.
 """
@@ -32,7 +33,8 @@ MAX_CONFIG_VALUES = 100_000
 MAX_CONFIG_DEPTH = 100
 """How deeply its mappings and lists may nest (a run serialises them again, recursively)."""
 
-# libyaml's parser is about 3x faster than PyYAML's own; both give the same data and YAMLError types.
+# libyaml's parser is 3-4x faster than PyYAML's own (a 1 MiB file: ~2.6 s of CPU, not ~11 s) and does not
+# recurse; both give the same data and YAMLError types, in different words.
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
