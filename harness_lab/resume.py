@@ -1,12 +1,17 @@
 """Resume a checkpointed run in the seed's order (a fork from a checkpoint or snapshot: :mod:`harness_lab.fork`).
 
-Seed 000's order, each step a :class:`ResumeCheck` in ``run.resume_report``:
+Before anything is built the store is read as untrusted input (:func:`bound_spec`): the run's spec is
+checked field by field and must be the one its first row bound (its sha256 and workspace), and every row
+read must have its shape; an edited or damaged store is one :class:`~harness_lab.errors.StoreError`
+naming the run and the field or step. Then seed 000's order, each step a :class:`ResumeCheck` in
+``run.resume_report``:
 
 1. ``trigger``    the contract's trigger still holds;
 2. ``workspace``  the workspace hash equals the checkpoint's, or differs only by the step that was
                   in flight at the crash (its write-ahead intent names the path, and a write killed
                   before its rename leaves a temporary file beside it, removed once the resume is
-                  entered); anything else is a concurrent change: reported, never overwritten;
+                  entered); anything else is a concurrent change: reported, never overwritten. A
+                  checkpoint without a hash fails the check: nothing proves the folder is the run's;
 3. ``scope``      pending items and the last failure are loaded;
 4. ``prechecks``  cheap checks: the contract version, the evidence read so far, the artifact hash;
 5. ``harness``    only when all of the above pass: the run state is restored, a resume note goes
