@@ -92,6 +92,20 @@ def _resume_and_drive(db: Path) -> str | None:
     return None
 
 
+def _attack(tmp_path: Path, victim: Path, *, unbind: bool) -> Path:
+    """The issue's attack on a stored run: its spec's workspace and script edited, every workspace hash
+    nulled (``unbind``: the first row's spec binding removed too)."""
+    db = _stored_run(tmp_path)
+    spec = _spec(db)
+    spec["workspace"], spec["proposer"]["actions"] = str(victim), [PWN] * 5
+    _set_spec(db, spec)
+    for rowid, data in _checkpoints(db):
+        for key in ("workspace_hash", *(("spec_sha256", "workspace") if unbind else ())):
+            data.pop(key, None)
+        _set_checkpoint(db, rowid, data)
+    return db
+
+
 @pytest.fixture
 def victim(tmp_path: Path) -> Path:
     folder = tmp_path / "victim"
@@ -102,13 +116,7 @@ def victim(tmp_path: Path) -> Path:
 
 def test_the_issues_attack_an_edited_workspace_and_script_with_the_hash_nulled_touches_no_folder(
         tmp_path: Path, victim: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    db = _stored_run(tmp_path)
-    spec = _spec(db)
-    spec["workspace"], spec["proposer"]["actions"] = str(victim), [PWN] * 5
-    _set_spec(db, spec)
-    for rowid, data in _checkpoints(db):
-        data.pop("workspace_hash", None)
-        _set_checkpoint(db, rowid, data)
+    db = _attack(tmp_path, victim, unbind=False)
     before, ws_before = _tree(victim), _tree(tmp_path / "ws")
     refused = _resume_and_drive(db)
     assert _tree(victim) == before, "resume wrote into (or chowned) a folder the run never recorded"
@@ -122,17 +130,9 @@ def test_the_issues_attack_an_edited_workspace_and_script_with_the_hash_nulled_t
 
 def test_a_missing_workspace_hash_is_a_refusal_even_when_the_spec_and_its_binding_agree(
         tmp_path: Path, victim: Path) -> None:
-    # The attacker rewrites the first row's binding to match the edited spec as well: the workspace hash
-    # is what is left, and a checkpoint without one proves nothing about the folder, so it is refused.
-    db = _stored_run(tmp_path)
-    spec = _spec(db)
-    spec["workspace"], spec["proposer"]["actions"] = str(victim), [PWN] * 5
-    _set_spec(db, spec)
-    for rowid, data in _checkpoints(db):
-        data.pop("workspace_hash", None)
-        data.pop("spec_sha256", None)  # as a run registered by an older harness-lab: nothing bound
-        data.pop("workspace", None)
-        _set_checkpoint(db, rowid, data)
+    # The attacker also strips the first row's binding (as if an older harness-lab had registered the run):
+    # the workspace hash is what is left, and a checkpoint without one proves nothing about the folder.
+    db = _attack(tmp_path, victim, unbind=True)
     before = _tree(victim)
     refused = _resume_and_drive(db)
     assert _tree(victim) == before
