@@ -80,15 +80,20 @@ class Checkpoint(BaseModel):
             raise ValueError(f"the checkpoint is a JSON {type(data).__name__}, not an object")
         if "usage" not in data or "seq" not in data:
             record = from_json(row.record)
+            events = record.get("events") if isinstance(record, dict) else None
+            if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+                raise ValueError("its step record (which holds the usage and seq it leaves out) is not of its form")
             data.setdefault("usage", record["usage"])
-            data.setdefault("seq", (record["events"] or [{}])[-1]["seq"])  # KeyError: no event
+            data.setdefault("seq", (events or [{}])[-1]["seq"])  # KeyError: no event
         data.update(kind="checkpoint", run_id=row.run_id, step=row.step)
         data.setdefault("next_step", f"step {row.step + 1}: ask the proposer")
-        gates = data.get("run_state", {}).get("gates")
+        state, usage = data.get("run_state"), data["usage"]
+        gates = state.get("gates") if isinstance(state, dict) else None  # else: the model names the field
         if isinstance(gates, dict) and len(gates) < 4:  # left out: false flags, the usual last decision
+            last = usage.get("decisions", 0) if isinstance(usage, dict) else 0
             data["run_state"]["gates"] = {"recent": gates.get("recent", []), "hinted": gates.get("hinted", False),
                                           "warned": gates.get("warned", False),
-                                          "last_decision": gates.get("last_decision", data["usage"].get("decisions", 0))}
+                                          "last_decision": gates.get("last_decision", last)}
         return cls.model_validate(data)
 
     @model_validator(mode="before")
