@@ -5,7 +5,7 @@ replay, resume, a fork, the CLI's ``main`` in-process) either works or fails wit
 project's error types: no other exception, no traceback, nothing written outside the run's workspaces.
 
 The example budget is fixed (``derandomize``: the same examples every time) and small enough for a busy
-2-core host: each example copies the store and both workspaces and runs every reader once (~0.1 s).
+2-core host: each example copies the store and both workspaces and runs every reader once (~0.15 s of CPU).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from harness_lab.errors import HarnessLabError
 from harness_lab.proposers.replay import replay_run, saved_trace
 from harness_lab.store import SQLiteStore
 
-EXAMPLES = 60
+EXAMPLES = 40
 HANG_S = 120  # an example is ~0.1 s: this only turns a hang into a failure instead of a stuck suite
 
 
