@@ -1,6 +1,11 @@
 """How a checkpoint row's text is spelled: the run's spec for its first row, and the pieces of the
 checkpoint JSON that :meth:`Checkpointer._write <harness_lab.checkpoint.Checkpointer>` joins each step.
 
+The spec is read back as untrusted input (:func:`stored_spec`): a store is a file anyone with write access
+can edit, and resume acts on what the spec says (the workspace it writes in, the actions it takes). Every
+field is checked, none may be unknown; the first row binds the spec (:func:`spec_binding`: its sha256 and
+its workspace, written in the same transaction), so an edited spec is refused, not acted on.
+
 The text is of the row form (:data:`~harness_lab.checkpoint_record.ROW_FORM`, read back by
 :meth:`Checkpoint.from_row <harness_lab.checkpoint_record.Checkpoint.from_row>`): fields at their
 default, and what the row's columns and step record hold, are left out. The pieces that repeat from
@@ -11,18 +16,33 @@ path no more than they did as the Checkpointer's own.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from math import isfinite
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 
 from ._context_rows import ContextRows, _dumps
-from .checkpoint_record import ROW_FORM
+from .checkpoint_record import ROW_FORM, Checkpoint, row_error
+from .contract import ControlContract, canonical_json
+from .errors import StoreError
 from .events import _PIECES, Usage
 from .proposers.scripted import ScriptedProposer
 
 if TYPE_CHECKING:
     from ._run_base import RunBase as Run
 
-__all__ = ["run_spec"]  # harness_lab.checkpoint re-exports it, and uses the private names
+__all__ = ["StoredSpec", "run_spec", "spec_binding", "stored_spec"]  # harness_lab.checkpoint re-exports run_spec
 
 _SEP = ',"'
 _ROW_HEAD = f'{{"kind":{_dumps(ROW_FORM)}'
@@ -43,6 +63,87 @@ def run_spec(run: Run) -> dict[str, Any]:
         "proposer": proposer,
         "repair": run.repair.spec() if run.repair is not None else None,  # its state is in each row
     }
+
+
+def spec_binding(spec: dict[str, Any]) -> str:
+    """The checkpoint fields of a run's first row that bind its spec (as registered: redacted), as JSON
+    text to append: the spec's sha256 and its workspace (named apart, so a refusal can say which field)."""
+    return f',"spec_sha256":{_dumps(_spec_sha256(spec))},"workspace":{_dumps(spec.get("workspace"))}'
+
+
+def _spec_sha256(spec: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(spec).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _ProposerSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: StrictStr
+    actions: list[Any] | None = None  # raw proposals (a malformed one is data, refused when proposed)
+    then: Literal["repeat_last", "finish"] | None = None
+
+    @model_validator(mode="after")
+    def _scripted(self) -> _ProposerSpec:
+        if self.kind == "scripted" and (not self.actions or self.then is None):
+            raise ValueError("a scripted proposer needs a non-empty list of actions and 'then'")
+        if self.kind != "scripted" and (self.actions is not None or self.then is not None):
+            raise ValueError(f"a {self.kind} proposer has no actions or 'then'")
+        return self
+
+
+class _RepairSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_retries: Annotated[StrictInt, Field(ge=0)] | None = None
+
+
+class StoredSpec(BaseModel):
+    """A run's spec as :func:`run_spec` wrote it, read back strictly (older specs lack the optional fields)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["run_spec"] = "run_spec"
+    scenario: StrictStr | None = None
+    contract: ControlContract
+    workspace: StrictStr
+    validation: StrictBool = True
+    proposer: _ProposerSpec | None = None  # None: an old spec; its run resumes only with a proposer passed
+    repair: _RepairSpec | None = None
+
+    @model_validator(mode="after")
+    def _absolute(self) -> StoredSpec:
+        # Relative, a workspace would be resolved against whatever folder resume is started in.
+        if not os.path.isabs(self.workspace) or "\0" in self.workspace:
+            raise ValueError(f"workspace {self.workspace[:200]!r} is not an absolute path")
+        return self
+
+
+def stored_spec(run_id: str, spec: object, first: Checkpoint | None = None) -> StoredSpec:
+    """The spec ``spec`` of run ``run_id`` (as the store holds it, parsed), checked field by field; with
+    ``first`` (the run's first checkpoint), also bound to it: the workspace the run recorded at
+    creation and the spec's sha256 must be the ones that row holds (a row written before it held them
+    binds nothing). Any problem is one
+    :class:`~harness_lab.errors.StoreError` naming the run and the field."""
+    if not isinstance(spec, dict):
+        raise StoreError(f"run {run_id!r}: its stored spec is not a JSON object ({type(spec).__name__})")
+    try:
+        parsed = StoredSpec.model_validate(spec)
+    except ValidationError as exc:
+        raise row_error(f"run {run_id!r}: its stored spec", exc) from None
+    recorded, sha = (first.workspace, first.spec_sha256) if first is not None else (None, None)
+    if recorded is None or sha is None:
+        # Not asked, or a run registered by an older harness-lab: resume still proves the workspace by the
+        # hash its last checkpoint holds (a missing one is refused there).
+        return parsed
+    if parsed.workspace != recorded:
+        raise StoreError(f"run {run_id!r}: its stored spec names the workspace {parsed.workspace!r}, not "
+                         f"{recorded!r}, the one the run recorded at creation; the store was edited: refused, "
+                         "nothing written")
+    if _spec_sha256(spec) != sha:
+        raise StoreError(f"run {run_id!r}: its stored spec is not the one the run registered (sha256 "
+                         f"{_spec_sha256(spec)[:12]}, recorded {sha[:12]}); the store was edited: refused, "
+                         "nothing written")
+    return parsed
 
 
 class _RowJson:

@@ -41,8 +41,19 @@ from collections.abc import Mapping
 from math import isfinite
 from typing import TYPE_CHECKING, Any
 
-from ._checkpoint_row import _KEPT, _ROW_HEAD, _SEP, _next_step_json, _RowJson, _usage_text, run_spec
+from ._checkpoint_row import (
+    _KEPT,
+    _ROW_HEAD,
+    _SEP,
+    _next_step_json,
+    _RowJson,
+    _usage_text,
+    run_spec,
+    spec_binding,
+)
+from ._checkpoint_row import StoredSpec as StoredSpec  # re-exported: resume and replay read specs with it
 from ._checkpoint_row import _next_step as _next_step  # tests read it here
+from ._checkpoint_row import stored_spec as stored_spec
 from ._context_rows import ContextRows, _dumps
 from ._row_text import _STATE_JSON
 from .actions import DeleteFile, WriteReport, _Action
@@ -59,8 +70,8 @@ from .tools import ToolResult
 if TYPE_CHECKING:
     from ._run_base import RunBase as Run
 
-__all__ = ["FULL_BYTES", "FULL_EVERY", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "EffectClass", "effect_class", "effect_of_tool", "redact",
-           "run_spec"]
+__all__ = ["FULL_BYTES", "FULL_EVERY", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "EffectClass", "StoredSpec", "effect_class", "effect_of_tool", "redact",
+           "run_spec", "stored_spec"]
 
 FULL_EVERY = 16  # steps between whole context states: a restore replays at most this many change logs
 # (32 saves ~4 µs a store step but, even with the folded replay, a fork from the worst-placed checkpoint takes
@@ -197,8 +208,9 @@ class Checkpointer(_RowJson):
         at = "null" if base is None else str(base)
         optional = self._optional(workspace_hash)
         state_json = _STATE_JSON[run_state]
+        bound = spec_binding(register) if register is not None else ""  # the first row binds the spec
         text = "".join([self._version_json, state_json, nxt, use, seq, ',"run_state":', held, number,
-                        ',"context_base":', at, *optional, "}"])
+                        ',"context_base":', at, *optional, bound, "}"])
         # One check against the memo for all the row's texts (a match never spans the ',"' between
         # them, as between the pieces Redactor.clean splits at); whole-text redaction otherwise. The
         # checkpoint's text is left out of it when one of the same shape was found clean: the same

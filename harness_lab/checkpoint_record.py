@@ -10,15 +10,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import from_json
 
+from .errors import StoreError
 from .states import RunState
 
 if TYPE_CHECKING:
     from .store import StoredStep
 
-__all__ = ["ROW_FORM", "RUN_STATE_EMPTY", "Checkpoint"]
+__all__ = ["ROW_ERRORS", "ROW_FORM", "RUN_STATE_EMPTY", "Checkpoint", "row_error"]
+
+# What reading an edited or damaged row can raise (not JSON, a list where an object goes, a key missing, a
+# string where a number goes, nesting past the parser's depth): each reader turns it into row_error's line.
+ROW_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OverflowError)
 
 # The kind of a checkpoint text that leaves out what its row's columns hold (run_id, step) and its step
 # record (usage, and seq when it is the record's last event's), the next step when it is the usual
@@ -55,6 +60,10 @@ class Checkpoint(BaseModel):
     # A fork's rows before its first whole state: the checkpoint ("run@step") whose stored context the
     # base row stands for (that row holds no context of its own).
     context_from: str | None = None
+    # A run's first row only (the one that registers it): its spec's sha256 and workspace, which bind the
+    # spec to the run (see harness_lab/_checkpoint_row.py: stored_spec).
+    spec_sha256: str | None = None
+    workspace: str | None = None
 
     @property
     def id(self) -> str:
@@ -67,17 +76,24 @@ class Checkpoint(BaseModel):
         if not text.startswith(_ROW_PREFIX):
             return cls.model_validate_json(text)
         data = from_json(text)
+        if not isinstance(data, dict):  # (a form's prefix followed by something else: an edited row)
+            raise ValueError(f"the checkpoint is a JSON {type(data).__name__}, not an object")
         if "usage" not in data or "seq" not in data:
             record = from_json(row.record)
+            events = record.get("events") if isinstance(record, dict) else None
+            if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+                raise ValueError("its step record (which holds the usage and seq it leaves out) is not of its form")
             data.setdefault("usage", record["usage"])
-            data.setdefault("seq", (record["events"] or [{}])[-1]["seq"])  # KeyError: no event
+            data.setdefault("seq", (events or [{}])[-1]["seq"])  # KeyError: no event
         data.update(kind="checkpoint", run_id=row.run_id, step=row.step)
         data.setdefault("next_step", f"step {row.step + 1}: ask the proposer")
-        gates = data.get("run_state", {}).get("gates")
+        state, usage = data.get("run_state"), data["usage"]
+        gates = state.get("gates") if isinstance(state, dict) else None  # else: the model names the field
         if isinstance(gates, dict) and len(gates) < 4:  # left out: false flags, the usual last decision
+            last = usage.get("decisions", 0) if isinstance(usage, dict) else 0
             data["run_state"]["gates"] = {"recent": gates.get("recent", []), "hinted": gates.get("hinted", False),
                                           "warned": gates.get("warned", False),
-                                          "last_decision": gates.get("last_decision", data["usage"].get("decisions", 0))}
+                                          "last_decision": gates.get("last_decision", last)}
         return cls.model_validate(data)
 
     @model_validator(mode="before")
@@ -98,3 +114,18 @@ class Checkpoint(BaseModel):
 RUN_STATE_EMPTY: dict[str, Any] = {"stop_reason": None, "observed": {}, "proposer": None, "receipt": None,
                                     "waiting": None, "pending": None, "repair": None}
 _RUN_STATE_KEYS = frozenset({"state", *RUN_STATE_EMPTY})
+
+
+def row_error(where: str, exc: BaseException) -> StoreError:
+    """One line for a stored row that cannot be read (``where``: "checkpoint R1@3", "the step record of R1@3"):
+    the field and the problem of a validation error, else the error's first line."""
+    if isinstance(exc, ValidationError) and exc.errors():
+        # A misspelt field is reported as unknown and as missing: the unknown one first.
+        first = next((e for e in exc.errors() if e["type"] == "extra_forbidden"), exc.errors()[0])
+        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        what = f"field {field}: {first['msg']}"
+    elif isinstance(exc, KeyError):
+        what = f"no {exc.args[0]!r} in it" if exc.args else "a key is missing"
+    else:
+        what = str(exc) or type(exc).__name__
+    return StoreError(f"{where} is unreadable: {what.splitlines()[0][:300]}")

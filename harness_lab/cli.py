@@ -164,15 +164,17 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _resume_stored(store: Store, args: argparse.Namespace) -> int:
+    from .resume import bound_spec
     from .run import Run
 
     approver = approver_from_policy(args.gate_policy)
     proposer = _model_proposer(args)
-    recorded = store.run_info(args.run_id).spec.get("proposer") or {}
-    if proposer is None and recorded.get("kind") == "OpenAICompatProposer":
+    recorded = bound_spec(store, store.run_info(args.run_id)).proposer  # an edited spec: one line, exit 2
+    kind = recorded.kind if recorded is not None else None
+    if proposer is None and kind == "OpenAICompatProposer":
         raise HarnessLabError(f"run {args.run_id!r} was driven by a model: resume it with --model (the endpoint from "
                               "HARNESS_LAB_OPENAI_* or --base-url, --model-name, --api-key-env)")
-    if proposer is not None and recorded.get("kind") == "scripted":
+    if proposer is not None and kind == "scripted":
         raise HarnessLabError(f"run {args.run_id!r} is scripted: resume it without --model")
     run = Run.resume(store, args.run_id, approver=approver, proposer=proposer)
     assert run.resume_report is not None

@@ -1,12 +1,17 @@
 """Resume a checkpointed run in the seed's order (a fork from a checkpoint or snapshot: :mod:`harness_lab.fork`).
 
-Seed 000's order, each step a :class:`ResumeCheck` in ``run.resume_report``:
+Before anything is built the store is read as untrusted input (:func:`bound_spec`): the run's spec is
+checked field by field and must be the one its first row bound (its sha256 and workspace), and every row
+read must have its shape; an edited or damaged store is one :class:`~harness_lab.errors.StoreError`
+naming the run and the field or step. Then seed 000's order, each step a :class:`ResumeCheck` in
+``run.resume_report``:
 
 1. ``trigger``    the contract's trigger still holds;
 2. ``workspace``  the workspace hash equals the checkpoint's, or differs only by the step that was
                   in flight at the crash (its write-ahead intent names the path, and a write killed
                   before its rename leaves a temporary file beside it, removed once the resume is
-                  entered); anything else is a concurrent change: reported, never overwritten;
+                  entered); anything else is a concurrent change: reported, never overwritten. A
+                  checkpoint without a hash fails the check: nothing proves the folder is the run's;
 3. ``scope``      pending items and the last failure are loaded;
 4. ``prechecks``  cheap checks: the contract version, the evidence read so far, the artifact hash;
 5. ``harness``    only when all of the above pass: the run state is restored, a resume note goes
@@ -32,12 +37,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from ._stored_context import stored_context
 from .approval import Approver
-from .checkpoint import Checkpointer
-from .checkpoint_record import Checkpoint
+from .checkpoint import Checkpointer, StoredSpec, stored_spec
+from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 from .clock import Clock
 from .contract import ControlContract, load_contract
 from .effect_classes import effect_of_tool
@@ -58,7 +63,7 @@ from .store import EffectEntry, RunInfo, Store
 if TYPE_CHECKING:
     from .run import Run
 
-__all__ = ["ResumeCheck", "ResumeReport", "load_checkpoint", "resume_run"]
+__all__ = ["ResumeCheck", "ResumeReport", "bound_spec", "load_checkpoint", "resume_run"]
 
 # The step is the digits after the last '@' (a run id may hold '@'; an old store's, even a newline).
 _CHECKPOINT_ID = re.compile(r"(?P<run>.+)@(?P<step>\d+)\Z", re.DOTALL)
@@ -107,8 +112,8 @@ def _load(store: Store, run_id: str, step: int | None,
         checkpoint = Checkpoint.from_row(row)
         context, found = stored_context(store, run_id, row.step, checkpoint.context_base, row.context, texts=texts,
                                         source=checkpoint.context_from)
-    except (ValidationError, ValueError, KeyError, TypeError) as exc:
-        raise StoreError(f"checkpoint {run_id}@{row.step} is unreadable: {str(exc).splitlines()[0]}") from exc
+    except ROW_ERRORS as exc:
+        raise row_error(f"checkpoint {run_id}@{row.step}", exc) from None
     return checkpoint, context, found
 
 
@@ -117,23 +122,28 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
                clock: Clock | None = None) -> Run:
     """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
+    spec = bound_spec(store, info)  # an edited spec (workspace, actions, contract) is refused before anything acts
     checkpoint, context = load_checkpoint(store, run_id)
     if not checkpoint.state.terminal and (beat := driver_of(store, run_id)) is not None:
         # Two processes on one run would both take step N+1: the loser's effect lands, its row cannot.
         raise RunStateError(f"run {run_id!r} is being driven by process {beat.pid} (it beat {time.time() - beat.at:.0f}s "
                             f"ago: {beat.doing}); stop that process first, or resume once it is gone")
-    made = _first_missing(workspace := Path(info.spec["workspace"]))
+    made = _first_missing(workspace := Path(spec.workspace))
     there = made.parent if made is not None else workspace
     if not there.is_dir():  # a file where the workspace (or a folder above it) was: Run cannot even be made
         raise WorkspaceError(f"run {run_id!r}: its workspace {workspace} cannot be used: {there} is not a directory")
-    run = _rebuild(info, proposer, evidence, approver, effects, clock)
+    run = _rebuild(info.run_id, spec, proposer, evidence, approver, effects, clock)
     if made is not None:  # Run made the missing workspace: take it away again, so the check reports it
         _unmake(run.workspace, made)
-    in_flight = [e for e in store.effects(run_id, checkpoint.step + 1) if e.status == "intent"]
-    flight = in_flight[0] if in_flight else None
-    checks = [_trigger(run.contract), _workspace(run, checkpoint, flight), _scope(checkpoint),
-              _prechecks(run, checkpoint, flight)]
-    _continue(run, checkpoint, context, f"checkpoint {checkpoint.id}", store)
+    try:
+        in_flight = [_checked_flight(e) for e in store.effects(run_id, checkpoint.step + 1) if e.status == "intent"]
+        flight = in_flight[0] if in_flight else None
+        checks = [_trigger(run.contract), _workspace(run, checkpoint, flight), _scope(checkpoint),
+                  _prechecks(run, checkpoint, flight)]
+        _continue(run, checkpoint, context, f"checkpoint {checkpoint.id}", store)
+    except BaseException:
+        run.close()
+        raise
     ok = all(c.ok for c in checks)
     checks.append(ResumeCheck(name="harness", ok=ok, detail="entered" if ok else "not entered: a check above failed"))
     report = ResumeReport(checkpoint_id=checkpoint.id, checks=tuple(checks))
@@ -163,9 +173,9 @@ def _workspace(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> 
     if not run.workspace.is_dir():
         return ResumeCheck(name="workspace", ok=False, detail=f"{run.workspace} is missing")
     now = run.sandbox.workspace_hash()
-    if checkpoint.workspace_hash is None:  # an old row: nothing to compare with
-        return ResumeCheck(name="workspace", ok=True, detail=f"not compared: the checkpoint of step {checkpoint.step} "
-                           "recorded no workspace hash")
+    if checkpoint.workspace_hash is None:  # every row since schema 1 holds one: an edited store, never "not compared"
+        return ResumeCheck(name="workspace", ok=False, detail=f"the checkpoint of step {checkpoint.step} recorded no "
+                           "workspace hash: the workspace cannot be proven to be the run's; nothing was written")
     if now == checkpoint.workspace_hash:
         return ResumeCheck(name="workspace", ok=True, detail=f"unchanged since step {checkpoint.step}")
     if flight is not None and "pre" in flight.detail:
@@ -226,26 +236,39 @@ def _prechecks(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> 
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-def _rebuild(info: RunInfo, proposer: Proposer | None, evidence: EvidenceCatalogue | None,
+def bound_spec(store: Store, info: RunInfo) -> StoredSpec:
+    """The run's spec, checked field by field and bound to its first row (see ``stored_spec`` in
+    harness_lab/_checkpoint_row.py): a spec edited after the run registered is a StoreError."""
+    row = store.first_step(info.run_id)
+    if row is None:
+        raise StoreError(f"run {info.run_id!r} has no committed step to resume from")
+    try:
+        first = Checkpoint.from_row(row)
+    except ROW_ERRORS as exc:
+        raise row_error(f"checkpoint {info.run_id}@{row.step}", exc) from None
+    return stored_spec(info.run_id, info.spec, first)
+
+
+def _rebuild(run_id: str, spec: StoredSpec, proposer: Proposer | None, evidence: EvidenceCatalogue | None,
              approver: Approver | None, effects: ExternalEffects | None, clock: Clock | None) -> Run:
     from .run import Run
 
-    spec = info.spec
-    scenario = spec.get("scenario")
+    scenario = spec.scenario
     if scenario is not None:  # reload from disk: a contract changed since is caught by the prechecks
         contract = load_contract(data_dir() / "contracts" / f"{load_scenario(scenario).contract}.yaml")
     else:
-        contract = ControlContract.model_validate(spec["contract"])
+        contract = spec.contract
     if proposer is None:
-        recorded = spec.get("proposer", {})
-        if recorded.get("kind") != "scripted":
-            raise RunStateError(f"run {info.run_id} used a {recorded.get('kind', 'custom')} proposer; "
+        recorded = spec.proposer
+        if recorded is None or recorded.kind != "scripted" or recorded.actions is None or recorded.then is None:
+            raise RunStateError(f"run {run_id} used a {recorded.kind if recorded else 'custom'} proposer; "
                                 "pass proposer= to resume it")
-        proposer = ScriptedProposer(recorded["actions"], then=recorded["then"])
+        proposer = ScriptedProposer(recorded.actions, then=recorded.then)
+    repair = RepairPolicy.from_spec(spec.repair.model_dump() if spec.repair is not None else None)
     run = Run(contract=contract, proposer=proposer, evidence=evidence or EvidenceCatalogue.from_dir(data_dir() / "evidence"),
-              workspace=spec["workspace"], validation=bool(spec.get("validation", True)), approver=approver,
-              clock=clock, effects=effects, run_id=info.run_id, resume=True,
-              repair=RepairPolicy.from_spec(spec.get("repair")))  # its state: the checkpoint's (_continue)
+              workspace=spec.workspace, validation=spec.validation, approver=approver,
+              clock=clock, effects=effects, run_id=run_id, resume=True,
+              repair=repair)  # its state: the checkpoint's (_continue)
     run.scenario = scenario
     return run
 
@@ -276,9 +299,25 @@ def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, 
     captured.update(checkpoint.run_state)
     if context is not None:
         captured["context"] = context
-    run.continue_from(captured, step=checkpoint.step, seq=checkpoint.seq,
-                      usage=Usage.model_validate(checkpoint.usage), source=source,
-                      ref_loader=store.blob if store is not None else None)
+    try:  # the run state and context of an edited row reach restore code that trusts their shape
+        run.continue_from(captured, step=checkpoint.step, seq=checkpoint.seq,
+                          usage=Usage.model_validate(checkpoint.usage), source=source,
+                          ref_loader=store.blob if store is not None else None)
+    except ROW_ERRORS as exc:
+        raise row_error(f"checkpoint {checkpoint.id}", exc) from None
+
+
+def _checked_flight(entry: EffectEntry) -> EffectEntry:
+    """A ledger entry whose detail has the shape resume reads (``path``: a workspace path; ``pre``: each path
+    to None or its manifest entry [kind, sha256, size]); anything else is an edited store."""
+    path, pre = entry.detail.get("path"), entry.detail.get("pre", {})
+    if not (path is None or isinstance(path, str)) or not isinstance(pre, dict) or not all(
+            isinstance(p, str) and (e is None or (isinstance(e, list) and len(e) == 3 and isinstance(e[0], str)
+                                                  and isinstance(e[1], str) and type(e[2]) is int))
+            for p, e in pre.items()):
+        raise StoreError(f"run {entry.run_id!r}: the ledger entry {entry.key!r} of step {entry.step} is unreadable: "
+                         "its detail is not a path and the manifest entries before it")
+    return entry
 
 
 def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged: bool) -> None:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman
+from ..checkpoint import stored_spec
+from ..checkpoint_record import ROW_ERRORS, row_error
 from ..context import ContextView
-from ..contract import ControlContract
-from ..errors import RunStateError
+from ..errors import RunStateError, StoreError
 from ..events import Note, StepRecord, load_step_row
 from ..evidence import EvidenceCatalogue
 from ..paths import data_dir
@@ -66,8 +67,20 @@ class ReplayResult:
 
 
 def saved_trace(store: Store, run_id: str) -> list[StepRecord]:
-    """Every committed step record of a run, oldest first (the step-0 registration row excluded)."""
-    return [load_step_row(row.record) for row in store.steps(run_id) if row.record != "null"]
+    """Every committed step record of a run, oldest first (the step-0 registration row excluded). A row
+    that does not read as a step record (an edited or damaged store) is a StoreError naming it."""
+    records = []
+    for row in store.steps(run_id):
+        if row.record == "null":
+            continue
+        try:
+            record = load_step_row(row.record)
+        except ROW_ERRORS as exc:
+            raise row_error(f"the step record of {run_id}@{row.step}", exc) from None
+        if record.step != row.step:  # the trace and replay name steps by the record's number
+            raise StoreError(f"the step record of {run_id}@{row.step} is unreadable: it says step {record.step}")
+        records.append(record)
+    return records
 
 
 def _key(record: StepRecord) -> tuple[Any, ...]:
@@ -86,11 +99,11 @@ def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None 
     if records[0].step != 1:  # a fork: its first steps are another run's, and so is its workspace then
         raise RunStateError(f"run {run_id!r} starts at step {records[0].step} from another run's checkpoint "
                             "(a fork): replay the run it was forked from")
-    spec = store.run_info(run_id).spec
+    spec = stored_spec(run_id, store.run_info(run_id).spec)  # checked field by field: a store is untrusted input
     # An endpoint failure is replayed as one (the model proposed nothing then): the same step, not a shift.
     # A model's run was charged what its endpoint reported, which the harness cannot recount offline: the
     # replay charges each step the tokens the saved step was charged (a scripted run's are recounted).
-    charged = spec.get("proposer", {}).get("kind") != "scripted"
+    charged = spec.proposer is None or spec.proposer.kind != "scripted"
     raws: list[object] = []
     spent = 0
     for r in records:
@@ -101,11 +114,11 @@ def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None 
             raws.append(ProposerOutput(raw=r.proposal.raw, tokens=max(0, tokens)) if charged else r.proposal.raw)
     # A trace with a parked gate is replayed through approve()/reject(); else inline decisions as recorded.
     approver: Approver = AskHuman() if any(r.decision.verdict == "park" for r in records) else _Recorded(records)
-    run = Run(contract=ControlContract.model_validate(spec["contract"]), proposer=ReplayProposer(raws),
+    run = Run(contract=spec.contract, proposer=ReplayProposer(raws),
               evidence=evidence or EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=workspace,
-              validation=bool(spec.get("validation", True)), approver=approver,
-              effects=Outbox(), run_id=f"{run_id}-replay",
-              repair=RepairPolicy.from_spec(spec.get("repair")))  # without it a retry/escalation diverged
+              validation=spec.validation, approver=approver,
+              effects=Outbox(), run_id=f"{run_id}-replay",  # without the repair policy a retry/escalation diverged
+              repair=RepairPolicy.from_spec(spec.repair.model_dump() if spec.repair is not None else None))
     for saved in records:
         if saved.proposal is None and saved.decision.verdict == "block":
             new = run.halt("replayed_halt", saved.decision.reason)

@@ -11,16 +11,17 @@ import json
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from ..errors import StoreError
 from ._sqlite_schema import SPAN
-from .base import EffectEntry, Heartbeat, HistoryEntry, RunInfo, StoredStep, _unknown_run
+from .base import EffectEntry, EffectStatus, Heartbeat, HistoryEntry, RunInfo, StoredStep, _unknown_run
 
 __all__ = ["SQLiteReads"]
 
 _STEP_COLS = "run_id, step, at, record, checkpoint, context"
 _EFFECT_COLS = "SELECT key, run_id, step, tool, status, detail FROM effects"
+_STATUSES = frozenset(get_args(EffectStatus))
 
 
 class SQLiteReads:
@@ -48,7 +49,18 @@ class SQLiteReads:
         if not rows:
             raise StoreError(f"{self.path}: " + _unknown_run(run_id, self.run_ids()))
         spec, created, status, reason = rows[0]
-        return RunInfo(run_id, json.loads(spec), float(created), status, reason)
+        # A store is a file anyone with write access can edit: the columns are checked, not trusted.
+        try:
+            if not isinstance(spec, str):
+                raise TypeError(f"a {type(spec).__name__}, not JSON text")
+            parsed = json.loads(spec)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise StoreError(f"{self.path}: run {run_id!r}: its stored spec is unreadable: "
+                             f"{str(exc).splitlines()[0][:200]}") from None
+        if type(created) not in (int, float) or not isinstance(status, str) or not isinstance(reason, str):
+            raise StoreError(f"{self.path}: run {run_id!r}: its row is unreadable: created_at, status or "
+                             "status_reason of the wrong type")
+        return RunInfo(run_id, parsed, float(created), status, reason)
 
     def run_ids(self) -> list[str]:
         return [r[0] for r in self._q("SELECT run_id FROM runs ORDER BY run_id")]
@@ -63,9 +75,10 @@ class SQLiteReads:
             run_no = self._run_nos[run_id] = int(rows[0][0])
         return run_no
 
-    def _range(self, cols: str, run_id: str, start: int, end: int, *, last: bool = False) -> list[Any]:
-        """``cols`` of the run's rows ``start..end`` by step (only the last of them with ``last``)."""
-        order = " DESC LIMIT 1" if last else ""
+    def _range(self, cols: str, run_id: str, start: int, end: int, *, last: bool = False,
+               first: bool = False) -> list[Any]:
+        """``cols`` of the run's rows ``start..end`` by step (only the last, or first, of them with ``last``, ``first``)."""
+        order = " DESC LIMIT 1" if last else " LIMIT 1" if first else ""
         if not self._keyed:
             return self._q(f"SELECT {cols} FROM steps WHERE run_id = ? AND step >= ? AND step <= ? ORDER BY step{order}",
                            (run_id, start, end))
@@ -91,34 +104,55 @@ class SQLiteReads:
 
     def last_step(self, run_id: str) -> StoredStep | None:
         rows = self._range(_STEP_COLS, run_id, -(2**62), 2**62, last=True)
-        return StoredStep(*rows[0]) if rows else None
+        return self._stored(rows[0]) if rows else None
+
+    def first_step(self, run_id: str) -> StoredStep | None:
+        rows = self._range(_STEP_COLS, run_id, -(2**62), 2**62, first=True)
+        return self._stored(rows[0]) if rows else None
+
+    def _stored(self, row: tuple[Any, ...]) -> StoredStep:
+        """A step row, its columns of the types every reader assumes (an edited file may hold any)."""
+        run_id, step, at, record, checkpoint, context = row
+        if (type(step) is not int or type(at) not in (int, float) or not isinstance(record, str)
+                or not isinstance(checkpoint, str) or not (context is None or isinstance(context, str))):
+            raise StoreError(f"{self.path}: the row of run {run_id!r} step {step!r} is unreadable: a column holds "
+                             "a value of the wrong type (step a whole number, at a number, record, checkpoint "
+                             "and context text)")
+        return StoredStep(run_id, step, float(at), record, checkpoint, context)
 
     def step(self, run_id: str, step: int) -> StoredStep:
         rows = self._range(_STEP_COLS, run_id, step, step)
         if not rows:
             self.run_info(run_id)
             raise StoreError(f"{self.path}: run {run_id!r} has no step {step}")
-        return StoredStep(*rows[0])
+        return self._stored(rows[0])
 
     def steps(self, run_id: str, start: int = 1, end: int | None = None) -> list[StoredStep]:
         self.run_info(run_id)
-        return [StoredStep(*r) for r in self._range(_STEP_COLS, run_id, start, end if end is not None else 2**62)]
+        return [self._stored(r) for r in self._range(_STEP_COLS, run_id, start, end if end is not None else 2**62)]
 
     # -- the side-effect ledger -------------------------------------------------------------------
     def effect(self, key: str) -> EffectEntry | None:
         rows = self._q(f"{_EFFECT_COLS} WHERE key = ?", (key,))
-        return _effect(rows[0]) if rows else None
+        return self._effect(rows[0]) if rows else None
 
     def effects(self, run_id: str, step: int | None = None) -> list[EffectEntry]:
         cols = f"{_EFFECT_COLS} WHERE run_id = ?"
         rows = (self._q(f"{cols} ORDER BY step", (run_id,)) if step is None
                 else self._q(f"{cols} AND step = ? ORDER BY rowid", (run_id, step)))  # effects_by_step index
-        return [_effect(r) for r in rows]
+        return [self._effect(r) for r in rows]
 
     # -- liveness and reports ---------------------------------------------------------------------
     def last_beat(self, run_id: str) -> Heartbeat | None:
         rows = self._q("SELECT run_id, at, step, progress_at, pid, doing FROM heartbeats WHERE run_id = ?", (run_id,))
-        return Heartbeat(*rows[0]) if rows else None
+        if not rows:
+            return None
+        _, at, step, progress_at, pid, doing = rows[0]
+        if (type(at) not in (int, float) or type(progress_at) not in (int, float) or type(step) is not int
+                or type(pid) is not int or not isinstance(doing, str)):
+            raise StoreError(f"{self.path}: the heartbeat of run {run_id!r} is unreadable: a column holds a value "
+                             "of the wrong type")
+        return Heartbeat(run_id, float(at), step, float(progress_at), pid, doing)
 
     def reports(self, run_id: str) -> list[str]:
         self.run_info(run_id)
@@ -129,6 +163,14 @@ class SQLiteReads:
         return "; ".join(str(r[0]) for r in self._q("PRAGMA integrity_check"))
 
 
-def _effect(row: tuple[Any, ...]) -> EffectEntry:
-    key, run_id, step, tool, status, detail = row
-    return EffectEntry(key, run_id, int(step), tool, status, json.loads(detail))
+    def _effect(self, row: tuple[Any, ...]) -> EffectEntry:
+        key, run_id, step, tool, status, detail = row
+        try:
+            parsed = json.loads(detail) if isinstance(detail, str) else None
+        except (ValueError, RecursionError):
+            parsed = None
+        if (not isinstance(parsed, dict) or type(step) is not int or not isinstance(tool, str)
+                or status not in _STATUSES):
+            raise StoreError(f"{self.path}: the ledger entry {key!r} of run {run_id!r} is unreadable: its step, "
+                             "tool, status or detail (a JSON object) is not of its form")
+        return EffectEntry(key, run_id, step, tool, status, parsed)

@@ -139,6 +139,10 @@ class Store(Protocol):
 
     def last_step(self, run_id: str) -> StoredStep | None: ...
 
+    def first_step(self, run_id: str) -> StoredStep | None:
+        """The row that registered the run (step 0, or a fork's first step): it binds the run's spec."""
+        ...
+
     def step(self, run_id: str, step: int) -> StoredStep: ...
 
     def steps(self, run_id: str, start: int = 1, end: int | None = None) -> list[StoredStep]: ...
@@ -216,6 +220,10 @@ class InMemoryStore:
     def last_step(self, run_id: str) -> StoredStep | None:
         steps = self._steps.get(run_id) or {}
         return steps[max(steps)] if steps else None
+
+    def first_step(self, run_id: str) -> StoredStep | None:
+        steps = self._steps.get(run_id) or {}
+        return steps[min(steps)] if steps else None
 
     def step(self, run_id: str, step: int) -> StoredStep:
         self.run_info(run_id)

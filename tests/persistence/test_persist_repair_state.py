@@ -112,6 +112,10 @@ def test_an_old_spec_without_the_repair_entry_still_loads(tmp_path: Path) -> Non
     spec = dict(store.run_info("R1").spec)
     del spec["repair"]
     store._db.execute("UPDATE runs SET spec = ? WHERE run_id = 'R1'", (json.dumps(spec),))
+    # nor did its first row bind the spec (its sha256 and workspace)
+    first = store.step("R1", 0).checkpoint
+    unbound = first.replace(first[first.index(',"spec_sha256":'):-1], "")
+    store._db.execute("UPDATE steps SET checkpoint = ? WHERE checkpoint = ?", (unbound, first))
     run = Run.resume(store, "R1")
     assert run.resume_report is not None and run.resume_report.ok and run.repair is None
     run.close()

@@ -68,7 +68,7 @@ def test_a_row_of_the_row_form_without_its_record_is_refused_not_misread(tmp_pat
     for record in ("null", '{"usage":{},"events":[]}'):
         try:
             Checkpoint.from_row(StoredStep(row.run_id, row.step, row.at, record, row.checkpoint, row.context))
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, ValueError):  # ValueError: a record not of its form
             continue
         raise AssertionError(f"read a row-form checkpoint from a record without its seq: {record}")
 
