@@ -13,7 +13,9 @@ Configuration comes from the environment (:meth:`OpenAICompatConfig.from_env`)::
     HARNESS_LAB_OPENAI_API_KEY    bearer token                      (optional for local servers)
 
 The key is sent in the ``Authorization`` header and nowhere else: it is not in any repr, state,
-proposal, trace event or checkpoint, and it is masked in error text an endpoint echoes back.
+proposal, trace event or checkpoint. What the endpoint sends back passes a
+:class:`~harness_lab.redaction.SecretMask` of it: an echoed key (whole, cut short, JSON-escaped) becomes
+``***`` in reply text, tool-call names and arguments, and error text, however the key was given.
     HARNESS_LAB_OPENAI_MAX_TOKENS  reply cap (default 512; also capped by the run's token budget left)
     HARNESS_LAB_OPENAI_TOOL_CHOICE auto | required | none | omit (default auto: llama-cpp-python's
                                    server answers "required" with HTTP 500)
@@ -47,6 +49,7 @@ from typing import Any, Literal, get_args
 
 from ..context import ContextView
 from ..errors import ConfigError
+from ..redaction import SecretMask
 from ..tool_specs import TOOL_SCHEMAS
 from ._counts import whole_count
 from .base import EndpointFailure, ProposerOutput
@@ -206,6 +209,7 @@ class OpenAICompatProposer:
         self._transport: Transport = transport or urllib_transport
         self._system = system_prompt
         self._sleep = sleep
+        self._mask = SecretMask([config.api_key] if config.api_key else [])
         self.calls = 0
 
     @classmethod
@@ -362,11 +366,9 @@ class OpenAICompatProposer:
                                   tokens=tokens)
         if not isinstance(args, dict):
             return ProposerOutput(raw=self._mask(f"tool call {name!r} arguments are not an object"), tokens=tokens)
+        # A key the endpoint echoed into a call (its arguments, its name) is masked like one in its text.
         if len(calls) > 1:  # one action per step: the first runs; the others become claims the trace records
             others = [c.get("function", c) if isinstance(c, dict) else c for c in calls[1:]]
-            return ProposerOutput(raw={**args, "other_tool_calls": others, "kind": name}, tokens=tokens)
-        return ProposerOutput(raw={**args, "kind": name}, tokens=tokens)
-
-    def _mask(self, text: str) -> str:
-        key = self._config.api_key
-        return text.replace(key, "***") if key else text
+            return ProposerOutput(raw=self._mask.walk({**args, "other_tool_calls": others, "kind": name}),
+                                  tokens=tokens)
+        return ProposerOutput(raw=self._mask.walk({**args, "kind": name}), tokens=tokens)
