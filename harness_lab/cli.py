@@ -8,7 +8,6 @@ import json
 import os
 import shlex
 import sys
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,13 +23,11 @@ from .contract import load_contract
 from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
 from .paths import data_dir
-from .redaction import Redactor
+from .redaction import Redactor, redactor_for
 from .states import RunState
 from .validation import check_report
 
 __all__ = ["main"]
-
-_REDACTORS: weakref.WeakKeyDictionary[Run, Redactor] = weakref.WeakKeyDictionary()  # see _redactor
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
@@ -288,10 +285,8 @@ def _cmd_model_serve(args: argparse.Namespace) -> int:
 
 def _redactor(run: Run) -> Redactor:
     """The redactor of the run's store rows (its contract's ``memory.exclude``), for what is printed: a
-    secret a tool's output carried is as hidden on stdout as in the store. One per run (its memo)."""
-    if (redactor := _REDACTORS.get(run)) is None:
-        redactor = _REDACTORS[run] = Redactor(run.contract.memory.exclude)
-    return redactor
+    secret a tool's output carried is as hidden on stdout as in the store."""
+    return redactor_for(run, run.contract.memory.exclude)
 
 
 def _print_step(run: Run, record: StepRecord, args: argparse.Namespace) -> None:

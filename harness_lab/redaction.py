@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # standard library only at run time (the transcript module stays so)
     from pydantic import BaseModel
 
-__all__ = ["SECRET_CATEGORIES", "Redactor", "SecretMask", "redact"]
+__all__ = ["SECRET_CATEGORIES", "Redactor", "SecretMask", "redact", "redactor_for"]
 
 _M = TypeVar("_M", bound="BaseModel")
 
@@ -191,6 +192,23 @@ def _replace(m: re.Match[str]) -> str:
     return (m.group("k") or "") + (f"{quote}{_REDACTED}{quote}" if quote else _REDACTED)
 
 
+_OWNED: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], Redactor]] = weakref.WeakKeyDictionary()
+
+
+def redactor_for(owner: Any, exclude: Iterable[str]) -> Redactor:
+    """One :class:`Redactor` per ``owner`` (a run an output shows) and ``exclude``, kept while the owner
+    lives: each step printed or redrawn reuses its memo of clean texts. An owner that takes no weak
+    reference gets a new one each call."""
+    key = tuple(exclude)
+    try:
+        held = _OWNED.get(owner)
+    except TypeError:
+        return Redactor(key)
+    if held is None or held[0] != key:
+        held = _OWNED[owner] = (key, Redactor(key))
+    return held[1]
+
+
 _MASK = "***"
 _PIECE = 8  # the shortest cut piece of a known secret masked (shorter ones are too likely elsewhere)
 
@@ -220,7 +238,8 @@ class SecretMask:
         if not spans:
             return text
         spans.sort()
-        out, last = [], 0
+        out: list[str] = []
+        last = 0
         for start, end in spans:  # overlapping pieces of one cut key merge into one mask
             if start > last or not out:
                 out += [text[last:start], _MASK]

@@ -7,7 +7,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from ._panel import Panel, html_table
+from ._panel import Panel, html_table, redactor
 
 __all__ = ["TracePanel", "event_row"]
 
@@ -48,9 +48,10 @@ class TracePanel(Panel):
         return (id(run.events), run.events[-1].seq if run.events else 0)
 
     def draw(self, run: Any) -> None:
-        events = run.events[-self.tail:]
+        events, redact = run.events[-self.tail:], redactor(run)  # each row as the stored trace has it
         total = max(len(run.events), events[-1].seq if events else 0)  # seq counts the trimmed ones too
         hidden = total - len(events)
         note = f"<div>{total} events; {hidden} earlier not shown</div>" if hidden else f"<div>{total} events</div>"
         self.html.value = ("<div class='hl-trace'>" + note
-                           + html_table(("seq", "step", "kind", "detail"), [event_row(e) for e in events]) + "</div>")
+                           + html_table(("seq", "step", "kind", "detail"), [event_row(redact.model(e)) for e in events])
+                           + "</div>")
