@@ -125,6 +125,8 @@ def _blank_code_spans(text: str) -> str:
     """``text`` with each inline code span (its backticks too) spaced out, in linear time: an opening
     run closes at the next run of the same length unless a blank line comes first; an opening run
     that never closes is text, and the next run is tried."""
+    if text.count("`") < 2:  # a line's one backtick (read_lines asks per line)
+        return text
     runs = [(m.start(), m.end()) for m in _TICKS.finditer(text)]
     if len(runs) < 2:
         return text
