@@ -42,6 +42,7 @@ class TracePanel(Panel):
         self.tail = tail
         self.html = w.HTML()
         self.widget = self.html
+        self._rows: dict[int, tuple[Any, tuple[int, int, str, str]]] = {}  # id(event) -> (event, its row)
 
     def key(self, run: Any) -> Hashable:
         # the last event's seq, not the list's length: a stored run trims the list in place
@@ -49,9 +50,13 @@ class TracePanel(Panel):
 
     def draw(self, run: Any) -> None:
         events, redact = run.events[-self.tail:], redactor(run)  # each row as the stored trace has it
+        # An event never changes: its (redacted) row is made once while it stays in the tail.
+        rows = {id(e): hit if (hit := self._rows.get(id(e))) is not None and hit[0] is e
+                else (e, event_row(redact.model(e))) for e in events}
+        self._rows = rows
         total = max(len(run.events), events[-1].seq if events else 0)  # seq counts the trimmed ones too
         hidden = total - len(events)
         note = f"<div>{total} events; {hidden} earlier not shown</div>" if hidden else f"<div>{total} events</div>"
         self.html.value = ("<div class='hl-trace'>" + note
-                           + html_table(("seq", "step", "kind", "detail"), [event_row(redact.model(e)) for e in events])
+                           + html_table(("seq", "step", "kind", "detail"), [rows[id(e)][1] for e in events])
                            + "</div>")
