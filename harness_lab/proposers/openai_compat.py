@@ -54,12 +54,15 @@ from ..tool_specs import TOOL_SCHEMAS
 from ._counts import whole_count
 from .base import EndpointFailure, ProposerOutput
 
-__all__ = ["ENV_PREFIX", "TOOL_SCHEMAS", "OpenAICompatConfig", "OpenAICompatProposer", "ToolChoice", "Transport",
+__all__ = ["ENV_PREFIX", "MAX_REPLY_BYTES", "TOOL_SCHEMAS", "OpenAICompatConfig", "OpenAICompatProposer", "ToolChoice", "Transport",
            "urllib_transport"]
 
 ToolChoice = Literal["auto", "required", "none"]
 
 ENV_PREFIX = "HARNESS_LAB_OPENAI_"
+# A reply past this is an endpoint failure, not read on: a server that streams without end would fill
+# the harness's memory before the deadline (a tool call is kilobytes; a report, at most 4 MiB).
+MAX_REPLY_BYTES = 64 << 20
 # (status, body) for a JSON POST, the last argument the whole call's deadline in seconds; swapped out
 # by tests or callers with their own HTTP stack.
 Transport = Callable[[str, bytes, Mapping[str, str], float], tuple[int, bytes]]
@@ -179,6 +182,7 @@ def urllib_transport(url: str, body: bytes, headers: Mapping[str, str], timeout:
         _left(conn, deadline)
         response = conn.getresponse()
         chunks: list[bytes] = []
+        size = 0
         while True:
             _left(conn, deadline)
             chunk = response.read1(65536)
@@ -186,6 +190,9 @@ def urllib_transport(url: str, body: bytes, headers: Mapping[str, str], timeout:
                 if response.length:  # the server closed before the Content-Length it announced
                     raise http.client.IncompleteRead(b"".join(chunks), response.length)
                 return int(response.status), b"".join(chunks)
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                raise http.client.HTTPException(f"the reply is over {MAX_REPLY_BYTES >> 20} MiB; not read further")
             chunks.append(chunk)
     finally:
         conn.close()
