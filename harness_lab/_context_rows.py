@@ -10,7 +10,6 @@ store's blobs once, by sha256.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import fields
 from operator import attrgetter
@@ -112,7 +111,7 @@ class ContextRows:
         for entry in refs:  # (a change log names new outputs only when there are some)
             if entry["sha256"] not in self._blobs:
                 text = ctx.ref_text(entry["ref_id"])  # as stored (read_ref notes a stale one)
-                blobs.append((entry["sha256"], redacted := self._redact_text(text)))
+                blobs.append((entry["sha256"], redacted := self._redact.text(text)))
                 if redacted == text:
                     self._verbatim.append(entry["sha256"])
         cache = self._item_texts
@@ -167,11 +166,6 @@ class ContextRows:
         else:
             texts = [cache[i.id][1] for i in items]
         return f'{head[:-1]},"items":[{",".join(texts)}]}}'
-
-    def _redact_text(self, text: str) -> str:
-        # The patterns are written for JSON-escaped text (what every other row holds).
-        return text if self._redact.inert else str(json.loads(self._redact(_dumps(text))))
-
 
 
 def _dumps(value: Any) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .events import StepRecord
     from .proposers.openai_compat import OpenAICompatProposer
     from .run import Run
     from .store import Store
@@ -23,6 +24,7 @@ from .contract import load_contract
 from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
 from .paths import data_dir
+from .redaction import Redactor, redactor_for
 from .states import RunState
 from .validation import MAX_REPORT_BYTES, check_report
 
@@ -134,8 +136,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with Run.from_scenario(args.scenario, validation=not args.no_validation,
                            approver=approver_from_policy(args.gate_policy), proposer=proposer) as run:
         while run.step_due:
-            record = run.step()
-            print(record.model_dump_json() if args.json else record.summary(), flush=True)
+            _print_step(run, run.step(), args)
         return _print_final(run, args)
 
 
@@ -143,8 +144,7 @@ def _drive_stored(run: Run, store: Store, args: argparse.Namespace) -> int:
     """Checkpoint every step, beat, and stop gracefully on SIGTERM (persistence commands)."""
     from .heartbeat import drive
 
-    stopped = drive(run, store, lambda r: print(r.model_dump_json() if args.json else r.summary(), flush=True),
-                    heartbeat_s=args.heartbeat, grace_s=args.grace)
+    stopped = drive(run, store, lambda r: _print_step(run, r, args), heartbeat_s=args.heartbeat, grace_s=args.grace)
     if stopped:
         print(f"stopped by SIGTERM after step {run.step_no}; resume with: {_resume_command(args.db, run.run_id)}",
               file=sys.stderr)
@@ -178,8 +178,8 @@ def _resume_stored(store: Store, args: argparse.Namespace) -> int:
         raise HarnessLabError(f"run {args.run_id!r} is scripted: resume it without --model")
     run = Run.resume(store, args.run_id, approver=approver, proposer=proposer)
     assert run.resume_report is not None
-    print(("resumed: " if run.resume_report.ok else "resume refused: ") + run.resume_report.summary(),
-          file=sys.stderr)
+    print(_redactor(run).text(("resumed: " if run.resume_report.ok else "resume refused: ")
+                              + run.resume_report.summary()), file=sys.stderr)
     args.scenario = run.scenario
     args.no_validation = not run.validation
     if not run.resume_report.ok:  # nothing beats for a run that did not resume: the store stays as it was
@@ -190,7 +190,7 @@ def _resume_stored(store: Store, args: argparse.Namespace) -> int:
         decision = approver.decide(run.waiting)
         if decision is not None:
             record = run.approve(by=decision.by) if decision.approved else run.reject(decision.reason, by=decision.by)
-            print(record.model_dump_json() if args.json else record.summary(), flush=True)
+            _print_step(run, record, args)
     return _drive_stored(run, store, args)
 
 
@@ -286,6 +286,17 @@ def _cmd_model_serve(args: argparse.Namespace) -> int:
             key_file.unlink(missing_ok=True)
 
 
+def _redactor(run: Run) -> Redactor:
+    """The redactor of the run's store rows (its contract's ``memory.exclude``), for what is printed: a
+    secret a tool's output carried is as hidden on stdout as in the store."""
+    return redactor_for(run, run.contract.memory.exclude)
+
+
+def _print_step(run: Run, record: StepRecord, args: argparse.Namespace) -> None:
+    shown = _redactor(run).model(record)  # printed as `trace` prints the stored row
+    print(shown.model_dump_json() if args.json else shown.summary(), flush=True)
+
+
 def _resume_command(db: str, run_id: str) -> str:
     """Quoted as a shell needs it: a store path or run id with a space is pasted as it is."""
     return f"harness-lab resume --db {shlex.quote(db)} --run-id {shlex.quote(run_id)}"
@@ -304,7 +315,8 @@ def _print_final(run: Run, args: argparse.Namespace) -> int:
     }
     if run.waiting is not None:
         final["waiting_for"] = run.waiting.model_dump(mode="json")
-    print(json.dumps(final) if args.json else f"final: {run.state.value} ({final['stop_reason']})")
+    redact = _redactor(run)
+    print(redact.json(json.dumps(final)) if args.json else f"final: {run.state.value} ({final['stop_reason']})")
     if getattr(args, "model", False) and not args.json:
         print(f"usage: {run.usage.decisions} decisions, {run.usage.tool_calls} tool calls, {run.usage.tokens} tokens "
               f"(the endpoint's count), {run.usage.elapsed_s:.1f} s")
@@ -317,8 +329,8 @@ def _print_final(run: Run, args: argparse.Namespace) -> int:
         if not args.json:
             again = (_resume_command(args.db, run.run_id) + " --model" if args.db is not None
                      else "a rerun (with --db it could resume)")
-            print(f"waiting for the endpoint: {run.stop_reason.message if run.stop_reason else 'it failed'}; "
-                  f"once it answers: {again}")
+            why = redact.text(run.stop_reason.message) if run.stop_reason else "it failed"
+            print(f"waiting for the endpoint: {why}; once it answers: {again}")
         return 1
     return 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Literal, TypeVar, overload
@@ -148,7 +149,13 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)
 def parse_proposal(raw: object) -> Proposal:
     """Parse whatever a proposer returned; never raises."""
     try:
-        return _parse(raw)
+        if type(raw) is dict:  # the usual proposal first: a dict of a flat kind (see _parse_flat)
+            kind = raw.get("kind")
+            if type(kind) is str and (spec := _FLAT.get(kind)) is not None:
+                if (flat := _parse_flat(raw, kind, spec)) is not None:
+                    # its arguments are ASCII: only claims beside them may hold a lone surrogate
+                    return _utf8(flat) if flat.claims else flat
+        return _utf8(_parse(raw))
     except Exception as exc:  # a mapping whose methods raise, say: still data, never a crash
         return Proposal(raw=_safe_repr(raw), error=ProposalError(
             code="malformed", message=f"the proposal could not be read: {type(exc).__name__}: {_short(str(exc))}",
@@ -204,6 +211,49 @@ def _parse(raw: object) -> Proposal:
             code="bad_arguments", message=f"{kind}: argument {where}: {first['msg']}",
             hint=f"{kind} takes: " + ", ".join(sorted(fields - {'kind'})) if fields - {"kind"} else f"{kind} takes no arguments"))
     return Proposal(raw=_jsonable_map(raw_map), action=action, claims=claims)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(proposal: Proposal) -> Proposal:
+    """``proposal``, or its refusal when its raw holds a lone surrogate (``json.loads('"\\ud800"')``
+    makes one): no UTF-8 encoder takes it, so the step's row, ``--json`` and the trace could not be
+    written (a traceback at the checkpoint). The raw is kept with U+FFFD in its place; a forbidden kind
+    still blocks."""
+    if _clean(proposal.raw):
+        return proposal
+    raw, claims = _repaired(proposal.raw), _repaired(proposal.claims)
+    action = proposal.action
+    if isinstance(action, ForbiddenAction):
+        return Proposal(raw=raw, action=ForbiddenAction(requested_kind=_repaired(action.requested_kind),
+                                                        args=_repaired(action.args)), claims=claims)
+    kind = raw.get("kind") if isinstance(raw, dict) else None
+    return Proposal(raw=raw, claims=claims, error=ProposalError(
+        code="bad_arguments" if isinstance(kind, str) else "malformed",
+        message=f"{kind + ': ' if isinstance(kind, str) else ''}holds text that is not UTF-8 (a lone surrogate such "
+                "as \\ud800)", hint="send valid UTF-8 text; a character outside the BMP as its pair of surrogates"))
+
+
+def _clean(value: Any) -> bool:
+    """No lone surrogate in any str of JSON-native ``value`` (keys included)."""
+    if type(value) is str:
+        return value.isascii() or _SURROGATE.search(value) is None
+    if type(value) is dict:
+        return all(_clean(k) and _clean(v) for k, v in value.items())
+    if type(value) is list:
+        return all(_clean(v) for v in value)
+    return True
+
+
+def _repaired(value: Any) -> Any:
+    if type(value) is str:
+        return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
+    if type(value) is dict:
+        return {_repaired(k): _repaired(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_repaired(v) for v in value]
+    return value
 
 
 def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal | None:

@@ -6,15 +6,29 @@ tokens, ``password=...`` style pairs) and the values of secret-named environment
 becomes ``[REDACTED]``, keeping a pair's key. The patterns are written for JSON-escaped text, which is
 what every stored row holds. :meth:`Redactor.clean` answers "no match" for a loop's rows at the cost
 of one hash each, from a memo of the JSON pieces it found clean before.
+
+The same redactor stands at every other output: ``run``/``resume``'s printed steps (``--json`` or
+not) and the dashboard pass a run's records through :meth:`Redactor.model` and its texts through
+:meth:`Redactor.text`, so what is shown is what the store keeps. A credential the harness was *given*
+(an endpoint's key) is known exactly, not by its shape: :class:`SecretMask` masks it, and any piece of
+it a cut left, in what a proposer returns or records.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import weakref
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["SECRET_CATEGORIES", "Redactor", "redact"]
+if TYPE_CHECKING:  # standard library only at run time (the transcript module stays so)
+    from pydantic import BaseModel
+
+__all__ = ["SECRET_CATEGORIES", "Redactor", "SecretMask", "redact", "redactor_for"]
+
+_M = TypeVar("_M", bound="BaseModel")
 
 # memory.exclude entries that name a kind of secret (seed 000: "secrets, raw_credentials").
 SECRET_CATEGORIES = frozenset({"secrets", "raw_credentials", "credentials", "api_keys", "tokens", "passwords"})
@@ -51,7 +65,7 @@ _SECRET_PATTERNS = (
     # 8k+7 at depth 2: twice the opening quote's backslashes plus one, modulo twice them plus two) is
     # part of it; a shallower string's closing quote (fewer backslashes) is not.
     r"(?P<k>(?i:password|passwd|pwd|api[_-]?key|(?:secret|access|private)[_-]?key|secret|token|authorization)"
-    + _QUOTE + r"\s*[:=]\s*(?P<q>(?P<qb>\\*)\")?" + _SCHEME + ")"
+    + r"(?P<kq>" + _QUOTE_MARK + r")?\s*[:=]\s*(?P<q>(?P<qb>\\*)\")?" + _SCHEME + ")"
     + r"(?(q)(?:[^\s\\\",;&}\]]|\\++(?![\"nr]))"
     + r"(?:[^\\\"\n]|\\++(?![\"nr])|(?:(?P=qb)(?P=qb)\\\\)*+(?P=qb)(?P=qb)\\\")*(?<!,)|"
     + _BARE_FIRST + _BARE + r"{2,}(?<!,))",
@@ -101,7 +115,25 @@ class Redactor:
     def __call__(self, text: str) -> str:
         if self._re is None or not self._may_hold_secret(text) or self._re.search(text) is None:
             return text
-        return self._re.sub(lambda m: (m.group("k") or "") + _REDACTED, text)
+        return self._re.sub(_replace, text)
+
+    def text(self, text: str) -> str:
+        """``text`` (plain, not JSON) redacted as the store redacts it: through its JSON string form,
+        which the patterns are written for."""
+        if self._re is None:
+            return text
+        escaped = json.dumps(text, ensure_ascii=False)
+        redacted = self(escaped)
+        return text if redacted is escaped else str(json.loads(redacted))
+
+    def model(self, record: _M) -> _M:
+        """``record`` itself when its JSON holds no secret; else a copy read back from its redacted
+        JSON (what a store row holds: a record shown from it is the record ``trace`` shows)."""
+        if self._re is None:
+            return record
+        text = record.model_dump_json()
+        redacted = self.json(text)
+        return record if redacted is text else type(record).model_validate_json(redacted)
 
     def json(self, text: str) -> str:
         """``self(text)`` for JSON text, checking only the parts of it not seen clean before."""
@@ -151,6 +183,81 @@ class Redactor:
                     return True
                 at = folded.find(name, at + 1)
         return False
+
+
+def _replace(m: re.Match[str]) -> str:
+    # A bare value after a quoted key is a JSON number, true, false or null: the mark is quoted with the
+    # key's quote (at its depth), so the JSON stays JSON (a bare [REDACTED] made the row unreadable).
+    quote = m.group("kq") if m.group("q") is None else None
+    return (m.group("k") or "") + (f"{quote}{_REDACTED}{quote}" if quote else _REDACTED)
+
+
+_OWNED: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], Redactor]] = weakref.WeakKeyDictionary()
+
+
+def redactor_for(owner: Any, exclude: Iterable[str]) -> Redactor:
+    """One :class:`Redactor` per ``owner`` (a run an output shows) and ``exclude``, kept while the owner
+    lives: each step printed or redrawn reuses its memo of clean texts. An owner that takes no weak
+    reference gets a new one each call."""
+    key = tuple(exclude)
+    try:
+        held = _OWNED.get(owner)
+    except TypeError:
+        return Redactor(key)
+    if held is None or held[0] != key:
+        held = _OWNED[owner] = (key, Redactor(key))
+    return held[1]
+
+
+_MASK = "***"
+_PIECE = 8  # the shortest cut piece of a known secret masked (shorter ones are too likely elsewhere)
+
+
+class SecretMask:
+    """Known secrets (an API key given in a config, not only found in the environment) masked as
+    ``***`` wherever they appear: whole, JSON-escaped, and every piece of one at least 8 characters
+    long (an endpoint that echoes a header cut short, a window of a log line); "Bearer KEY" keeps its
+    "Bearer ". Secrets shorter than that are masked whole only."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms = {f for s in secrets if s for f in (s, json.dumps(s)[1:-1])}
+        self._whole = sorted(forms, key=len, reverse=True)
+        self._pieces = sorted({f[i:i + _PIECE] for f in forms if len(f) > _PIECE
+                               for i in range(len(f) - _PIECE + 1)})
+
+    def __bool__(self) -> bool:
+        return bool(self._whole)
+
+    def __call__(self, text: str) -> str:
+        spans = []
+        for needle in (*self._whole, *self._pieces):
+            at = text.find(needle)
+            while at >= 0:
+                spans.append((at, at + len(needle)))
+                at = text.find(needle, at + 1)
+        if not spans:
+            return text
+        spans.sort()
+        out: list[str] = []
+        last = 0
+        for start, end in spans:  # overlapping pieces of one cut key merge into one mask
+            if start > last or not out:
+                out += [text[last:start], _MASK]
+            last = max(last, end)
+        out.append(text[last:])
+        return "".join(out)
+
+    def walk(self, value: Any) -> Any:
+        """``value`` with every string in it masked, dict keys included (lists, tuples and dicts walked)."""
+        if not self._whole:
+            return value
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.walk(v) for v in value)
+        if isinstance(value, dict):
+            return {self.walk(k): self.walk(v) for k, v in value.items()}
+        return value
 
 
 def redact(text: str, exclude: Iterable[str]) -> str:

@@ -2,6 +2,9 @@
 
 ``key(run)`` is cheap (no rendering); :meth:`Panel.update` compares it with the last drawn key and
 calls ``draw`` only on a change, so a step redraws the panels it touched and nothing else.
+
+What a panel shows of a run's records and texts passes :func:`redactor` first: the store's redactor,
+so the dashboard hides the secrets the trace hides.
 """
 
 from __future__ import annotations
@@ -13,8 +16,14 @@ from typing import Any
 import ipywidgets as w
 
 from harness_lab.errors import HarnessLabError
+from harness_lab.redaction import Redactor, redactor_for
 
-__all__ = ["Panel", "close_widgets", "describe_error", "esc", "html_table", "newer"]
+__all__ = ["Panel", "close_widgets", "describe_error", "esc", "html_table", "newer", "redactor"]
+
+
+def redactor(run: Any) -> Redactor:
+    """The redactor the run's store writes through (its contract's ``memory.exclude``)."""
+    return redactor_for(run, run.contract.memory.exclude)
 
 
 def describe_error(exc: BaseException) -> str:

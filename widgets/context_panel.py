@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import ipywidgets as w
 
 from harness_lab.context import Layer
 
-from ._panel import Panel, esc, html_table
+from ._panel import Panel, esc, html_table, redactor
 
 __all__ = ["ContextPanel", "context_rows"]
 
 _EXCERPT = 90
 
 
-def context_rows(view: Any) -> list[tuple[str, str, int, str, int, str, str]]:
-    """(layer, id, tokens, source, round, flags, excerpt) per item of a context view, in view order."""
+def context_rows(view: Any, redact: Callable[[str], str] | None = None) -> list[tuple[str, str, int, str, int, str, str]]:
+    """(layer, id, tokens, source, round, flags, excerpt) per item of a context view, in view order;
+    each text passed through ``redact`` before it is cut (a cut secret no pattern recognises)."""
     rows = []
     for item in view.items:
         flags = [item.freshness]
@@ -26,7 +27,7 @@ def context_rows(view: Any) -> list[tuple[str, str, int, str, int, str, str]]:
         flags += [f for f, on in (("pinned", item.pinned), ("anomaly", item.anomaly)) if on]
         if item.ref_id:
             flags.append(f"ref {item.ref_id}")
-        text = " ".join(item.text.split())
+        text = " ".join((item.text if redact is None else redact(item.text)).split())
         rows.append((item.layer.name, item.id, item.tokens, item.source, item.round, ", ".join(flags),
                      text if len(text) <= _EXCERPT else text[: _EXCERPT - 1] + "…"))
     return rows
@@ -57,6 +58,6 @@ class ContextPanel(Panel):
         over = " <b style='color:#c62828'>over budget</b>" if view.over_budget else ""
         self.html.value = (
             f"<div class='hl-context'><div>{view.total_tokens} / {view.budget_tokens} tokens{over}; {esc(sizes)}</div>"
-            + html_table(("layer", "id", "tokens", "source", "round", "freshness / flags", "text"), context_rows(view))
+            + html_table(("layer", "id", "tokens", "source", "round", "freshness / flags", "text"), context_rows(view, redactor(run).text))
             + "</div>"
         )

@@ -10,7 +10,7 @@ import ipywidgets as w
 
 from harness_lab.actions import Finish, ForbiddenAction
 
-from ._panel import Panel, describe_error, esc
+from ._panel import Panel, describe_error, esc, redactor
 from .budget_panel import enforced_budget
 
 __all__ = ["PendingPanel", "late_for_approval", "what_happens_next"]
@@ -88,12 +88,14 @@ class PendingPanel(Panel):
     def draw(self, run: Any) -> None:
         waiting = run.waiting is not None
         self.approve_button.disabled = self.reject_button.disabled = not waiting
-        p = self._proposal
+        # Shown as the store will keep it: the editor too (an edit sends the marks, never the secret).
+        redact = redactor(run)
+        p = None if self._proposal is None else redact.model(self._proposal)
         self.edit_button.disabled = waiting or p is None
         self.editor.value = "" if p is None else json.dumps(p.raw, ensure_ascii=False, default=str)
         if p is None and self.error:
             self.html.value = ("<div class='hl-pending'><b style='color:#c62828'>the proposer raised</b>: "
-                               f"{esc(self.error)} (Step asks it again)</div>")
+                               f"{esc(redact.text(self.error))} (Step asks it again)</div>")
             return
         if self._unasked:
             self.html.value = ("<div class='hl-pending'><i>the proposer was not asked again after the interrupt</i> "

@@ -9,7 +9,7 @@ import ipywidgets as w
 
 from harness_lab.states import RUN_TRANSITIONS, RunState
 
-from ._panel import Panel, esc, newer
+from ._panel import Panel, esc, newer, redactor
 
 __all__ = ["StatePanel", "compress_path"]
 
@@ -73,7 +73,8 @@ class StatePanel(Panel):
                          f"{esc(state.value)}</span>")
         nexts = ", ".join(s.value for s in sorted(RUN_TRANSITIONS[run.state], key=list(RunState).index)) or "none (terminal)"
         steps = " &rarr; ".join(esc(s) + (f" &times;{n}" if n > 1 else "") for s, n in compress_path(self.path))
-        stop = (f"<div>stop reason: <b>{esc(run.stop_reason.code)}</b>: {esc(run.stop_reason.message)}</div>"
+        stop = (f"<div>stop reason: <b>{esc(run.stop_reason.code)}</b>: "
+                f"{esc(redactor(run).text(run.stop_reason.message))}</div>"
                 if run.stop_reason else "")
         self.html.value = (
             f"<div class='hl-state-panel'><div>{''.join(chips)}</div>"

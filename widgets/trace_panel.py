@@ -7,7 +7,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from ._panel import Panel, html_table
+from ._panel import Panel, html_table, redactor
 
 __all__ = ["TracePanel", "event_row"]
 
@@ -42,15 +42,21 @@ class TracePanel(Panel):
         self.tail = tail
         self.html = w.HTML()
         self.widget = self.html
+        self._rows: dict[int, tuple[Any, tuple[int, int, str, str]]] = {}  # id(event) -> (event, its row)
 
     def key(self, run: Any) -> Hashable:
         # the last event's seq, not the list's length: a stored run trims the list in place
         return (id(run.events), run.events[-1].seq if run.events else 0)
 
     def draw(self, run: Any) -> None:
-        events = run.events[-self.tail:]
+        events, redact = run.events[-self.tail:], redactor(run)  # each row as the stored trace has it
+        # An event never changes: its (redacted) row is made once while it stays in the tail.
+        rows = {id(e): hit if (hit := self._rows.get(id(e))) is not None and hit[0] is e
+                else (e, event_row(redact.model(e))) for e in events}
+        self._rows = rows
         total = max(len(run.events), events[-1].seq if events else 0)  # seq counts the trimmed ones too
         hidden = total - len(events)
         note = f"<div>{total} events; {hidden} earlier not shown</div>" if hidden else f"<div>{total} events</div>"
         self.html.value = ("<div class='hl-trace'>" + note
-                           + html_table(("seq", "step", "kind", "detail"), [event_row(e) for e in events]) + "</div>")
+                           + html_table(("seq", "step", "kind", "detail"), [rows[id(e)][1] for e in events])
+                           + "</div>")

@@ -7,7 +7,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from ._panel import Panel, esc, html_table, newer
+from ._panel import Panel, esc, html_table, newer, redactor
 
 __all__ = ["CHECKS", "VerdictPanel", "check_rows", "last_verdict"]
 
@@ -110,6 +110,7 @@ class VerdictPanel(Panel):
             parts.append("<div><i>no artifact validated yet</i></div>")
         else:
             step, verdict = self._last
+            verdict = redactor(run).model(verdict)  # a message or a cited id quotes the report as written
             if self._restored is not None:  # what the verdict judged was rolled back: not the run's now
                 parts.append(_after_restore(self._restored, step, verdict, run.receipt is None))
             else:

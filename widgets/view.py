@@ -18,7 +18,7 @@ from harness_lab.errors import HarnessLabError
 from harness_lab.events import StepRecord
 from harness_lab.states import RunState
 
-from ._panel import Panel, close_widgets, describe_error, esc, newer
+from ._panel import Panel, close_widgets, describe_error, esc, newer, redactor
 from .budget_panel import BudgetPanel
 from .context_panel import ContextPanel
 from .fault_panel import FaultPanel
@@ -281,7 +281,8 @@ class LabView:
 
     def show_error(self, exc: BaseException) -> None:
         """Show a failed call in the status line (a click has no cell to raise into)."""
-        self.status.value = f"<span style='color:#c62828'>{esc(describe_error(exc))}</span>"
+        # an error may quote what a tool or the endpoint said
+        self.status.value = f"<span style='color:#c62828'>{esc(redactor(self.run).text(describe_error(exc)))}</span>"
 
     def _clicked(self, action: Callable[[], object]) -> Callable[[w.Button], None]:
         def handler(_button: w.Button) -> None:

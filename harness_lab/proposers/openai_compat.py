@@ -13,7 +13,9 @@ Configuration comes from the environment (:meth:`OpenAICompatConfig.from_env`)::
     HARNESS_LAB_OPENAI_API_KEY    bearer token                      (optional for local servers)
 
 The key is sent in the ``Authorization`` header and nowhere else: it is not in any repr, state,
-proposal, trace event or checkpoint, and it is masked in error text an endpoint echoes back.
+proposal, trace event or checkpoint. What the endpoint sends back passes a
+:class:`~harness_lab.redaction.SecretMask` of it: an echoed key (whole, cut short, JSON-escaped) becomes
+``***`` in reply text, tool-call names and arguments, and error text, however the key was given.
     HARNESS_LAB_OPENAI_MAX_TOKENS  reply cap (default 512; also capped by the run's token budget left)
     HARNESS_LAB_OPENAI_TOOL_CHOICE auto | required | none | omit (default auto: llama-cpp-python's
                                    server answers "required" with HTTP 500)
@@ -47,16 +49,20 @@ from typing import Any, Literal, get_args
 
 from ..context import ContextView
 from ..errors import ConfigError
+from ..redaction import SecretMask
 from ..tool_specs import TOOL_SCHEMAS
 from ._counts import whole_count
 from .base import EndpointFailure, ProposerOutput
 
-__all__ = ["ENV_PREFIX", "TOOL_SCHEMAS", "OpenAICompatConfig", "OpenAICompatProposer", "ToolChoice", "Transport",
+__all__ = ["ENV_PREFIX", "MAX_REPLY_BYTES", "TOOL_SCHEMAS", "OpenAICompatConfig", "OpenAICompatProposer", "ToolChoice", "Transport",
            "urllib_transport"]
 
 ToolChoice = Literal["auto", "required", "none"]
 
 ENV_PREFIX = "HARNESS_LAB_OPENAI_"
+# A reply past this is an endpoint failure, not read on: a server that streams without end would fill
+# the harness's memory before the deadline (a tool call is kilobytes; a report, at most 4 MiB).
+MAX_REPLY_BYTES = 64 << 20
 # (status, body) for a JSON POST, the last argument the whole call's deadline in seconds; swapped out
 # by tests or callers with their own HTTP stack.
 Transport = Callable[[str, bytes, Mapping[str, str], float], tuple[int, bytes]]
@@ -176,6 +182,7 @@ def urllib_transport(url: str, body: bytes, headers: Mapping[str, str], timeout:
         _left(conn, deadline)
         response = conn.getresponse()
         chunks: list[bytes] = []
+        size = 0
         while True:
             _left(conn, deadline)
             chunk = response.read1(65536)
@@ -183,6 +190,9 @@ def urllib_transport(url: str, body: bytes, headers: Mapping[str, str], timeout:
                 if response.length:  # the server closed before the Content-Length it announced
                     raise http.client.IncompleteRead(b"".join(chunks), response.length)
                 return int(response.status), b"".join(chunks)
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                raise http.client.HTTPException(f"the reply is over {MAX_REPLY_BYTES >> 20} MiB; not read further")
             chunks.append(chunk)
     finally:
         conn.close()
@@ -206,6 +216,7 @@ class OpenAICompatProposer:
         self._transport: Transport = transport or urllib_transport
         self._system = system_prompt
         self._sleep = sleep
+        self._mask = SecretMask([config.api_key] if config.api_key else [])
         self.calls = 0
 
     @classmethod
@@ -291,7 +302,10 @@ class OpenAICompatProposer:
         if "data:" not in text:
             return None
         content: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
+        # Each call's name and argument pieces, joined at the end: a stream sends a long argument a few
+        # characters per event, and adding each piece to the string so far copied it again (quadratic:
+        # 160k pieces, 57 s).
+        calls: dict[int, tuple[list[str], list[str]]] = {}
         finish, usage = None, None
         for line in text.splitlines():
             line = line.strip()
@@ -314,13 +328,14 @@ class OpenAICompatProposer:
                 for piece in delta.get("tool_calls") or []:
                     if not isinstance(piece, dict):
                         return None
-                    call = calls.setdefault(int(piece.get("index", len(calls))), {"function": {"name": "", "arguments": ""}})
+                    names, arguments = calls.setdefault(int(piece.get("index", len(calls))), ([], []))
                     function = piece.get("function") or {}
-                    call["function"]["name"] += str(function.get("name") or "")
-                    call["function"]["arguments"] += str(function.get("arguments") or "")
+                    names.append(str(function.get("name") or ""))
+                    arguments.append(str(function.get("arguments") or ""))
         message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
         if calls:
-            message["tool_calls"] = [calls[i] for i in sorted(calls)]
+            message["tool_calls"] = [{"function": {"name": "".join(calls[i][0]), "arguments": "".join(calls[i][1])}}
+                                     for i in sorted(calls)]
         whole: dict[str, Any] = {"choices": [{"message": message, "finish_reason": finish}]}
         if usage is not None:
             whole["usage"] = usage
@@ -362,11 +377,9 @@ class OpenAICompatProposer:
                                   tokens=tokens)
         if not isinstance(args, dict):
             return ProposerOutput(raw=self._mask(f"tool call {name!r} arguments are not an object"), tokens=tokens)
+        # A key the endpoint echoed into a call (its arguments, its name) is masked like one in its text.
         if len(calls) > 1:  # one action per step: the first runs; the others become claims the trace records
             others = [c.get("function", c) if isinstance(c, dict) else c for c in calls[1:]]
-            return ProposerOutput(raw={**args, "other_tool_calls": others, "kind": name}, tokens=tokens)
-        return ProposerOutput(raw={**args, "kind": name}, tokens=tokens)
-
-    def _mask(self, text: str) -> str:
-        key = self._config.api_key
-        return text.replace(key, "***") if key else text
+            return ProposerOutput(raw=self._mask.walk({**args, "other_tool_calls": others, "kind": name}),
+                                  tokens=tokens)
+        return ProposerOutput(raw=self._mask.walk({**args, "kind": name}), tokens=tokens)

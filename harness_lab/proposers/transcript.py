@@ -10,7 +10,8 @@ exchange: the sha256 of the request body as sent, the request JSON, the HTTP sta
 bytes as text, and the latency in seconds; a call that raised (connection refused, a deadline) is
 kept as the exception's type and message, and raised again. Credentials are never kept: no header is
 stored, and every credential the requests' ``Authorization`` (or ``api-key``-style) headers carried
-is masked as ``***`` wherever else it appears (a server that echoes the key); ``save`` refuses to
+is masked as ``***`` wherever else it appears (a server that echoes the key, whole or cut short: a
+:class:`~harness_lab.redaction.SecretMask`); ``save`` refuses to
 write a file that would still hold one. The file is one JSON document; the request bodies' shared
 ``tools`` list is stored once, and a request sent again with the same bytes (a retry) refers to the
 first.
@@ -43,6 +44,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from ..redaction import SecretMask
 
 __all__ = [
     "TRANSCRIPT_FORMAT",
@@ -180,29 +183,6 @@ def _credentials(headers: Mapping[str, str]) -> list[str]:
     return found
 
 
-def _mask(value: Any, secrets: Iterable[str]) -> Any:
-    """``value`` with every secret replaced by ``***`` in every string, keys included."""
-    ordered = sorted({s for s in secrets if s}, key=len, reverse=True)
-    if not ordered:
-        return value
-
-    def text(s: str) -> str:
-        for secret in ordered:
-            s = s.replace(secret, MASK)
-        return s
-
-    def walk(v: Any) -> Any:
-        if isinstance(v, str):
-            return text(v)
-        if isinstance(v, list):
-            return [walk(x) for x in v]
-        if isinstance(v, dict):
-            return {text(str(k)): walk(x) for k, x in v.items()}
-        return v
-
-    return walk(value)
-
-
 def _shared_key(name: str, value: Any) -> str:
     digest = hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return f"{name}:{digest[:12]}"
@@ -265,8 +245,9 @@ class RecordingTransport:
         if reply is not None:
             try:
                 text = reply.decode("utf-8")
-            except UnicodeDecodeError:
-                text, as_base64 = base64.b64encode(reply).decode("ascii"), True
+            except UnicodeDecodeError:  # masked before encoding: in base64 no mask could find the key
+                masked = SecretMask(self._secrets)(reply.decode("latin-1")).encode("latin-1")
+                text, as_base64 = base64.b64encode(masked).decode("ascii"), True
         self.exchanges.append(Exchange(
             index=len(self.exchanges), path=urllib.parse.urlsplit(url).path,
             request_sha256=digest, request=request, status=status, reply=text,
@@ -281,7 +262,7 @@ class RecordingTransport:
             "shared": self.shared,
             "exchanges": [e.to_json() for e in self.exchanges],
         }
-        masked: dict[str, Any] = _mask(data, self._secrets)
+        masked: dict[str, Any] = SecretMask(self._secrets).walk(data)
         return masked
 
     def save(self, path: str | Path) -> Path:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_left
 from typing import NamedTuple
 
 __all__ = ["Line", "heading", "headings", "prose_text", "read_lines", "thematic_break", "title_key", "visible"]
@@ -27,12 +28,16 @@ __all__ = ["Line", "heading", "headings", "prose_text", "read_lines", "thematic_
 # closing #s and blanks backtracked quadratically and worse on a line of many blanks).
 _HEADING_OPEN = re.compile(r" {0,3}(#{1,6})[ \t]")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-_INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
+# A code span: a run of backticks, then the next run of exactly as many, no blank line between (see
+# _blank_code_spans; as a regex, (?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`) under DOTALL, whose
+# every unmatched opener scanned to its paragraph's end: runs of 1, 2, 3... backticks took minutes).
+_TICKS = re.compile(r"`+")
+_BREAK = re.compile(r"(?=\n[ \t]*\n)")  # where a blank line starts: no span crosses it
 # A setext underline ('Title' over '====' or '----'), and the starts of blocks a paragraph line may
 # not begin with for its paragraph to be a setext title (list item, quote, table row, indented code).
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*")
 _OTHER_BLOCK = re.compile(r" {0,3}(?:[-+*>|]|\d{1,9}[.)])(?:[ \t]|$)| {4}|\t")
-_EMPHASIS = re.compile(r"^(\*\*|__|\*|_)(.+)\1$")
+_EMPHASIS = ("**", "__", "*", "_")  # tried in this order, as a reader pairs them
 _INDENTED = re.compile(r" {4}| {0,3}\t")
 _LIST_ITEM = re.compile(r" {0,3}(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
 _THEMATIC_BREAK = re.compile(r" {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})")
@@ -77,7 +82,7 @@ def read_lines(text: str) -> list[Line]:
         in_comment = comment
         kept: list[str] = []
         # '<!--' inside a code span on the line opens nothing (code spans bind first)
-        plain = _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), raw) if "`" in raw else raw
+        plain = _blank_code_spans(raw) if "`" in raw else raw
         i = 0
         while i < len(raw):
             if comment:
@@ -113,7 +118,42 @@ def thematic_break(text: str) -> bool:
 def prose_text(lines: list[Line]) -> str:
     """The report's prose: no fenced code, no comments, inline code spans blanked."""
     text = "\n".join("" if line.code or line.fence else line.text for line in lines)
-    return _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), text)
+    return _blank_code_spans(text) if "`" in text else text
+
+
+def _blank_code_spans(text: str) -> str:
+    """``text`` with each inline code span (its backticks too) spaced out, in linear time: an opening
+    run closes at the next run of the same length unless a blank line comes first; an opening run
+    that never closes is text, and the next run is tried."""
+    if text.count("`") < 2:  # a line's one backtick (read_lines asks per line)
+        return text
+    runs = [(m.start(), m.end()) for m in _TICKS.finditer(text)]
+    if len(runs) < 2:
+        return text
+    breaks = [m.start() for m in _BREAK.finditer(text)]
+    following: list[int] = [-1] * len(runs)  # the index of the next run of the same length
+    last: dict[int, int] = {}
+    for n in range(len(runs) - 1, -1, -1):
+        size = runs[n][1] - runs[n][0]
+        following[n] = last.get(size, -1)
+        last[size] = n
+    out: list[str] = []
+    done = n = 0
+    while n < len(runs):
+        close = following[n]
+        if close == -1:
+            n += 1
+            continue
+        start, opened = runs[n]
+        at = bisect_left(breaks, opened)
+        if at < len(breaks) and breaks[at] < runs[close][0]:  # a blank line before the closing run
+            n += 1
+            continue
+        end = runs[close][1]
+        out += [text[done:start], " " * (end - start)]
+        done, n = end, close + 1
+    out.append(text[done:])
+    return "".join(out)
 
 
 def visible(text: str) -> bool:
@@ -127,9 +167,21 @@ def title_key(title: str) -> str:
     folded (fullwidth letters), invisible characters dropped, emphasis around the whole title and a
     trailing colon removed, case folded. 'Limitations of scope' stays another section."""
     text = "".join(ch for ch in unicodedata.normalize("NFKC", title) if unicodedata.category(ch) != "Cf").strip()
-    while m := _EMPHASIS.match(text):
-        text = m.group(2).strip()
-    return text.rstrip(":").strip().casefold()
+    # Peeled by moving two ends, not by copying what is left: a title of 100k '*' took seconds a copy.
+    # (A title is one line: no newline for the pairing to stop at.)
+    lo, hi = 0, len(text)
+    peeled = True
+    while peeled:
+        peeled = False
+        for mark in _EMPHASIS:
+            if hi - lo > 2 * len(mark) and text.startswith(mark, lo) and text.endswith(mark, lo, hi):
+                lo, hi, peeled = lo + len(mark), hi - len(mark), True
+                while lo < hi and text[lo].isspace():
+                    lo += 1
+                while hi > lo and text[hi - 1].isspace():
+                    hi -= 1
+                break
+    return text[lo:hi].rstrip(":").strip().casefold()
 
 
 def heading(line: str) -> tuple[int, str] | None:
