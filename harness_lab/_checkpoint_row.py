@@ -42,6 +42,8 @@ def run_spec(run: Run) -> dict[str, Any]:
         "validation": run.validation,
         "proposer": proposer,
         "repair": run.repair.spec() if run.repair is not None else None,  # its state is in each row
+        # resume keeps it; left out at "auto", so specs of runs that chose nothing stay as they were
+        **({"isolation": run.isolation} if run.isolation != "auto" else {}),
     }
 
 

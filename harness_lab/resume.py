@@ -30,7 +30,7 @@ import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -41,7 +41,7 @@ from .checkpoint_record import Checkpoint
 from .clock import Clock
 from .contract import ControlContract, load_contract
 from .effect_classes import effect_of_tool
-from .errors import RunStateError, StoreError, WorkspaceError
+from .errors import ConfigError, RunStateError, StoreError, WorkspaceError
 from .events import Usage
 from .evidence import EvidenceCatalogue
 from .executor import ExternalEffects
@@ -51,6 +51,7 @@ from .proposers.base import Proposer
 from .proposers.scripted import ScriptedProposer
 from .repair import RepairPolicy
 from .sandbox.fileops import write_debris
+from .sandbox.policy import Isolation, isolation_at_least
 from .sandbox.snapshots import manifest_hash
 from .scenarios import load_scenario
 from .store import EffectEntry, RunInfo, Store
@@ -114,7 +115,7 @@ def _load(store: Store, run_id: str, step: int | None,
 
 def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, evidence: EvidenceCatalogue | None = None,
                approver: Approver | None = None, effects: ExternalEffects | None = None,
-               clock: Clock | None = None) -> Run:
+               clock: Clock | None = None, isolation: Isolation = "auto") -> Run:
     """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
     checkpoint, context = load_checkpoint(store, run_id)
@@ -126,7 +127,7 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     there = made.parent if made is not None else workspace
     if not there.is_dir():  # a file where the workspace (or a folder above it) was: Run cannot even be made
         raise WorkspaceError(f"run {run_id!r}: its workspace {workspace} cannot be used: {there} is not a directory")
-    run = _rebuild(info, proposer, evidence, approver, effects, clock)
+    run = _rebuild(info, proposer, evidence, approver, effects, clock, isolation)
     if made is not None:  # Run made the missing workspace: take it away again, so the check reports it
         _unmake(run.workspace, made)
     in_flight = [e for e in store.effects(run_id, checkpoint.step + 1) if e.status == "intent"]
@@ -227,10 +228,18 @@ def _prechecks(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> 
 
 # -- helpers ---------------------------------------------------------------------------------------
 def _rebuild(info: RunInfo, proposer: Proposer | None, evidence: EvidenceCatalogue | None,
-             approver: Approver | None, effects: ExternalEffects | None, clock: Clock | None) -> Run:
+             approver: Approver | None, effects: ExternalEffects | None, clock: Clock | None,
+             isolation: Isolation) -> Run:
     from .run import Run
 
     spec = info.spec
+    recorded = spec.get("isolation", "auto")  # absent: the run was started with "auto"
+    if recorded not in get_args(Isolation):
+        raise StoreError(f"run {info.run_id}: its spec names an unknown isolation {recorded!r}")
+    try:
+        isolation = isolation_at_least(recorded, isolation)
+    except ValueError as exc:
+        raise ConfigError(f"run {info.run_id!r}: {exc}") from None
     scenario = spec.get("scenario")
     if scenario is not None:  # reload from disk: a contract changed since is caught by the prechecks
         contract = load_contract(data_dir() / "contracts" / f"{load_scenario(scenario).contract}.yaml")
@@ -245,7 +254,8 @@ def _rebuild(info: RunInfo, proposer: Proposer | None, evidence: EvidenceCatalog
     run = Run(contract=contract, proposer=proposer, evidence=evidence or EvidenceCatalogue.from_dir(data_dir() / "evidence"),
               workspace=spec["workspace"], validation=bool(spec.get("validation", True)), approver=approver,
               clock=clock, effects=effects, run_id=info.run_id, resume=True,
-              repair=RepairPolicy.from_spec(spec.get("repair")))  # its state: the checkpoint's (_continue)
+              repair=RepairPolicy.from_spec(spec.get("repair")),  # its state: the checkpoint's (_continue)
+              isolation=isolation)
     run.scenario = scenario
     return run
 

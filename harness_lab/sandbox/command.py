@@ -55,11 +55,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from harness_lab.errors import SandboxEnvironmentError
 from harness_lab.sandbox.policy import Quotas
 from harness_lab.sandbox.process import collect
 from harness_lab.tools import ToolResult
 
-__all__ = ["Isolation", "detect_isolation", "run_command", "sandbox_uid"]
+__all__ = ["Isolation", "check_isolation", "detect_isolation", "run_command", "sandbox_uid"]
 
 Isolation = dict[str, Any]
 
@@ -122,7 +123,10 @@ def _probe(argv: list[str]) -> bool:
 
 @functools.lru_cache(maxsize=8)  # the machine does not change during a process; probing costs ~10 ms
 def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
-    """Which wrapper works here: returns sorted (key, value) pairs (hashable, for the cache)."""
+    """Which wrapper works here: returns sorted (key, value) pairs (hashable, for the cache).
+    ``choice`` is a policy's ``isolation``; "required" probes as "auto" does (:func:`check_isolation` refuses)."""
+    if choice == "required":
+        choice = "auto"
     bwrap, unshare, setpriv = shutil.which("bwrap"), shutil.which("unshare"), shutil.which("setpriv")
     missing: list[str] = []
     kind = "none"
@@ -154,6 +158,19 @@ def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
         "missing": tuple(missing), "root": euid == 0, "scratch_sized": sized,
     }
     return tuple(sorted(info.items()))
+
+
+def check_isolation(choice: str, euid: int) -> Isolation:
+    """The wrapper commands get under ``choice`` (``SandboxPolicy.isolation``); a
+    :class:`~harness_lab.errors.SandboxEnvironmentError` in one line naming what is missing when the choice
+    is a named wrapper, or "required", and it does not work here."""
+    iso = dict(detect_isolation(choice, euid))
+    wanted = ("bwrap", "unshare") if choice == "required" else (choice,)
+    if choice != "auto" and iso["kind"] not in wanted:
+        why = "; ".join(m for m in iso["missing"] if not m.startswith("not root"))
+        asked = "a namespace (bwrap or unshare)" if choice == "required" else repr(choice)
+        raise SandboxEnvironmentError(f"isolation {choice!r} asks for {asked}, unavailable here: {why}")
+    return iso
 
 
 @functools.lru_cache(maxsize=4)

@@ -33,7 +33,7 @@ from harness_lab.errors import SandboxEnvironmentError
 from harness_lab.sandbox import fileops
 from harness_lab.sandbox._snapshot_ops import SnapshotOps
 from harness_lab.sandbox.boundary import Boundary, Refusal
-from harness_lab.sandbox.command import detect_isolation, run_command, sandbox_uid
+from harness_lab.sandbox.command import check_isolation, run_command, sandbox_uid
 from harness_lab.sandbox.policy import TOOLS, SandboxPolicy
 from harness_lab.sandbox.scan import Manifest, Scanner
 from harness_lab.sandbox.snapshots import SnapshotInfo, SnapshotStore
@@ -79,11 +79,11 @@ class Sandbox(SnapshotOps):
         self._journal_finalizer = weakref.finalize(self, Scanner.close, self._scanner)
         self._state_provider = state_provider
         self.last_auto_snapshot: SnapshotInfo | None = None
-        iso = dict(detect_isolation(self.policy.isolation, os.geteuid()))
-        if self.policy.isolation != "auto" and iso["kind"] != self.policy.isolation:
+        try:
+            iso = check_isolation(self.policy.isolation, os.geteuid())
+        except SandboxEnvironmentError:
             self.close()
-            raise SandboxEnvironmentError(
-                f"policy asks for isolation {self.policy.isolation!r}, which is unavailable: {iso['missing']}")
+            raise
         self._iso = iso
         self._uid = (self.policy.run_as_uid or sandbox_uid(self.root)) if os.geteuid() == 0 else None
         self.capabilities: dict[str, Any] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,21 @@ def isolation_or_skip(kind: str = "auto") -> None:
     if found == "none" or (kind != "auto" and found != kind):
         pytest.skip(f"{kind} cannot create namespaces here (needs root with CAP_SYS_ADMIN, "
                     "e.g. not an unprivileged container)")
+
+
+def hide_wrappers(monkeypatch: pytest.MonkeyPatch, *names: str) -> Iterator[None]:
+    """A machine without ``names`` (e.g. "bwrap", "unshare"): the probe's ``shutil.which`` finds none of
+    them, for this test only (the probe's cache is cleared before and after)."""
+    from harness_lab.sandbox import command
+
+    real = shutil.which
+    monkeypatch.setattr(command.shutil, "which", lambda cmd, *a, **kw: None if cmd in names else real(cmd, *a, **kw))
+    command.detect_isolation.cache_clear()
+    try:
+        yield
+    finally:
+        monkeypatch.undo()
+        command.detect_isolation.cache_clear()
 
 
 def journal_or_skip(sb: Any) -> None:
