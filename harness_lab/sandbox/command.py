@@ -37,7 +37,9 @@ parent-death signal, kept across the uid drop), so a killed harness leaves no co
 without a deadline. Without a pid namespace the wrapper is :mod:`._reaper`, a child subreaper that
 kills everything beneath it (setsid() or not) when the command ends or the harness dies. The environment
 is rebuilt from scratch (PATH, HOME, TMPDIR, LANG): no variable of the parent, hence no secret,
-reaches the child.
+reaches the child. Without a pid namespace the harness itself is visible to the command (as the same
+user when not root), so the sandbox makes it non-dumpable (:func:`hide_harness_process`): its
+``/proc/<pid>/environ`` and memory are then root's.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from harness_lab.sandbox.policy import Quotas
 from harness_lab.sandbox.process import collect
 from harness_lab.tools import ToolResult
 
-__all__ = ["Isolation", "check_isolation", "detect_isolation", "run_command", "sandbox_uid"]
+__all__ = ["Isolation", "check_isolation", "detect_isolation", "hide_harness_process", "run_command", "sandbox_uid"]
 
 Isolation = dict[str, Any]
 
@@ -104,6 +106,7 @@ _MOUNT_PY = (
 _SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 _REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 
 
 def sandbox_uid(real_root: str) -> int:
@@ -171,6 +174,18 @@ def check_isolation(choice: str, euid: int) -> Isolation:
         asked = "a namespace (bwrap or unshare)" if choice == "required" else repr(choice)
         raise SandboxEnvironmentError(f"isolation {choice!r} asks for {asked}, unavailable here: {why}")
     return iso
+
+
+def hide_harness_process() -> bool:
+    """Make this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``), once a sandbox may run commands
+    without a pid namespace: its ``/proc/<pid>/environ``, ``mem``, ``maps``, ``fd`` become root's, so a
+    command running as the same user (a non-root harness has no other uid to drop to) cannot read the
+    harness's environment (an API key) or memory. The cost, for the rest of this process: no core dumps,
+    and no ptrace by its own user (gdb, py-spy, strace -p need root). The process itself still reads its
+    own /proc entries. Processes of the same user other than this one (the shell that exported the key)
+    stay readable; only a pid namespace hides those. False where prctl is unavailable."""
+    prctl = _prctl()
+    return prctl is not None and prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
 
 
 @functools.lru_cache(maxsize=4)

@@ -33,7 +33,7 @@ from harness_lab.errors import SandboxEnvironmentError
 from harness_lab.sandbox import fileops
 from harness_lab.sandbox._snapshot_ops import SnapshotOps
 from harness_lab.sandbox.boundary import Boundary, Refusal
-from harness_lab.sandbox.command import check_isolation, run_command, sandbox_uid
+from harness_lab.sandbox.command import check_isolation, hide_harness_process, run_command, sandbox_uid
 from harness_lab.sandbox.policy import TOOLS, SandboxPolicy
 from harness_lab.sandbox.scan import Manifest, Scanner
 from harness_lab.sandbox.snapshots import SnapshotInfo, SnapshotStore
@@ -85,6 +85,8 @@ class Sandbox(SnapshotOps):
             self.close()
             raise
         self._iso = iso
+        if iso["kind"] == "none":  # no pid namespace: a command could read this process's environ
+            hide_harness_process()
         self._uid = (self.policy.run_as_uid or sandbox_uid(self.root)) if os.geteuid() == 0 else None
         self.capabilities: dict[str, Any] = {
             "path_resolution": self._boundary.mechanism,
