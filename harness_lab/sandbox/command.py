@@ -62,7 +62,8 @@ from harness_lab.sandbox.policy import Quotas
 from harness_lab.sandbox.process import collect
 from harness_lab.tools import ToolResult
 
-__all__ = ["Isolation", "check_isolation", "detect_isolation", "hide_harness_process", "run_command", "sandbox_uid"]
+__all__ = ["Isolation", "check_isolation", "clamped_limits", "detect_isolation", "hide_harness_process", "run_command",
+           "sandbox_uid"]
 
 Isolation = dict[str, Any]
 
@@ -265,8 +266,40 @@ def _prctl() -> Callable[..., int] | None:
     return fn
 
 
-def _limits(q: Quotas, nproc: int) -> Callable[[], None]:
+def clamped_limits(q: Quotas, nproc: int) -> tuple[dict[str, tuple[int, int]], dict[str, dict[str, int]]]:
+    """The (soft, hard) rlimits a command gets, and those clamped: a quota above this process's own hard
+    limit (``ulimit -Hn 64``; raising it needs CAP_SYS_RESOURCE) cannot be set in the child, so the child
+    gets the hard limit instead, and the result data names each such limit (quota and hard limit)."""
+    wanted = {"RLIMIT_CPU": (q.cpu_seconds, q.cpu_seconds + 1), "RLIMIT_AS": (q.memory_bytes, q.memory_bytes),
+              "RLIMIT_FSIZE": (q.file_size_bytes, q.file_size_bytes), "RLIMIT_NOFILE": (q.open_files, q.open_files),
+              "RLIMIT_NPROC": (nproc, nproc), "RLIMIT_CORE": (0, 0)}
+    got: dict[str, tuple[int, int]] = {}
+    clamped: dict[str, dict[str, int]] = {}
+    privileged = os.geteuid() == 0 and _has_sys_resource()
+    for name, (soft, hard) in wanted.items():
+        own = resource.getrlimit(getattr(resource, name))[1]
+        if not privileged and own != resource.RLIM_INFINITY and hard > own:
+            clamped[name] = {"quota": soft, "hard_limit": own}
+            soft, hard = min(soft, own), own
+        got[name] = (soft, hard)
+    return got, clamped
+
+
+@functools.lru_cache(maxsize=1)
+def _has_sys_resource() -> bool:
+    """Whether this process may raise a hard limit (CAP_SYS_RESOURCE, bit 24 of its effective set)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            eff = next(line.split()[1] for line in fh if line.startswith("CapEff:"))
+    except (OSError, StopIteration, IndexError):
+        return False
+    return bool(int(eff, 16) >> 24 & 1)
+
+
+def _limits(limits: dict[str, tuple[int, int]]) -> Callable[[], None]:
     prctl, parent = _prctl(), os.getpid()
+    # resolved here, in the parent: between fork and exec only setrlimit calls
+    table = [(getattr(resource, name), value) for name, value in limits.items()]
 
     def apply() -> None:  # runs in the child between fork and exec: only async-signal-safe work
         # The deadline lives in this process: if it is killed, the wrapper (and with it, through
@@ -276,12 +309,8 @@ def _limits(q: Quotas, nproc: int) -> Callable[[], None]:
             prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             if os.getppid() != parent:  # died before the prctl took effect
                 os._exit(1)
-        resource.setrlimit(resource.RLIMIT_CPU, (q.cpu_seconds, q.cpu_seconds + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (q.memory_bytes, q.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (q.file_size_bytes, q.file_size_bytes))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (q.open_files, q.open_files))
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        for which, value in table:
+            resource.setrlimit(which, value)
 
     return apply
 
@@ -301,12 +330,15 @@ def run_command(argv: Sequence[str], *, ws: str, timeout: float, quotas: Quotas,
                           else f"RLIMIT_NPROC={nproc} per user (approximate: not root)"),
         "missing": list(iso["missing"]),
     }
+    limits, clamped = clamped_limits(quotas, nproc)
+    if clamped:  # the harness's own hard limits are lower than the quotas: the command gets those
+        data["rlimits_clamped"] = clamped
     full = _wrap(argv, ws, iso, network, read_only, uid, quotas.scratch_bytes)
     started = time.monotonic()
     try:
         proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, cwd=ws, env=env, start_new_session=True,
-                                preexec_fn=_limits(quotas, nproc), close_fds=True)
+                                preexec_fn=_limits(limits), close_fds=True)
     except (OSError, subprocess.SubprocessError) as exc:
         return ToolResult.failure(tool, f"could not start {argv[0]!r}: {exc.__class__.__name__}",
                                   "check the program name; commands run with a minimal PATH")
