@@ -51,6 +51,9 @@ class Quotas(BaseModel):
     # The size of each private tmpfs a command gets (/tmp, /var/tmp, /dev/shm, /run): its pages are
     # memory not charged to RLIMIT_AS, so without a cap a command could fill the host's memory.
     scratch_bytes: int = Field(default=512 * _MIB, gt=0)
+    # The workspace's total size (regular files): a write_file past it is refused; a command that leaves
+    # the workspace past it has its changes rolled back before the snapshot store copies any of it.
+    workspace_bytes: int = Field(default=1024 * _MIB, gt=0)
 
 
 class SandboxPolicy(BaseModel):

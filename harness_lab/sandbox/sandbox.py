@@ -31,6 +31,8 @@ from typing import Any
 
 from harness_lab.errors import SandboxEnvironmentError
 from harness_lab.sandbox import fileops
+from harness_lab.sandbox._dirs import open_dirs
+from harness_lab.sandbox._quota import file_sizes
 from harness_lab.sandbox._snapshot_ops import SnapshotOps
 from harness_lab.sandbox.boundary import Boundary, Refusal
 from harness_lab.sandbox.command import check_isolation, hide_harness_process, run_command, sandbox_uid
@@ -164,6 +166,8 @@ class Sandbox(SnapshotOps):
                 return ToolResult.failure(tool, f"content is {len(data)} bytes, over the file size quota "
                                           f"of {self.policy.quotas.file_size_bytes}", "write a smaller file")
             target = fileops.inspect_target(b, args["path"], tool)
+            if (refused := self._write_over_quota(target.names, len(data))) is not None:
+                return refused
             auto = self._auto_snapshot(f"before write_file {target.path}") if target.exists else None
             if isinstance(auto, ToolResult):
                 return auto
@@ -215,7 +219,45 @@ class Sandbox(SnapshotOps):
         result = run_command(list(argv), ws=self.root, timeout=timeout, quotas=self.policy.quotas,
                              iso=self._iso, network=bool(self.policy.network_allow),
                              read_only=read_only, uid=self._uid)
-        return _with_snapshot(result, auto)
+        return _with_snapshot(self._command_over_quota(result, auto), auto)
+
+    def _write_over_quota(self, names: tuple[str, ...], size: int) -> ToolResult | None:
+        """A refusal when writing ``size`` bytes at ``names`` would take the workspace past its quota."""
+        quota = self.policy.quotas.workspace_bytes
+        sizes = file_sizes(self._boundary.root_fd)
+        total = sum(sizes.values()) - sizes.get("/".join(names), 0) + size
+        if total <= quota:
+            return None
+        refused = ToolResult.failure("write_file", f"workspace_quota_exceeded: this write would bring the workspace "
+                                     f"to {total} bytes, over its quota of {quota}; nothing was written",
+                                     "delete files the task no longer needs, or write less")
+        return refused.model_copy(update={"data": {"workspace_quota_exceeded": {"bytes": total, "quota": quota}}})
+
+    def _command_over_quota(self, result: ToolResult, before: SnapshotInfo) -> ToolResult:
+        """After a command: a workspace past its quota is put back as it was before the command (the
+        snapshot ``before``), and the result is an error saying so. Files that are new or changed in size
+        are removed first, so the rollback's walk never reads (nor stores) the excess; the rest is
+        restored from ``before`` byte for byte."""
+        quota = self.policy.quotas.workspace_bytes
+        sizes = file_sizes(self._boundary.root_fd)
+        total = sum(sizes.values())
+        if total <= quota:
+            return result
+        was = self._entries(before.id)
+        blobs = self._store.blobs
+        removed = 0
+        for path, size in sizes.items():
+            entry = was.get(path)
+            if entry is None or entry[0] != "f" or os.stat(blobs.path(entry[1])).st_size != size:
+                removed += _unlink(self._boundary.root_fd, path)
+        self.rollback(before.id)
+        data = {**result.data, "workspace_quota_exceeded": {"bytes": total, "quota": quota,
+                                                            "rolled_back_to": before.id, "removed": removed}}
+        return result.model_copy(update={
+            "status": "error", "data": data, "retryable": False,
+            "reason": f"workspace_quota_exceeded: the command left {total} bytes in the workspace, over its quota "
+                      f"of {quota}; its changes were rolled back to snapshot {before.id}",
+            "hint": "write less, or delete files the task no longer needs before making new ones"})
 
     def _auto_snapshot(self, trigger: str, take_ownership: bool = False) -> SnapshotInfo | ToolResult:
         tool = trigger.split()[1]
@@ -282,6 +324,22 @@ class Sandbox(SnapshotOps):
     def manifest(self) -> Manifest:
         """The current workspace manifest, path -> (kind, content hash, mode): what workspace_hash hashes."""
         return dict(self._scanner.current())
+
+
+def _unlink(root_fd: int, path: str) -> int:
+    """Remove one file beneath ``root_fd`` (directories opened without following links); 1 if removed."""
+    *dirs, name = path.split("/")
+    try:
+        dfd = open_dirs(root_fd, dirs)
+    except OSError:
+        return 0
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except OSError:
+        return 0
+    finally:
+        os.close(dfd)
+    return 1
 
 
 def _with_snapshot(result: ToolResult, auto: SnapshotInfo | None) -> ToolResult:
