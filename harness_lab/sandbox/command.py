@@ -108,6 +108,7 @@ _SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 _REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
+_SIGNALS = {int(s): s.name for s in signal.Signals}  # not every number below NSIG names one (32, 33)
 
 
 def sandbox_uid(real_root: str) -> int:
@@ -350,8 +351,9 @@ def run_command(argv: Sequence[str], *, ws: str, timeout: float, quotas: Quotas,
     exit_status = rc if rc is None or rc >= 0 else 128 - rc
     if rc is not None and rc < 0:
         data["signal"] = signal.Signals(-rc).name
-    elif iso["kind"] == "unshare" and rc is not None and 128 < rc < 128 + signal.NSIG:
-        data["signal"] = signal.Signals(rc - 128).name  # the namespace's waiter reports a signal as 128+n
+    elif iso["kind"] != "none" and rc is not None and rc - 128 in _SIGNALS:
+        # a namespace's init (unshare's waiter, bwrap's pid 1) reports its child's signal as 128+n
+        data["signal"] = _SIGNALS[rc - 128]
     if why == "timeout":
         return ToolResult(status="timeout", tool=tool, content=text, data=data, retryable=True,
                           reason=f"command ran past its {timeout:g}s timeout; its process group was killed",

@@ -8,6 +8,8 @@ The machine without bwrap and unshare is played by ``hide_wrappers`` (``shutil.w
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +24,8 @@ from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.run import Run
-from harness_lab.sandbox import Sandbox, SandboxPolicy
+from harness_lab.sandbox import Quotas, Sandbox, SandboxPolicy
+from harness_lab.sandbox.command import check_isolation
 from harness_lab.sandbox.policy import isolation_at_least
 from harness_lab.store import SQLiteStore
 
@@ -198,3 +201,48 @@ def test_a_run_that_chose_nothing_stores_nothing(tmp_path: Path) -> None:
     resumed.close()
     store.close()
 
+
+
+def _live_with(marker: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if marker.encode() in fh.read():
+                        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as st:
+                            if st.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                                found.append(pid)
+            except (OSError, IndexError):
+                continue
+    return found
+
+
+@pytest.mark.parametrize("isolation", ["auto", "required", "bwrap", "unshare", "none"])
+def test_the_same_limits_hold_in_every_available_mode(tmp_path: Path, isolation: str) -> None:
+    """A representative subset of the sandbox's promises, in each mode this machine offers: exit status,
+    workspace writes, the output cap, the CPU limit, a timeout that leaves nothing running."""
+    if isolation != "auto":
+        try:
+            check_isolation(isolation, os.geteuid())
+        except SandboxEnvironmentError as exc:
+            pytest.skip(str(exc))
+    (ws := tmp_path / "ws").mkdir()
+    policy = SandboxPolicy(isolation=isolation, quotas=Quotas(cpu_seconds=1, output_bytes=64 * 1024))
+    with Sandbox(ws, policy=policy, snapshot_dir=tmp_path / "snaps") as sb:
+        done = sb.call("run_command", argv=["sh", "-c", "echo made > out.txt; echo hi; exit 3"])
+        assert done.status == "error" and done.exit_status == 3 and (done.content or "").strip() == "hi"
+        assert (ws / "out.txt").read_text() == "made\n"
+        capped = sb.call("run_command", argv=["yes", "spam"], timeout=20)
+        assert capped.data.get("truncated") is True and len(capped.content or "") == 64 * 1024
+        spin = sb.call("run_command", argv=["sh", "-c", "while :; do :; done"], timeout=30)
+        assert spin.status == "error" and spin.data.get("signal") in ("SIGXCPU", "SIGKILL"), spin
+        marker = f"hl-mode-{isolation}-{os.getpid()}"
+        late = sb.call("run_command", argv=["sh", "-c", f"sleep 30 {marker} 2>/dev/null & sleep 30"], timeout=1)
+        assert late.status == "timeout"
+        # what the command started is gone too (reaped at once with a pid namespace; polled briefly without)
+        for _ in range(50):
+            if not _live_with(marker):
+                break
+            time.sleep(0.02)
+        assert _live_with(marker) == []
