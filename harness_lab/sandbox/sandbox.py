@@ -18,6 +18,15 @@ report), when the journal overflows and on request (``rescan=True``). Without a 
 (``change_tracking="walk"`` or no inotify) ``rollback``, ``workspace_hash`` and ``manifest`` walk
 every time, and ``snapshot()`` looks only at what the sandbox's own tools touched: someone who
 writes behind its back must then pass ``rescan=True``.
+
+Isolation: ``policy.isolation`` "required" (bwrap or unshare) or a named wrapper that does not work here
+is a :class:`~harness_lab.errors.SandboxEnvironmentError` at construction, one line naming what is missing;
+"auto" falls back to none, and ``capabilities["missing"]`` says what that gives up (the CLI warns). With
+none the harness process is made non-dumpable (see :func:`~harness_lab.sandbox.command.hide_harness_process`).
+
+Workspace quota (``quotas.workspace_bytes``, a stat walk in :mod:`._quota`): a ``write_file`` that would pass
+it is refused; a ``run_command`` that leaves the workspace past it is an error result
+(``workspace_quota_exceeded``) and its changes are rolled back to the snapshot taken before it.
 """
 
 from __future__ import annotations
