@@ -1,11 +1,12 @@
 """The workspace's total size, measured without reading a byte (``Quotas.workspace_bytes``).
 
 A stat walk (directories opened with O_NOFOLLOW relative to their parent, as the scanner does) sums the
-``st_size`` of every regular file: what hashing it into a snapshot would read and store. It runs before
-each ``write_file`` (so a write that would pass the quota is refused) and after each ``run_command``,
-before the snapshot walk that would copy the files into the snapshot store: a command that left the
-workspace over quota has its changes undone first (see ``Sandbox._over_quota``), so the excess is never
-read, hashed or copied. Cost: one ``fstatat`` per entry, no file is opened.
+``st_size`` of every regular file: what hashing it into a snapshot would read and store. It runs after
+each ``run_command``, before the snapshot walk that would copy the files into the snapshot store: a
+command that left the workspace over quota has its changes undone first (``Sandbox._command_over_quota``),
+so the excess is never read, hashed or copied. Cost: one ``fstatat`` per entry (~5 ms CPU for 1,000
+files), no file is opened. A ``write_file`` asks the scanner instead (``Scanner.file_bytes``: the sizes its
+last scan saw, so with the journal the cost follows the change, ~0.7 ms for a write among 1,000 files).
 """
 
 from __future__ import annotations

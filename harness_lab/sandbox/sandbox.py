@@ -31,6 +31,7 @@ it is refused; a ``run_command`` that leaves the workspace past it is an error r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -233,8 +234,13 @@ class Sandbox(SnapshotOps):
     def _write_over_quota(self, names: tuple[str, ...], size: int) -> ToolResult | None:
         """A refusal when writing ``size`` bytes at ``names`` would take the workspace past its quota."""
         quota = self.policy.quotas.workspace_bytes
-        sizes = file_sizes(self._boundary.root_fd)
-        total = sum(sizes.values()) - sizes.get("/".join(names), 0) + size
+        total = self._scanner.file_bytes() + size  # as snapshot() sees it: with the journal, cost follows the change
+        if total <= quota:
+            return None
+        with contextlib.suppress(Refusal, OSError):  # an overwrite replaces what is there
+            fd, st = self._boundary.open_regular(names, "/".join(names))
+            os.close(fd)
+            total -= st.st_size
         if total <= quota:
             return None
         refused = ToolResult.failure("write_file", f"workspace_quota_exceeded: this write would bring the workspace "
