@@ -42,8 +42,7 @@ def hide_wrappers(monkeypatch: pytest.MonkeyPatch, *names: str) -> Iterator[None
     command.detect_isolation.cache_clear()
     try:
         yield
-    finally:
-        monkeypatch.undo()
+    finally:  # the patch goes with the test's monkeypatch; the probes it cached must go now
         command.detect_isolation.cache_clear()
 
 

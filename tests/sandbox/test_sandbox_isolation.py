@@ -248,17 +248,21 @@ def test_the_same_limits_hold_in_every_available_mode(tmp_path: Path, isolation:
         assert _live_with(marker) == []
 
 
-def test_without_bubblewrap_auto_falls_back_to_unshare_and_names_the_cpu_signal(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    yield from hide_wrappers(monkeypatch, "bwrap")
+
+
+def test_without_bubblewrap_auto_falls_back_to_unshare_and_names_the_cpu_signal(tmp_path: Path,
+                                                                                no_bwrap: None) -> None:
     """Debian 12 without bubblewrap: util-linux 2.38's unshare turned a CPU-limit kill into exit 1."""
     isolation_or_skip("unshare")
-    for _ in hide_wrappers(monkeypatch, "bwrap"):
-        (ws := tmp_path / "ws").mkdir()
-        policy = SandboxPolicy(isolation="required", quotas=Quotas(cpu_seconds=1))
-        with Sandbox(ws, policy=policy, snapshot_dir=tmp_path / "snaps") as sb:
-            assert sb.capabilities["isolation"] == "unshare"
-            spin = sb.call("run_command", argv=["sh", "-c", "while :; do :; done"], timeout=30)
-            assert spin.data["isolation"] == "unshare" and spin.data.get("signal") in ("SIGXCPU", "SIGKILL"), spin
+    (ws := tmp_path / "ws").mkdir()
+    policy = SandboxPolicy(isolation="required", quotas=Quotas(cpu_seconds=1))
+    with Sandbox(ws, policy=policy, snapshot_dir=tmp_path / "snaps") as sb:
+        assert sb.capabilities["isolation"] == "unshare"
+        spin = sb.call("run_command", argv=["sh", "-c", "while :; do :; done"], timeout=30)
+        assert spin.data["isolation"] == "unshare" and spin.data.get("signal") in ("SIGXCPU", "SIGKILL"), spin
 
 
 def test_the_cli_refuses_to_weaken_a_stored_runs_isolation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
