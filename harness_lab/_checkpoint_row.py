@@ -38,6 +38,7 @@ from .contract import ControlContract, canonical_json
 from .errors import StoreError
 from .events import _PIECES, Usage
 from .proposers.scripted import ScriptedProposer
+from .sandbox.policy import Isolation
 
 if TYPE_CHECKING:
     from ._run_base import RunBase as Run
@@ -62,6 +63,8 @@ def run_spec(run: Run) -> dict[str, Any]:
         "validation": run.validation,
         "proposer": proposer,
         "repair": run.repair.spec() if run.repair is not None else None,  # its state is in each row
+        # resume keeps it; left out at "auto", so specs of runs that chose nothing stay as they were
+        **({"isolation": run.isolation} if run.isolation != "auto" else {}),
     }
 
 
@@ -109,6 +112,7 @@ class StoredSpec(BaseModel):
     validation: StrictBool = True
     proposer: _ProposerSpec | None = None  # None: an old spec; its run resumes only with a proposer passed
     repair: _RepairSpec | None = None
+    isolation: Isolation = "auto"  # absent: the run was started with "auto"
 
     @model_validator(mode="after")
     def _absolute(self) -> StoredSpec:

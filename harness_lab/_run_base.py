@@ -6,6 +6,7 @@ interrupts; the restorable state (``capture`` / ``restore``, ``usage``) is :mod:
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import weakref
@@ -21,7 +22,7 @@ from .checkpoint import Checkpointer
 from .clock import Clock, SystemClock
 from .contract import ControlContract
 from .effect_classes import effect_class
-from .errors import RunStateError, WorkspaceError
+from .errors import ConfigError, RunStateError, WorkspaceError
 from .events import (
     Decision,
     Event,
@@ -38,7 +39,9 @@ from .gates import GatesMark, LoopGates
 from .proposal import Proposal
 from .proposers.base import EndpointFailure, Proposer
 from .repair import RepairPolicy
-from .sandbox import Sandbox
+from .sandbox import Sandbox, SandboxPolicy
+from .sandbox.command import check_isolation
+from .sandbox.policy import Isolation, isolation_at_least
 from .states import RunState, can_transition
 from .store import Store
 from .tools import ToolResult
@@ -70,8 +73,17 @@ class RunBase(Restorable):
         resume: bool = False,
         repair: RepairPolicy | None = None,
         store: Store | None = None,
+        isolation: Isolation = "auto",
     ) -> None:
         self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
+        # What commands run in: the caller's choice, at least what the contract demands. Checked before
+        # anything is made, so a machine without it refuses the run in one line, before its first step.
+        try:
+            self.isolation: Isolation = isolation_at_least(contract.sandbox.isolation, isolation)
+        except ValueError as exc:
+            raise ConfigError(f"contract {contract.name!r}: {exc}") from None
+        check_isolation(self.isolation, os.geteuid())
+        self._isolation_noted = False  # the note that commands run without a namespace, once per process
         self.run_id = run_id
         self.repair = repair  # None: plain feedback loops (seed 004's table); see harness_lab.repair
         # Directories the run made itself are removed by close(); a caller's workspace never is.
@@ -99,7 +111,8 @@ class RunBase(Restorable):
         # Snapshots live only in this process (a resumed run starts new ones): a run dropped without
         # close() must not leave them behind in the temporary folder, one folder per run ever made.
         weakref.finalize(self, shutil.rmtree, snapshot_dir, True)
-        self.sandbox = Sandbox(self.workspace, snapshot_dir=snapshot_dir, state_provider=self.capture)
+        self.sandbox = Sandbox(self.workspace, policy=SandboxPolicy(isolation=self.isolation),
+                               snapshot_dir=snapshot_dir, state_provider=self.capture)
         self.executor = ToolExecutor(
             self.sandbox, evidence, contract.verification.report.path,
             lambda ref, start, end: self.context.read_ref(ref, start, end), effects or Outbox(),

@@ -10,7 +10,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 if TYPE_CHECKING:
     from .events import StepRecord
@@ -20,11 +20,13 @@ if TYPE_CHECKING:
 
 from ._files import read_regular_file
 from .approval import approver_from_policy
-from .contract import load_contract
+from .contract import ControlContract, load_contract
 from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
 from .paths import data_dir
 from .redaction import Redactor, redactor_for
+from .sandbox.command import check_isolation
+from .sandbox.policy import Isolation, isolation_at_least
 from .states import RunState
 from .validation import MAX_REPORT_BYTES, check_report
 
@@ -124,20 +126,45 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from .scenarios import load_scenario
         from .store import SQLiteStore
 
-        load_scenario(args.scenario)  # bad input is refused before the store file is made (or opened)
+        scenario = load_scenario(args.scenario)  # bad input is refused before the store file is made (or opened)
+        _check_isolation(args.isolation, load_contract(data_dir() / "contracts" / f"{scenario.contract}.yaml"))
         store = SQLiteStore(args.db)
         try:  # the workspace stays: a later `resume` continues in it
             run = Run.from_scenario(args.scenario, validation=not args.no_validation, run_id=args.run_id,
-                                    store=store, approver=approver_from_policy(args.gate_policy), proposer=proposer)
+                                    store=store, approver=approver_from_policy(args.gate_policy), proposer=proposer,
+                                    isolation=args.isolation)
+            _warn_unisolated(run)
             return _drive_stored(run, store, args)
         finally:
             store.close()
     # Nothing can resume a run without a store: its temporary workspace and snapshots go with it.
     with Run.from_scenario(args.scenario, validation=not args.no_validation,
-                           approver=approver_from_policy(args.gate_policy), proposer=proposer) as run:
+                           approver=approver_from_policy(args.gate_policy), proposer=proposer,
+                           isolation=args.isolation) as run:
+        _warn_unisolated(run)
         while run.step_due:
             _print_step(run, run.step(), args)
         return _print_final(run, args)
+
+
+def _check_isolation(choice: Isolation, contract: ControlContract) -> None:
+    """Refuse an isolation this machine lacks (asked, or demanded by the contract) before a store file is made."""
+    try:
+        check_isolation(isolation_at_least(contract.sandbox.isolation, choice), os.geteuid())
+    except ValueError as exc:
+        raise HarnessLabError(f"--isolation: contract {contract.name!r}: {exc}") from None
+
+
+_warned: list[str] = []  # the warning below is printed once per process, not per run or command
+
+
+def _warn_unisolated(run: Run) -> None:
+    caps = run.sandbox.capabilities
+    if caps["isolation"] == "none" and not _warned:
+        _warned.append(run.run_id)
+        why = "chosen" if run.isolation == "none" else "no bwrap or unshare namespace works here"
+        print(f"harness-lab: warning: commands run without isolation ({why}): they share the host network and "
+              "see host processes; --isolation required refuses instead", file=sys.stderr)
 
 
 def _drive_stored(run: Run, store: Store, args: argparse.Namespace) -> int:
@@ -176,7 +203,8 @@ def _resume_stored(store: Store, args: argparse.Namespace) -> int:
                               "HARNESS_LAB_OPENAI_* or --base-url, --model-name, --api-key-env)")
     if proposer is not None and kind == "scripted":
         raise HarnessLabError(f"run {args.run_id!r} is scripted: resume it without --model")
-    run = Run.resume(store, args.run_id, approver=approver, proposer=proposer)
+    run = Run.resume(store, args.run_id, approver=approver, proposer=proposer, isolation=args.isolation)
+    _warn_unisolated(run)
     assert run.resume_report is not None
     print(_redactor(run).text(("resumed: " if run.resume_report.ok else "resume refused: ")
                               + run.resume_report.summary()), file=sys.stderr)
@@ -362,6 +390,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", default=None, help="the run's id in --db (default: the scenario id)")
     p.add_argument("--gate-policy", choices=("ask", "approve", "reject"), default="ask",
                    help="what a human gate does headless: ask (stop and wait, the default), approve or reject")
+    _isolation_arg(p, "what commands run in: auto (the best available, the default), required (bwrap or unshare, "
+                      "else refuse), bwrap, unshare or none (no namespace); a contract's sandbox.isolation is a floor")
     _model_args(p)
     _liveness_args(p)
     p.set_defaults(func=_cmd_run)
@@ -373,6 +403,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gate-policy", choices=("ask", "approve", "reject"), default="ask",
                    help="decides the gate a run waits at, and later ones: ask (stay parked, the default), approve or "
                         "reject")
+    _isolation_arg(p, "strengthen the isolation the run was started with (auto keeps it; weaker is refused)")
     _model_args(p)
     _liveness_args(p)
     p.set_defaults(func=_cmd_resume)
@@ -423,6 +454,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="directory for results.json, table.md, scenarios.md, plots")
     p.set_defaults(func=_cmd_study)
     return parser
+
+
+def _isolation_arg(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument("--isolation", choices=get_args(Isolation), default="auto", help=text)
 
 
 def _cache_arg(p: argparse.ArgumentParser) -> None:

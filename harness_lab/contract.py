@@ -9,8 +9,14 @@
 | memory         | checkpoint store     | :class:`Memory` (what to persist / exclude) |
 | human_gate     | user approves        | :class:`HumanGate`                          |
 
+An optional seventh section, ``sandbox`` (:class:`SandboxDemand`), lets a contract demand isolation for
+the commands a run executes (``sandbox: {isolation: required}``: a bwrap or unshare namespace, or the run
+refuses before its first step).
+
 The version is the sha256 of the canonical JSON form, so any change of any field (even one a model
-only *suggested*) yields a different version, visible in every receipt and checkpoint.
+only *suggested*) yields a different version, visible in every receipt and checkpoint. A ``sandbox``
+section left at its default is not part of that form (nor of ``model_dump``): contracts written before
+it existed keep their versions.
 """
 
 from __future__ import annotations
@@ -21,7 +27,15 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 from ._files import validate_file
 from .actions import GATE_CATEGORIES
@@ -34,6 +48,7 @@ __all__ = [
     "HumanGate",
     "Memory",
     "ReportContract",
+    "SandboxDemand",
     "Stop",
     "Trigger",
     "Verification",
@@ -147,6 +162,14 @@ class HumanGate(_Frozen):
         return value
 
 
+class SandboxDemand(_Frozen):
+    """What the contract demands of the sandbox its commands run in. ``isolation`` as
+    :attr:`SandboxPolicy.isolation <harness_lab.sandbox.SandboxPolicy>` minus "none": "auto" (the default)
+    demands nothing, "required" a namespace (bwrap or unshare), "bwrap" or "unshare" that one."""
+
+    isolation: Literal["auto", "required", "bwrap", "unshare"] = "auto"
+
+
 class ControlContract(_Frozen):
     name: str
     kind: Literal["control_contract"] = "control_contract"
@@ -156,6 +179,16 @@ class ControlContract(_Frozen):
     stop: Stop = Stop()
     memory: Memory = Memory()
     human_gate: HumanGate = HumanGate()
+    sandbox: SandboxDemand = SandboxDemand()
+
+    @model_serializer(mode="wrap")
+    def _without_default_sandbox(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out while it demands nothing: the canonical form (the version), receipts, stored specs and
+        # golden traces of every contract that does not use it stay as they were before it existed.
+        data: dict[str, Any] = handler(self)
+        if self.sandbox == SandboxDemand():
+            data.pop("sandbox", None)
+        return data
 
     @property
     def version(self) -> str:

@@ -73,7 +73,8 @@ def _new_fork(run: Run, new_run_id: str | None, workspace: str | Path | None) ->
         proposer = ScriptedProposer(proposer.actions, then=proposer.then)
     fork = Run(contract=run.contract, proposer=proposer, evidence=run.evidence, workspace=workspace,
                validation=run.validation, approver=run.approver, clock=run.clock, run_id=new_run_id or "fork",
-               resume=True, repair=RepairPolicy.from_spec(run.repair.spec()) if run.repair is not None else None)
+               resume=True, repair=RepairPolicy.from_spec(run.repair.spec()) if run.repair is not None else None,
+               isolation=run.isolation)
     fork.scenario = run.scenario
     if any(fork.workspace.iterdir()):
         fork.close()

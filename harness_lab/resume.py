@@ -46,7 +46,7 @@ from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 from .clock import Clock
 from .contract import ControlContract, load_contract
 from .effect_classes import effect_of_tool
-from .errors import RunStateError, StoreError, WorkspaceError
+from .errors import ConfigError, RunStateError, StoreError, WorkspaceError
 from .events import Usage
 from .evidence import EvidenceCatalogue
 from .executor import ExternalEffects
@@ -56,6 +56,7 @@ from .proposers.base import Proposer
 from .proposers.scripted import ScriptedProposer
 from .repair import RepairPolicy
 from .sandbox.fileops import write_debris
+from .sandbox.policy import Isolation, isolation_at_least
 from .sandbox.snapshots import manifest_hash
 from .scenarios import load_scenario
 from .store import EffectEntry, RunInfo, Store
@@ -119,7 +120,7 @@ def _load(store: Store, run_id: str, step: int | None,
 
 def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, evidence: EvidenceCatalogue | None = None,
                approver: Approver | None = None, effects: ExternalEffects | None = None,
-               clock: Clock | None = None) -> Run:
+               clock: Clock | None = None, isolation: Isolation = "auto") -> Run:
     """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
     spec = bound_spec(store, info)  # an edited spec (workspace, actions, contract) is refused before anything acts
@@ -132,7 +133,7 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     there = made.parent if made is not None else workspace
     if not there.is_dir():  # a file where the workspace (or a folder above it) was: Run cannot even be made
         raise WorkspaceError(f"run {run_id!r}: its workspace {workspace} cannot be used: {there} is not a directory")
-    run = _rebuild(info.run_id, spec, proposer, evidence, approver, effects, clock)
+    run = _rebuild(info.run_id, spec, proposer, evidence, approver, effects, clock, isolation)
     if made is not None:  # Run made the missing workspace: take it away again, so the check reports it
         _unmake(run.workspace, made)
     try:
@@ -250,9 +251,14 @@ def bound_spec(store: Store, info: RunInfo) -> StoredSpec:
 
 
 def _rebuild(run_id: str, spec: StoredSpec, proposer: Proposer | None, evidence: EvidenceCatalogue | None,
-             approver: Approver | None, effects: ExternalEffects | None, clock: Clock | None) -> Run:
+             approver: Approver | None, effects: ExternalEffects | None, clock: Clock | None,
+             isolation: Isolation) -> Run:
     from .run import Run
 
+    try:
+        isolation = isolation_at_least(spec.isolation, isolation)
+    except ValueError as exc:
+        raise ConfigError(f"run {run_id!r}: {exc}") from None
     scenario = spec.scenario
     if scenario is not None:  # reload from disk: a contract changed since is caught by the prechecks
         contract = load_contract(data_dir() / "contracts" / f"{load_scenario(scenario).contract}.yaml")
@@ -268,7 +274,7 @@ def _rebuild(run_id: str, spec: StoredSpec, proposer: Proposer | None, evidence:
     run = Run(contract=contract, proposer=proposer, evidence=evidence or EvidenceCatalogue.from_dir(data_dir() / "evidence"),
               workspace=spec.workspace, validation=spec.validation, approver=approver,
               clock=clock, effects=effects, run_id=run_id, resume=True,
-              repair=repair)  # its state: the checkpoint's (_continue)
+              repair=repair, isolation=isolation)  # its state: the checkpoint's (_continue)
     run.scenario = scenario
     return run
 

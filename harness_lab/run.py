@@ -34,6 +34,7 @@ from .paths import data_dir
 from .proposal import Proposal, parse_proposal
 from .proposers.base import EndpointFailure, Proposer, ProposerOutput
 from .proposers.scripted import ScriptedProposer
+from .sandbox.policy import Isolation
 from .scenarios import load_scenario, scenario_ref
 from .states import RunState
 from .store import Store
@@ -158,9 +159,11 @@ class Run(HumanGate, FinishCheck):
         run_id: str | None = None,
         store: Store | None = None,
         proposer: Proposer | None = None,
+        isolation: Isolation = "auto",
     ) -> Run:
         """A run of a shipped scenario (``data/scenarios/<name>.yaml``) with its scripted proposer, or
-        with ``proposer`` (a model, say) on the scenario's contract and evidence instead of its script."""
+        with ``proposer`` (a model, say) on the scenario's contract and evidence instead of its script.
+        ``isolation``: what its commands run in (see :class:`~harness_lab.sandbox.SandboxPolicy`)."""
         scenario = load_scenario(name)
         root = data_dir()
         run = cls(
@@ -168,7 +171,7 @@ class Run(HumanGate, FinishCheck):
             proposer=proposer if proposer is not None else ScriptedProposer(scenario.actions, then=scenario.then),
             evidence=EvidenceCatalogue.from_dir(root / "evidence"),
             workspace=workspace, validation=validation, approver=approver, clock=clock,
-            run_id=run_id or scenario.id,
+            run_id=run_id or scenario.id, isolation=isolation,
         )
         run.scenario = scenario_ref(name)  # before the store registers the run: resume rebuilds it from it
         run.checkpoints = Checkpointer(store, run, fresh=True) if store is not None else None
@@ -186,13 +189,16 @@ class Run(HumanGate, FinishCheck):
         approver: Approver | None = None,
         effects: ExternalEffects | None = None,
         clock: Clock | None = None,
+        isolation: Isolation = "auto",
     ) -> Run:
         """Continue a checkpointed run in the seed's order (see :mod:`harness_lab.resume`); the
-        checks are in ``run.resume_report``; a failed check leaves the run BLOCKED and the store as it was."""
+        checks are in ``run.resume_report``; a failed check leaves the run BLOCKED and the store as it was.
+        The run keeps the isolation it was started with; ``isolation`` may strengthen it for this process
+        ("required" or a named wrapper over "auto"), never weaken it (a ConfigError)."""
         from .resume import resume_run
 
         return resume_run(store, run_id, proposer=proposer, evidence=evidence, approver=approver,
-                          effects=effects, clock=clock)
+                          effects=effects, clock=clock, isolation=isolation)
 
     def fork(self, checkpoint_id: str, *, new_run_id: str | None = None, workspace: str | Path | None = None) -> Run:
         """A new run (new id, own workspace) from a checkpoint ``"<run>@<step>"`` or a sandbox snapshot
@@ -339,6 +345,8 @@ class Run(HumanGate, FinishCheck):
         try:
             if self.repair is not None:
                 self.repair.before_execute(self, proposal)
+            if proposal.action.kind == "run_command" and not self._isolation_noted:
+                self._note_isolation()
             if effect_class(proposal.action) != "read":
                 # An outside write since the step's first check (while the proposer thought) is reported
                 # now: once this tool has run, the end of the step folds the workspace into the run's own.
@@ -361,6 +369,16 @@ class Run(HumanGate, FinishCheck):
             self._crash_point(CrashPoint.AFTER_EFFECT)
         self._append(tool_called(self._next_seq(), self.step_no, result.tool, result))
         return result
+
+    def _note_isolation(self) -> None:
+        """Once per process, before its first command: a trace note when commands run without a namespace."""
+        self._isolation_noted = True
+        caps = self.sandbox.capabilities
+        if caps["isolation"] == "none":
+            self._emit(Note, topic="no_isolation",
+                       message="commands run without isolation: no network, pid or mount namespace "
+                               f"(isolation {self.isolation!r})",
+                       data={"isolation": self.isolation, "missing": caps["missing"]})
 
     def _observe(self, proposal: Proposal, decision: Decision, result: ToolResult | None) -> None:
         if proposal.claims:

@@ -41,6 +41,7 @@ class TreeWalk:
     blobs: BlobStore
     hashed_last: int
     _cache: dict[str, tuple[_StatKey, str]]
+    _sizes: dict[str, int]  # path -> st_size of the regular file its manifest entry describes
     _dirty: set[str]
     _fresh: set[str]
     _journal: Journal | None
@@ -108,7 +109,10 @@ class TreeWalk:
                 return None
         if stat.S_ISREG(mode):
             digest = self._digest(dfd, name, rel, st)
-            return None if digest is None else ("f", digest, stat.S_IMODE(mode) & 0o777)
+            if digest is None:
+                return None
+            self._sizes[rel] = st.st_size
+            return ("f", digest, stat.S_IMODE(mode) & 0o777)
         return ("s", "", 0)
 
     def _scan_dir(self, dfd: int, prefix: str, out: Manifest, stack: list[tuple[int, str]],
@@ -134,6 +138,7 @@ class TreeWalk:
                 if (hit is not None and rel not in dirty
                         and hit[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)):
                     out[rel] = ("f", hit[1], mode & 0o777)
+                    self._sizes[rel] = st.st_size
                     if journal is not None and not journal.is_watched(rel):
                         journal.watch_file(dfd, name, rel)
                     continue

@@ -10,7 +10,8 @@ Two layers, both fail closed:
    syscall 437 on x86_64 and aarch64, called through ctypes) every open uses RESOLVE_BENEATH |
    RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV. Without it, a component-by-component
    walk opens each name with O_NOFOLLOW relative to the previous directory descriptor and refuses
-   mount crossings by comparing ``st_dev``.
+   mount crossings by comparing ``st_dev`` and the mount id (``mnt_id`` in ``/proc/self/fdinfo``): a
+   bind mount of another folder of the same file system has the same ``st_dev``.
 
 Rules the tools built on this follow: no symlink is ever followed (a symlink anywhere in the path,
 dangling or not, inside or outside, is refused); special files (FIFOs, devices, sockets) are refused
@@ -139,6 +140,7 @@ class Boundary:
         self.real_root = os.path.realpath(root)
         self.root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.root_dev = os.fstat(self.root_fd).st_dev
+        self.root_mount = mount_id(self.root_fd)
         have = openat2_available(self.root_fd)
         if resolution == "openat2" and not have:
             os.close(self.root_fd)
@@ -198,7 +200,7 @@ class Boundary:
         st = os.fstat(fd)
         if not stat.S_ISDIR(st.st_mode):
             raise _error(f"a component of '{path}' is not a directory", "list_dir the parent first")
-        if st.st_dev != self.root_dev:
+        if st.st_dev != self.root_dev or (self.mechanism == "walk" and mount_id(fd) != self.root_mount):
             raise _denied(f"'{path}' crosses a mount point", _HINT_INSIDE)
 
     def _explain(self, dirfd: int, name: str, exc: OSError, path: str) -> Refusal:
@@ -271,12 +273,28 @@ class Boundary:
         if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino):
             os.close(fd)
             raise Refusal("error", f"'{path}' changed while being opened", "retry the call")
+        if st2.st_dev != self.root_dev or (self.mechanism == "walk" and mount_id(fd) != self.root_mount):
+            os.close(fd)  # a file bind-mounted over a name (openat2's RESOLVE_NO_XDEV refuses it itself)
+            raise _denied(f"'{path}' crosses a mount point", _HINT_INSIDE)
         try:
             check_regular(st2, path)
         except Refusal:
             os.close(fd)
             raise
         return fd, st2
+
+
+def mount_id(fd: int) -> int | None:
+    """The id of the mount ``fd`` lies on (``mnt_id`` of ``/proc/self/fdinfo/<fd>``, Linux >= 3.15); None
+    without /proc, and then the walk compares ``st_dev`` only."""
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"mnt_id:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def check_regular(st: os.stat_result, path: str) -> None:

@@ -37,7 +37,9 @@ parent-death signal, kept across the uid drop), so a killed harness leaves no co
 without a deadline. Without a pid namespace the wrapper is :mod:`._reaper`, a child subreaper that
 kills everything beneath it (setsid() or not) when the command ends or the harness dies. The environment
 is rebuilt from scratch (PATH, HOME, TMPDIR, LANG): no variable of the parent, hence no secret,
-reaches the child.
+reaches the child. Without a pid namespace the harness itself is visible to the command (as the same
+user when not root), so the sandbox makes it non-dumpable (:func:`hide_harness_process`): its
+``/proc/<pid>/environ`` and memory are then root's.
 """
 
 from __future__ import annotations
@@ -55,11 +57,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from harness_lab.errors import SandboxEnvironmentError
 from harness_lab.sandbox.policy import Quotas
 from harness_lab.sandbox.process import collect
 from harness_lab.tools import ToolResult
 
-__all__ = ["Isolation", "detect_isolation", "run_command", "sandbox_uid"]
+__all__ = ["Isolation", "check_isolation", "clamped_limits", "detect_isolation", "hide_harness_process", "run_command",
+           "sandbox_uid"]
 
 Isolation = dict[str, Any]
 
@@ -103,6 +107,8 @@ _MOUNT_PY = (
 _SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 _REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_SIGNALS = {int(s): s.name for s in signal.Signals}  # not every number below NSIG names one (32, 33)
 
 
 def sandbox_uid(real_root: str) -> int:
@@ -122,7 +128,10 @@ def _probe(argv: list[str]) -> bool:
 
 @functools.lru_cache(maxsize=8)  # the machine does not change during a process; probing costs ~10 ms
 def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
-    """Which wrapper works here: returns sorted (key, value) pairs (hashable, for the cache)."""
+    """Which wrapper works here: returns sorted (key, value) pairs (hashable, for the cache).
+    ``choice`` is a policy's ``isolation``; "required" probes as "auto" does (:func:`check_isolation` refuses)."""
+    if choice == "required":
+        choice = "auto"
     bwrap, unshare, setpriv = shutil.which("bwrap"), shutil.which("unshare"), shutil.which("setpriv")
     missing: list[str] = []
     kind = "none"
@@ -154,6 +163,31 @@ def detect_isolation(choice: str, euid: int) -> tuple[tuple[str, Any], ...]:
         "missing": tuple(missing), "root": euid == 0, "scratch_sized": sized,
     }
     return tuple(sorted(info.items()))
+
+
+def check_isolation(choice: str, euid: int) -> Isolation:
+    """The wrapper commands get under ``choice`` (``SandboxPolicy.isolation``); a
+    :class:`~harness_lab.errors.SandboxEnvironmentError` in one line naming what is missing when the choice
+    is a named wrapper, or "required", and it does not work here."""
+    iso = dict(detect_isolation(choice, euid))
+    wanted = ("bwrap", "unshare") if choice == "required" else (choice,)
+    if choice != "auto" and iso["kind"] not in wanted:
+        why = "; ".join(m for m in iso["missing"] if not m.startswith("not root"))
+        asked = "a namespace (bwrap or unshare)" if choice == "required" else repr(choice)
+        raise SandboxEnvironmentError(f"isolation {choice!r} asks for {asked}, unavailable here: {why}")
+    return iso
+
+
+def hide_harness_process() -> bool:
+    """Make this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``), once a sandbox may run commands
+    without a pid namespace: its ``/proc/<pid>/environ``, ``mem``, ``maps``, ``fd`` become root's, so a
+    command running as the same user (a non-root harness has no other uid to drop to) cannot read the
+    harness's environment (an API key) or memory. The cost, for the rest of this process: no core dumps,
+    and no ptrace by its own user (gdb, py-spy, strace -p need root). The process itself still reads its
+    own /proc entries. Processes of the same user other than this one (the shell that exported the key)
+    stay readable; only a pid namespace hides those. False where prctl is unavailable."""
+    prctl = _prctl()
+    return prctl is not None and prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
 
 
 @functools.lru_cache(maxsize=4)
@@ -233,8 +267,40 @@ def _prctl() -> Callable[..., int] | None:
     return fn
 
 
-def _limits(q: Quotas, nproc: int) -> Callable[[], None]:
+def clamped_limits(q: Quotas, nproc: int) -> tuple[dict[str, tuple[int, int]], dict[str, dict[str, int]]]:
+    """The (soft, hard) rlimits a command gets, and those clamped: a quota above this process's own hard
+    limit (``ulimit -Hn 64``; raising it needs CAP_SYS_RESOURCE) cannot be set in the child, so the child
+    gets the hard limit instead, and the result data names each such limit (quota and hard limit)."""
+    wanted = {"RLIMIT_CPU": (q.cpu_seconds, q.cpu_seconds + 1), "RLIMIT_AS": (q.memory_bytes, q.memory_bytes),
+              "RLIMIT_FSIZE": (q.file_size_bytes, q.file_size_bytes), "RLIMIT_NOFILE": (q.open_files, q.open_files),
+              "RLIMIT_NPROC": (nproc, nproc), "RLIMIT_CORE": (0, 0)}
+    got: dict[str, tuple[int, int]] = {}
+    clamped: dict[str, dict[str, int]] = {}
+    privileged = os.geteuid() == 0 and _has_sys_resource()
+    for name, (soft, hard) in wanted.items():
+        own = resource.getrlimit(getattr(resource, name))[1]
+        if not privileged and own != resource.RLIM_INFINITY and hard > own:
+            clamped[name] = {"quota": soft, "hard_limit": own}
+            soft, hard = min(soft, own), own
+        got[name] = (soft, hard)
+    return got, clamped
+
+
+@functools.lru_cache(maxsize=1)
+def _has_sys_resource() -> bool:
+    """Whether this process may raise a hard limit (CAP_SYS_RESOURCE, bit 24 of its effective set)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            eff = next(line.split()[1] for line in fh if line.startswith("CapEff:"))
+    except (OSError, StopIteration, IndexError):
+        return False
+    return bool(int(eff, 16) >> 24 & 1)
+
+
+def _limits(limits: dict[str, tuple[int, int]]) -> Callable[[], None]:
     prctl, parent = _prctl(), os.getpid()
+    # resolved here, in the parent: between fork and exec only setrlimit calls
+    table = [(getattr(resource, name), value) for name, value in limits.items()]
 
     def apply() -> None:  # runs in the child between fork and exec: only async-signal-safe work
         # The deadline lives in this process: if it is killed, the wrapper (and with it, through
@@ -244,12 +310,8 @@ def _limits(q: Quotas, nproc: int) -> Callable[[], None]:
             prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             if os.getppid() != parent:  # died before the prctl took effect
                 os._exit(1)
-        resource.setrlimit(resource.RLIMIT_CPU, (q.cpu_seconds, q.cpu_seconds + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (q.memory_bytes, q.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (q.file_size_bytes, q.file_size_bytes))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (q.open_files, q.open_files))
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        for which, value in table:
+            resource.setrlimit(which, value)
 
     return apply
 
@@ -269,12 +331,15 @@ def run_command(argv: Sequence[str], *, ws: str, timeout: float, quotas: Quotas,
                           else f"RLIMIT_NPROC={nproc} per user (approximate: not root)"),
         "missing": list(iso["missing"]),
     }
+    limits, clamped = clamped_limits(quotas, nproc)
+    if clamped:  # the harness's own hard limits are lower than the quotas: the command gets those
+        data["rlimits_clamped"] = clamped
     full = _wrap(argv, ws, iso, network, read_only, uid, quotas.scratch_bytes)
     started = time.monotonic()
     try:
         proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, cwd=ws, env=env, start_new_session=True,
-                                preexec_fn=_limits(quotas, nproc), close_fds=True)
+                                preexec_fn=_limits(limits), close_fds=True)
     except (OSError, subprocess.SubprocessError) as exc:
         return ToolResult.failure(tool, f"could not start {argv[0]!r}: {exc.__class__.__name__}",
                                   "check the program name; commands run with a minimal PATH")
@@ -286,8 +351,9 @@ def run_command(argv: Sequence[str], *, ws: str, timeout: float, quotas: Quotas,
     exit_status = rc if rc is None or rc >= 0 else 128 - rc
     if rc is not None and rc < 0:
         data["signal"] = signal.Signals(-rc).name
-    elif iso["kind"] == "unshare" and rc is not None and 128 < rc < 128 + signal.NSIG:
-        data["signal"] = signal.Signals(rc - 128).name  # the namespace's waiter reports a signal as 128+n
+    elif iso["kind"] != "none" and rc is not None and rc - 128 in _SIGNALS:
+        # a namespace's init (unshare's waiter, bwrap's pid 1) reports its child's signal as 128+n
+        data["signal"] = _SIGNALS[rc - 128]
     if why == "timeout":
         return ToolResult(status="timeout", tool=tool, content=text, data=data, retryable=True,
                           reason=f"command ran past its {timeout:g}s timeout; its process group was killed",

@@ -20,11 +20,13 @@ __all__ = [
     "Quotas",
     "SandboxMode",
     "SandboxPolicy",
+    "isolation_at_least",
 ]
 
 SandboxMode = Literal["workspace-write", "read-only"]
 PathResolution = Literal["auto", "openat2", "walk"]
-Isolation = Literal["auto", "bwrap", "unshare", "none"]
+# "required": a namespace wrapper, whichever (bwrap, else unshare); refused where neither works.
+Isolation = Literal["auto", "required", "bwrap", "unshare", "none"]
 ChangeTracking = Literal["auto", "walk"]
 
 FILE_TOOLS: frozenset[str] = frozenset({"read_file", "write_file", "list_dir", "delete_file"})
@@ -49,6 +51,9 @@ class Quotas(BaseModel):
     # The size of each private tmpfs a command gets (/tmp, /var/tmp, /dev/shm, /run): its pages are
     # memory not charged to RLIMIT_AS, so without a cap a command could fill the host's memory.
     scratch_bytes: int = Field(default=512 * _MIB, gt=0)
+    # The workspace's total size (regular files): a write_file past it is refused; a command that leaves
+    # the workspace past it has its changes rolled back before the snapshot store copies any of it.
+    workspace_bytes: int = Field(default=1024 * _MIB, gt=0)
 
 
 class SandboxPolicy(BaseModel):
@@ -101,3 +106,15 @@ class SandboxPolicy(BaseModel):
         if tool not in self.allowed_tools:
             return False
         return not (self.mode == "read-only" and tool in ("write_file", "delete_file"))
+
+
+def isolation_at_least(floor: Isolation, asked: Isolation) -> Isolation:
+    """The isolation that honours ``floor`` (a contract's demand, or what a stored run recorded) and
+    ``asked`` (the caller's choice). "auto" asks for nothing, so ``floor`` stands; a floor of "auto" or
+    "none" demands nothing, so ``asked`` stands; "required" may be narrowed to a named wrapper. A
+    ValueError (one line) when ``asked`` would weaken the floor or names the other wrapper."""
+    if asked == "auto" or asked == floor:
+        return floor
+    if floor in ("auto", "none") or (floor == "required" and asked in ("bwrap", "unshare")):
+        return asked
+    raise ValueError(f"isolation {asked!r} would weaken the isolation {floor!r} this run must keep")

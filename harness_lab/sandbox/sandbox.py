@@ -18,10 +18,20 @@ report), when the journal overflows and on request (``rescan=True``). Without a 
 (``change_tracking="walk"`` or no inotify) ``rollback``, ``workspace_hash`` and ``manifest`` walk
 every time, and ``snapshot()`` looks only at what the sandbox's own tools touched: someone who
 writes behind its back must then pass ``rescan=True``.
+
+Isolation: ``policy.isolation`` "required" (bwrap or unshare) or a named wrapper that does not work here
+is a :class:`~harness_lab.errors.SandboxEnvironmentError` at construction, one line naming what is missing;
+"auto" falls back to none, and ``capabilities["missing"]`` says what that gives up (the CLI warns). With
+none the harness process is made non-dumpable (see :func:`~harness_lab.sandbox.command.hide_harness_process`).
+
+Workspace quota (``quotas.workspace_bytes``, a stat walk in :mod:`._quota`): a ``write_file`` that would pass
+it is refused; a ``run_command`` that leaves the workspace past it is an error result
+(``workspace_quota_exceeded``) and its changes are rolled back to the snapshot taken before it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -31,9 +41,11 @@ from typing import Any
 
 from harness_lab.errors import SandboxEnvironmentError
 from harness_lab.sandbox import fileops
+from harness_lab.sandbox._dirs import open_dirs
+from harness_lab.sandbox._quota import file_sizes
 from harness_lab.sandbox._snapshot_ops import SnapshotOps
 from harness_lab.sandbox.boundary import Boundary, Refusal
-from harness_lab.sandbox.command import detect_isolation, run_command, sandbox_uid
+from harness_lab.sandbox.command import check_isolation, hide_harness_process, run_command, sandbox_uid
 from harness_lab.sandbox.policy import TOOLS, SandboxPolicy
 from harness_lab.sandbox.scan import Manifest, Scanner
 from harness_lab.sandbox.snapshots import SnapshotInfo, SnapshotStore
@@ -79,12 +91,14 @@ class Sandbox(SnapshotOps):
         self._journal_finalizer = weakref.finalize(self, Scanner.close, self._scanner)
         self._state_provider = state_provider
         self.last_auto_snapshot: SnapshotInfo | None = None
-        iso = dict(detect_isolation(self.policy.isolation, os.geteuid()))
-        if self.policy.isolation != "auto" and iso["kind"] != self.policy.isolation:
+        try:
+            iso = check_isolation(self.policy.isolation, os.geteuid())
+        except SandboxEnvironmentError:
             self.close()
-            raise SandboxEnvironmentError(
-                f"policy asks for isolation {self.policy.isolation!r}, which is unavailable: {iso['missing']}")
+            raise
         self._iso = iso
+        if iso["kind"] == "none":  # no pid namespace: a command could read this process's environ
+            hide_harness_process()
         self._uid = (self.policy.run_as_uid or sandbox_uid(self.root)) if os.geteuid() == 0 else None
         self.capabilities: dict[str, Any] = {
             "path_resolution": self._boundary.mechanism,
@@ -162,6 +176,8 @@ class Sandbox(SnapshotOps):
                 return ToolResult.failure(tool, f"content is {len(data)} bytes, over the file size quota "
                                           f"of {self.policy.quotas.file_size_bytes}", "write a smaller file")
             target = fileops.inspect_target(b, args["path"], tool)
+            if (refused := self._write_over_quota(target.names, len(data))) is not None:
+                return refused
             auto = self._auto_snapshot(f"before write_file {target.path}") if target.exists else None
             if isinstance(auto, ToolResult):
                 return auto
@@ -213,7 +229,50 @@ class Sandbox(SnapshotOps):
         result = run_command(list(argv), ws=self.root, timeout=timeout, quotas=self.policy.quotas,
                              iso=self._iso, network=bool(self.policy.network_allow),
                              read_only=read_only, uid=self._uid)
-        return _with_snapshot(result, auto)
+        return _with_snapshot(self._command_over_quota(result, auto), auto)
+
+    def _write_over_quota(self, names: tuple[str, ...], size: int) -> ToolResult | None:
+        """A refusal when writing ``size`` bytes at ``names`` would take the workspace past its quota."""
+        quota = self.policy.quotas.workspace_bytes
+        total = self._scanner.file_bytes() + size  # as snapshot() sees it: with the journal, cost follows the change
+        if total <= quota:
+            return None
+        with contextlib.suppress(Refusal, OSError):  # an overwrite replaces what is there
+            fd, st = self._boundary.open_regular(names, "/".join(names))
+            os.close(fd)
+            total -= st.st_size
+        if total <= quota:
+            return None
+        refused = ToolResult.failure("write_file", f"workspace_quota_exceeded: this write would bring the workspace "
+                                     f"to {total} bytes, over its quota of {quota}; nothing was written",
+                                     "delete files the task no longer needs, or write less")
+        return refused.model_copy(update={"data": {"workspace_quota_exceeded": {"bytes": total, "quota": quota}}})
+
+    def _command_over_quota(self, result: ToolResult, before: SnapshotInfo) -> ToolResult:
+        """After a command: a workspace past its quota is put back as it was before the command (the
+        snapshot ``before``), and the result is an error saying so. Files that are new or changed in size
+        are removed first, so the rollback's walk never reads (nor stores) the excess; the rest is
+        restored from ``before`` byte for byte."""
+        quota = self.policy.quotas.workspace_bytes
+        sizes = file_sizes(self._boundary.root_fd)
+        total = sum(sizes.values())
+        if total <= quota:
+            return result
+        was = self._entries(before.id)
+        blobs = self._store.blobs
+        removed = 0
+        for path, size in sizes.items():
+            entry = was.get(path)
+            if entry is None or entry[0] != "f" or os.stat(blobs.path(entry[1])).st_size != size:
+                removed += _unlink(self._boundary.root_fd, path)
+        self.rollback(before.id)
+        data = {**result.data, "workspace_quota_exceeded": {"bytes": total, "quota": quota,
+                                                            "rolled_back_to": before.id, "removed": removed}}
+        return result.model_copy(update={
+            "status": "error", "data": data, "retryable": False,
+            "reason": f"workspace_quota_exceeded: the command left {total} bytes in the workspace, over its quota "
+                      f"of {quota}; its changes were rolled back to snapshot {before.id}",
+            "hint": "write less, or delete files the task no longer needs before making new ones"})
 
     def _auto_snapshot(self, trigger: str, take_ownership: bool = False) -> SnapshotInfo | ToolResult:
         tool = trigger.split()[1]
@@ -280,6 +339,22 @@ class Sandbox(SnapshotOps):
     def manifest(self) -> Manifest:
         """The current workspace manifest, path -> (kind, content hash, mode): what workspace_hash hashes."""
         return dict(self._scanner.current())
+
+
+def _unlink(root_fd: int, path: str) -> int:
+    """Remove one file beneath ``root_fd`` (directories opened without following links); 1 if removed."""
+    *dirs, name = path.split("/")
+    try:
+        dfd = open_dirs(root_fd, dirs)
+    except OSError:
+        return 0
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except OSError:
+        return 0
+    finally:
+        os.close(dfd)
+    return 1
 
 
 def _with_snapshot(result: ToolResult, auto: SnapshotInfo | None) -> ToolResult:

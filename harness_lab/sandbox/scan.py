@@ -40,6 +40,7 @@ class Scanner(TreeWalk):
         self.root_fd = root_fd
         self.blobs = blobs
         self._cache = {}  # path -> (stat key, sha256 hex): see TreeWalk
+        self._sizes = {}
         self._dirty: set[str] = set()
         self._fresh: set[str] = set()  # directories the journal saw appear: walk them whole
         self._manifest: Manifest | None = None
@@ -94,6 +95,18 @@ class Scanner(TreeWalk):
     def note_content(self, path: str, st: os.stat_result, digest: str) -> None:
         """Record a hash computed elsewhere (e.g. rollback just wrote these bytes)."""
         self._remember(path, st, digest, time.time_ns())
+        self._sizes[path] = st.st_size
+
+    def file_bytes(self) -> int:
+        """The total size of the workspace's regular files, from a scan as :meth:`snapshot
+        <harness_lab.sandbox.Sandbox.snapshot>` makes it (with the journal: what changed since the last scan)."""
+        sizes, blobs = self._sizes, self.blobs
+        total = 0
+        for path, entry in self.scan().items():
+            if entry[0] == "f":
+                size = sizes.get(path)
+                total += size if size is not None else os.stat(blobs.path(entry[1])).st_size
+        return total
 
     def settle(self, changes: dict[str, Entry | None]) -> None:
         """Rollback just set these paths (``None``: removed) from the last scan's manifest."""
@@ -173,6 +186,8 @@ class Scanner(TreeWalk):
                 os.close(dfd)
         for gone in self._cache.keys() - out.keys():
             del self._cache[gone]
+        for gone in self._sizes.keys() - out.keys():
+            del self._sizes[gone]
         self._dirty.clear()
         self._fresh.clear()
         self._manifest = out

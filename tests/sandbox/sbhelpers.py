@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,20 @@ def isolation_or_skip(kind: str = "auto") -> None:
                     "e.g. not an unprivileged container)")
 
 
+def hide_wrappers(monkeypatch: pytest.MonkeyPatch, *names: str) -> Iterator[None]:
+    """A machine without ``names`` (e.g. "bwrap", "unshare"): the probe's ``shutil.which`` finds none of
+    them, for this test only (the probe's cache is cleared before and after)."""
+    from harness_lab.sandbox import command
+
+    real = shutil.which
+    monkeypatch.setattr(command.shutil, "which", lambda cmd, *a, **kw: None if cmd in names else real(cmd, *a, **kw))
+    command.detect_isolation.cache_clear()
+    try:
+        yield
+    finally:  # the patch goes with the test's monkeypatch; the probes it cached must go now
+        command.detect_isolation.cache_clear()
+
+
 def journal_or_skip(sb: Any) -> None:
     """The journal tests need inotify; only a per-user kernel limit held by other processes skips them."""
     tracking = sb.capabilities["change_tracking"]
@@ -41,8 +55,9 @@ def journal_or_skip(sb: Any) -> None:
     assert tracking == "inotify", tracking
 
 
-def guarded(fn: Callable[[], ToolResult], seconds: float = 2.0) -> ToolResult:
-    """Run one call in a thread and fail the test if it does not return in time (no hangs)."""
+def guarded(fn: Callable[[], ToolResult], seconds: float = 30.0) -> ToolResult:
+    """Run one call in a thread and fail the test if it does not return in time: a hang guard, not a
+    speed claim, so the bound is far above any loaded machine's time for one call."""
     box: list[Any] = []
     t = threading.Thread(target=lambda: box.append(fn()), daemon=True)
     t.start()

@@ -1,0 +1,72 @@
+"""``Quotas.workspace_bytes`` (issue 17, item 8: 4 x 200 MB were accepted and the next snapshot copied
+800 MB more). A write_file past the quota is refused; a command that leaves the workspace past it gets an
+error result (workspace_quota_exceeded) and its changes are rolled back to the snapshot before it,
+without the excess ever being read into the snapshot store. Scaled down: a 1 MiB quota."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness_lab.sandbox import Quotas, Sandbox
+
+QUOTA = 1 << 20
+KIB = 1024
+
+
+def _stored_bytes(snapshot_dir: Path) -> int:
+    return sum(p.stat().st_size for p in snapshot_dir.rglob("*") if p.is_file())
+
+
+def test_a_write_past_the_quota_is_refused_and_writes_nothing(tmp_path: Path,
+                                                             make_sandbox: Callable[..., Sandbox]) -> None:
+    (ws := tmp_path / "ws").mkdir()
+    sb = make_sandbox(ws, quotas=Quotas(workspace_bytes=QUOTA))
+    assert sb.call("write_file", path="a.txt", content="a" * (600 * KIB)).ok
+    refused = sb.call("write_file", path="dir/b.txt", content="b" * (600 * KIB))
+    assert refused.status == "error" and refused.reason is not None
+    assert refused.reason.startswith("workspace_quota_exceeded:"), refused.reason
+    assert refused.data["workspace_quota_exceeded"] == {"bytes": 1200 * KIB, "quota": QUOTA}
+    assert not (ws / "dir").exists()
+    # An overwrite counts the file once: 900 KiB in place of 600 KiB fits.
+    assert sb.call("write_file", path="a.txt", content="c" * (900 * KIB)).ok
+    assert (ws / "a.txt").stat().st_size == 900 * KIB
+
+
+def test_a_command_past_the_quota_is_an_error_and_its_changes_are_undone(tmp_path: Path,
+                                                                         make_sandbox: Callable[..., Any]) -> None:
+    (ws := tmp_path / "ws").mkdir()
+    sb: Sandbox = make_sandbox(ws, quotas=Quotas(workspace_bytes=QUOTA))
+    assert sb.call("write_file", path="keep.txt", content="kept\n").ok
+    assert sb.call("write_file", path="same.txt", content="12345").ok
+    snapshots = Path(sb.capabilities["snapshot_dir"])
+    stored = _stored_bytes(snapshots)
+    # Four files of 400 KiB (1.6 MiB, past the 1 MiB quota), one file of the same size rewritten, one removed.
+    script = ("for i in 1 2 3 4; do head -c 409600 /dev/zero | tr '\\0' x > big$i; done; "
+              "printf abcde > same.txt; rm keep.txt; echo done")
+    result = sb.call("run_command", argv=["sh", "-c", script], timeout=30)
+    assert result.status == "error" and result.reason is not None, result
+    assert result.reason.startswith("workspace_quota_exceeded:"), result.reason
+    over = result.data["workspace_quota_exceeded"]
+    assert over["bytes"] == 4 * 409600 + 5 and over["quota"] == QUOTA and over["removed"] == 4
+    assert over["rolled_back_to"] == result.data["snapshot_before"]
+    assert result.content is not None and "done" in result.content  # the command's own output stays
+    assert sorted(os.listdir(ws)) == ["keep.txt", "same.txt"]
+    assert (ws / "keep.txt").read_text() == "kept\n" and (ws / "same.txt").read_text() == "12345"
+    # The excess never reached the snapshot store (before the quota: 1.6 MiB more on the next snapshot).
+    sb.snapshot("after")
+    assert _stored_bytes(snapshots) - stored < 64 * KIB
+
+
+def test_a_command_within_the_quota_is_untouched(tmp_path: Path, make_sandbox: Callable[..., Any]) -> None:
+    (ws := tmp_path / "ws").mkdir()
+    sb: Sandbox = make_sandbox(ws, quotas=Quotas(workspace_bytes=QUOTA))
+    result = sb.call("run_command", argv=["sh", "-c", "head -c 409600 /dev/zero > big; echo ok"], timeout=30)
+    assert result.ok and "workspace_quota_exceeded" not in result.data, result
+    assert (ws / "big").stat().st_size == 409600
+
+
+def test_the_default_quota_is_one_gib() -> None:
+    assert Quotas().workspace_bytes == 1 << 30
