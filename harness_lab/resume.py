@@ -17,10 +17,13 @@ Seed 000's order, each step a :class:`ResumeCheck` in ``run.resume_report``:
                   next step records it as done, without deleting again.
 
 A refused resume returns the run BLOCKED (``resume_refused``) in memory; the store is not written.
-A run another live process of this machine is driving (its heartbeat, :func:`~harness_lab.heartbeat.driver_of`)
-is refused with :class:`~harness_lab.errors.RunStateError` before anything is built: the heartbeat is
-no lock (two resumes in the same instant both pass), but a second ``harness-lab resume`` of a running
-run no longer takes step N+1 alongside it. A workspace path where no folder can be (a file stands there or above it) raises
+The resume first takes the run's lease (:meth:`Store.take_lease <harness_lab.store.Store.take_lease>`,
+one transaction): a run another live process writes (a ``run --db`` or ``resume`` still going, or parked at
+a gate it decides) is refused with :class:`~harness_lab.errors.RunStateError` naming it, before anything is
+built or written; of two resumes started in the same instant exactly one goes on. A lease left by a
+process that died is taken over. A run whose heartbeat says a live process of this machine drives it
+(:func:`~harness_lab.heartbeat.driver_of`; one that holds no lease, such as an older harness-lab) is
+refused too. A workspace path where no folder can be (a file stands there or above it) raises
 :class:`~harness_lab.errors.WorkspaceError` instead: no run can be made on it.
 """
 
@@ -117,6 +120,7 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
                clock: Clock | None = None) -> Run:
     """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
+    store.take_lease(run_id)  # the one writer of the run from here on, or refused naming the one that is
     checkpoint, context = load_checkpoint(store, run_id)
     if not checkpoint.state.terminal and (beat := driver_of(store, run_id)) is not None:
         # Two processes on one run would both take step N+1: the loser's effect lands, its row cannot.
