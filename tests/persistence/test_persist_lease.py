@@ -26,18 +26,20 @@ _TAKER = """
 import sys
 from harness_lab.errors import RunStateError
 from harness_lab.store import SQLiteStore
+if sys.argv[3] == "run":
+    sys.path.insert(0, sys.argv[4])
+    from pathlib import Path
+    from persisthelpers import CountingOutbox, push_run
 sys.stdin.readline()
 store = SQLiteStore(sys.argv[1])
 try:
-    store.take_lease(sys.argv[2])
+    if sys.argv[3] == "run":  # the run takes its lease
+        push_run(Path(sys.argv[5]), store, CountingOutbox(), run_id=sys.argv[2]).run(max_steps=1)
+    else:
+        store.take_lease(sys.argv[2])
 except RunStateError as exc:
     print("refused:", exc, flush=True)
 else:
-    if sys.argv[3] == "run":
-        sys.path.insert(0, sys.argv[4])
-        from pathlib import Path
-        from persisthelpers import CountingOutbox, push_run
-        push_run(Path(sys.argv[5]), store, CountingOutbox(), run_id=sys.argv[2]).run(max_steps=1)
     print("took", flush=True)
 sys.stdin.read()
 store.close()
@@ -70,6 +72,29 @@ def test_two_processes_making_one_new_store_both_register_their_runs(tmp_path: P
         store = SQLiteStore(db, create=False)
         assert store.run_ids() == ["A", "B"]
         store.close()
+
+
+def test_a_store_made_meanwhile_by_another_process_is_opened_not_made_again(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # The race above, forced: the other writer makes the tables between this one's look (none yet) and its
+    # write lock. SQLite's own connection class, with the other writer's turn at the BEGIN IMMEDIATE.
+    db, real = tmp_path / "new.sqlite", sqlite3.connect
+    turns = ["the other writer"]
+
+    class Interleaved(sqlite3.Connection):
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+            if sql == "BEGIN IMMEDIATE" and turns:
+                turns.pop()
+                other = SQLiteStore(db)
+                other.create_run("B", {"made": "meanwhile"}, 0.0)
+                other.close()
+            return super().execute(sql, *args)
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: real(*a, **k, factory=Interleaved))
+    store = SQLiteStore(db)
+    store.create_run("A", {}, 0.0)
+    assert turns == [] and store.run_ids() == ["A", "B"]
+    store.close()
 
 
 def test_of_two_writers_of_one_run_started_together_exactly_one_holds_it(tmp_path: Path) -> None:
