@@ -33,7 +33,7 @@ import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -172,6 +172,10 @@ def _workspace(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> 
                            "recorded no workspace hash")
     if now == checkpoint.workspace_hash:
         return ResumeCheck(name="workspace", ok=True, detail=f"unchanged since step {checkpoint.step}")
+    if _command_in_flight(flight):  # its intent names no path: any change may be its doing (it ends uncertain)
+        return ResumeCheck(name="workspace", ok=True, detail=(
+            f"changed since step {checkpoint.step}, maybe by the run_command in flight at step {flight.step} "
+            "(its outcome is unknown: the run ends effect_uncertain, nothing overwritten)"))
     if flight is not None and "pre" in flight.detail:
         manifest = run.sandbox.manifest()
         for path, entry in flight.detail["pre"].items():
@@ -222,7 +226,7 @@ def _prechecks(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> 
             problems.append(f"evidence {evidence_id} changed or vanished since it was read")
     in_flight_path = flight.detail.get("path") if flight is not None else None
     for path, sha in checkpoint.artifact_sha256.items():
-        if path != in_flight_path and run.sandbox.file_sha256(path) != sha:  # None: missing, or no regular file
+        if path != in_flight_path and not _command_in_flight(flight) and run.sandbox.file_sha256(path) != sha:  # None: missing, or no regular file
             problems.append(f"artifact {path} differs from the checkpoint's hash")
     ok = not problems
     return ResumeCheck(name="prechecks", ok=ok, detail="contract, evidence and artifacts as checkpointed"
@@ -305,6 +309,12 @@ def _delete_landed(run: Run, flight: EffectEntry) -> bool:
     path, pre = flight.detail.get("path"), flight.detail.get("pre") or {}
     return (flight.tool == "delete_file" and isinstance(path, str) and pre.get(path) is not None
             and path not in run.sandbox.manifest())
+
+
+def _command_in_flight(flight: EffectEntry | None) -> TypeGuard[EffectEntry]:
+    """A run_command in flight at the crash: what it changed cannot be told from its intent, so a change it
+    may have made (the workspace, an artifact) is settled as its uncertain outcome, not refused as another's."""
+    return flight is not None and flight.tool == "run_command"
 
 
 def _debris(flight: EffectEntry, paths: Iterable[str]) -> list[str]:
