@@ -95,6 +95,31 @@ def check_or_create(db: sqlite3.Connection, path: Path, *, read_only: bool, tx: 
             raise
         if not tables:
             return
+    if "schema_version" not in tables:
+        raise StoreError(f"{path}: a SQLite database of another application "
+                         f"(tables: {', '.join(sorted(tables))}); refusing to touch it")
+    row = db.execute("SELECT app, version FROM schema_version").fetchone()
+    if row is None or row[0] != _APP:
+        raise StoreError(f"{path}: schema_version names {row[0] if row else 'nothing'!r}, "
+                         f"not {_APP!r}; refusing to touch it")
+    if int(row[1]) > SCHEMA_VERSION:
+        raise StoreError(f"{path}: written by a newer harness-lab (schema {row[1]} > {SCHEMA_VERSION}); "
+                         "upgrade harness-lab to read it")
+    if read_only:
+        pass  # read as it is: schemas 2-5 differ only in newer rows' forms; schema 1 has no blobs to read
+    elif int(row[1]) == 1:  # schema 1 -> 2: only a new table; existing rows stay as they are
+        tx([(_BLOBS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
+    elif int(row[1]) in (2, 3, 4, 5):  # -> 4, 6: only newer rows' forms change; -> 5: only new files' layout
+        tx([("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
+    elif int(row[1]) < SCHEMA_VERSION:
+        raise StoreError(f"{path}: schema {row[1]} is older than {SCHEMA_VERSION} and has no migration")
+    if not read_only and "leases" not in tables:  # files made before the run lease gain its table
+        tx([(LEASES, ())])
+    check = db.execute("PRAGMA quick_check").fetchone()
+    if check is None or check[0] != "ok":
+        raise StoreError(f"{path}: database is corrupt (quick_check: {check[0] if check else '?'})")
+
+
 def _tables(db: sqlite3.Connection) -> set[str]:
     return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
