@@ -250,3 +250,26 @@ def test_a_new_store_and_its_log_files_are_readable_by_their_owner_only(tmp_path
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness_lab.cli", *argv], capture_output=True, text=True,
                           env=_ENV, cwd=Path(__file__).parent)
+
+
+def test_the_cli_refuses_a_run_another_process_holds_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    done = _cli("run", "conforming_report", "--db", str(db), "--run-id", "R1", "--gate-policy", "approve")
+    assert done.returncode == 0, done.stderr
+    store = SQLiteStore(db, create=False)
+    rows = [(s.step, s.checkpoint) for s in store.steps("R1", start=0)]
+    store.close()
+    holder = _taker(db, "R1")
+    try:
+        assert _go(holder) == "took"
+        for argv in (("resume", "--db", str(db), "--run-id", "R1"),
+                     ("run", "conforming_report", "--db", str(db), "--run-id", "R1")):
+            refused = _cli(*argv)
+            assert refused.returncode == 2 and refused.stdout == "", argv
+            assert refused.stderr.startswith(f"harness-lab: error: run 'R1' is held by pid {holder.pid} on host "
+                                             f"{host_name()} since ") and refused.stderr.count("\n") == 1, argv
+    finally:
+        holder.communicate("")
+    store = SQLiteStore(db, create=False)
+    assert [(s.step, s.checkpoint) for s in store.steps("R1", start=0)] == rows and store.reports("R1") == []
+    store.close()
