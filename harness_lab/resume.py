@@ -133,7 +133,8 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     run = _rebuild(info, proposer, evidence, approver, effects, clock)
     if made is not None:  # Run made the missing workspace: take it away again, so the check reports it
         _unmake(run.workspace, made)
-    in_flight = [e for e in store.effects(run_id, checkpoint.step + 1) if e.status == "intent"]
+    # 'resolved': a resume settled it and was killed before the step that redoes it committed: still in flight
+    in_flight = [e for e in store.effects(run_id, checkpoint.step + 1) if e.status in ("intent", "resolved")]
     flight = in_flight[0] if in_flight else None
     checks = [_trigger(run.contract), _workspace(run, checkpoint, flight), _scope(checkpoint),
               _prechecks(run, checkpoint, flight)]

@@ -9,9 +9,12 @@ import sys
 import time
 from pathlib import Path
 
-from persisthelpers import CountingOutbox, push_run
+import pytest
+from persisthelpers import CountingOutbox, outcome, push_run
 
 from harness_lab import Run, RunState
+from harness_lab.errors import SimulatedCrash
+from harness_lab.faults import CrashPoint, ProcessCrash
 from harness_lab.store import SQLiteStore
 
 _ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -23,7 +26,7 @@ import sys, tempfile
 from pathlib import Path
 sys.path.insert(0, sys.argv[4])
 tempfile.tempdir = sys.argv[3]
-from persisthelpers import CountingOutbox, push_run
+from persisthelpers import CountingOutbox, outcome, push_run
 from harness_lab.store import SQLiteStore
 actions = [{"kind": "read_evidence", "id": "harness-boundary"},
            {"kind": "run_command", "argv": ["sh", "-c", "echo x > started.txt; exec sleep 300"], "timeout": 600},
@@ -77,3 +80,24 @@ def test_snapshot_folders_of_killed_runs_are_removed_by_the_next_run(tmp_path: P
     assert left.name.startswith(f"harness-lab-snapshots-{os.getpid()}-")  # this run's own
     run.close()
     assert list(own_tmp.glob("harness-lab-snapshots-*")) == []
+
+
+def test_a_resume_killed_after_settling_an_effect_in_flight_is_resumed_again(tmp_path: Path) -> None:
+    # bench/stress_kill.py met it: killed mid-write, then the resume that settled the write (resolved) killed
+    # before the step that redoes it committed; the next resume must see that write in flight still.
+    reference = push_run(tmp_path / "ref", None, CountingOutbox())
+    reference.run()
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = push_run(tmp_path / "ws", store, CountingOutbox())
+    run.inject(ProcessCrash(point=CrashPoint.AFTER_EFFECT), at_step=3)
+    with pytest.raises(SimulatedCrash):
+        run.run()
+    (tmp_path / "ws" / "notes" / "plan.txt").unlink()  # the kill came before the rename; its folder is made
+    first = Run.resume(store, "R1", effects=CountingOutbox(), approver=run.approver)
+    assert first.resume_report is not None and first.resume_report.ok
+    assert [e.status for e in store.effects("R1", 3)] == ["resolved"]  # ... and this process dies here
+    again = Run.resume(store, "R1", effects=CountingOutbox(), approver=run.approver)
+    assert again.resume_report is not None and again.resume_report.ok, again.resume_report.summary()
+    assert "changed only by the write_file of notes/plan.txt in flight at step 3" in again.resume_report.checks[1].detail
+    again.run()
+    assert outcome(again) == outcome(reference)
