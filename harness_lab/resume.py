@@ -6,7 +6,9 @@ Seed 000's order, each step a :class:`ResumeCheck` in ``run.resume_report``:
 2. ``workspace``  the workspace hash equals the checkpoint's, or differs only by the step that was
                   in flight at the crash (its write-ahead intent names the path, and a write killed
                   before its rename leaves a temporary file beside it, removed once the resume is
-                  entered); anything else is a concurrent change: reported, never overwritten;
+                  entered; a run_command names no path, so any change may be its outcome, and the
+                  run ends effect_uncertain); anything else is a concurrent change: reported, never
+                  overwritten;
 3. ``scope``      pending items and the last failure are loaded;
 4. ``prechecks``  cheap checks: the contract version, the evidence read so far, the artifact hash;
 5. ``harness``    only when all of the above pass: the run state is restored, a resume note goes

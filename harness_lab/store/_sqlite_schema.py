@@ -61,7 +61,9 @@ def connect(path: Path, *, create: bool, read_only: bool) -> sqlite3.Connection:
         try:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
         except FileExistsError:
-            pass  # another process made it meanwhile: opened (and its tables checked) as any existing file
+            if not path.is_file():  # a dangling symbolic link: SQLite would make its target, 0644
+                raise StoreError(f"{path}: not a regular file") from None
+            # else another process made it meanwhile: opened (and its tables checked) as any existing file
         except OSError as exc:
             raise StoreError(f"{path}: cannot create: {exc.strerror}") from exc
     elif not path.is_file():

@@ -273,3 +273,10 @@ def test_the_cli_refuses_a_run_another_process_holds_in_one_line_and_writes_noth
     store = SQLiteStore(db, create=False)
     assert [(s.step, s.checkpoint) for s in store.steps("R1", start=0)] == rows and store.reports("R1") == []
     store.close()
+
+
+def test_a_new_store_is_not_made_through_a_dangling_link(tmp_path: Path) -> None:
+    (tmp_path / "runs.sqlite").symlink_to(tmp_path / "elsewhere.sqlite")
+    done = _cli("run", "conforming_report", "--db", str(tmp_path / "runs.sqlite"))
+    assert (done.returncode, done.stderr) == (2, f"harness-lab: error: {tmp_path / 'runs.sqlite'}: not a regular file\n")
+    assert not (tmp_path / "elsewhere.sqlite").exists()
