@@ -310,12 +310,13 @@ def _sweep_snapshot_dirs(where: Path) -> None:
     except OSError:
         return  # nothing to sweep where nothing can be listed; mkdtemp says what is wrong with the folder
     for entry in entries:
-        named = _SNAPSHOT_NAME.match(entry.name)
+        if (named := _SNAPSHOT_NAME.match(entry.name)) is None:
+            continue
         try:
             mine = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.geteuid()
         except OSError:
             continue
-        if named and mine and _identity_tag(int(named["pid"])) != named["tag"]:  # its process is gone (or another now)
+        if mine and _identity_tag(int(named["pid"])) != named["tag"]:  # its process is gone (or another now)
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
