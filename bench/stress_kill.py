@@ -12,7 +12,8 @@ and receipt with an uninterrupted run of the same kind. Three kinds of trial, in
   its delay goes to 1.5 times the time to park);
   a resume approves the gate and is killed at a random instant too (passing the gate, the push in
   flight, or after it); a last resume finishes it;
-* ``command``: killed while its ``run_command`` runs (when the command's first file appears: an event).
+* ``command``: killed while its ``run_command`` runs (when the command's first file appears: an event;
+  its command then pauses 0.05 s, the other kinds' does not).
 
 Printed: how many resumed identical, how many ended BLOCKED because an effect was in flight (safe:
 never retried; a push applied once, or not yet when the kill came between its stored intent and the
@@ -71,11 +72,12 @@ class _Park:
         return None
 
 
-def _actions() -> list[dict[str, Any]]:
+def _actions(pause: str) -> list[dict[str, Any]]:
     from persisthelpers import ACTIONS, PUSH_STEP
 
-    # A command before the push: it writes a file, then takes a while (the kill window of a command).
-    command = {"kind": "run_command", "argv": ["sh", "-c", "echo ran > cmd.txt; sleep 0.03"], "timeout": 60}
+    # A command before the push: it writes a file, then pauses (a command trial's kill lands in the pause;
+    # the others' pause is 0, so their kills spread over the whole run).
+    command = {"kind": "run_command", "argv": ["sh", "-c", f"echo ran > cmd.txt; sleep {pause}"], "timeout": 60}
     return [*ACTIONS[:PUSH_STEP - 1], command, *ACTIONS[PUSH_STEP - 1:]]
 
 
@@ -91,7 +93,8 @@ def child(db: str, ws: str, outbox: str, mode: str) -> None:
     if mode == "resume":
         run = Run.resume(store, "R1", effects=effects, approver=AutoApprove())
     else:
-        run = push_run(Path(ws), store, CountingOutbox(), actions=_actions(), max_decisions=14)
+        run = push_run(Path(ws), store, CountingOutbox(), actions=_actions("0.05" if mode == "command" else "0"),
+                       max_decisions=14)
         run.executor.effects = effects
         if mode == "park":
             run.approver = _Park()
@@ -190,7 +193,7 @@ def main() -> None:
     tmp = root / "tmp"  # the children's temporary folder: what they leave behind is counted at the end
     tmp.mkdir()
     references = {kind: _reference(root, tmp, kind) for kind in KINDS if kind != "command"}
-    references["command"] = references["inline"]
+    references["command"] = references["inline"]  # the same run but for the command's pause
     tally: Counter[str] = Counter()
     gates: Counter[str] = Counter()  # where the gate trials' kills landed
     twice = 0
@@ -204,7 +207,7 @@ def main() -> None:
         db, ws, outbox = str(d / "db.sqlite"), str(d / "ws"), str(d / "outbox")
         kills: list[str] = []
         if kind == "command":
-            kills.append(_kill_mid_command(_spawn([db, ws, outbox, "fresh"], tmp), Path(ws)))
+            kills.append(_kill_mid_command(_spawn([db, ws, outbox, "command"], tmp), Path(ws)))
         else:
             # a gate trial's first child waits at the gate once parked: a third of its kills land there
             kills.append(_kill_after(_spawn([db, ws, outbox, "park" if kind == "gate" else "fresh"], tmp),
