@@ -6,7 +6,9 @@ interrupts; the restorable state (``capture`` / ``restore``, ``usage``) is :mod:
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import tempfile
 import weakref
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._process_id import process_identity
 from ._restorable import Restorable, _Counters
 from ._run_setup import initial_context
 from ._step_records import step_record
@@ -106,7 +109,7 @@ class RunBase(Restorable):
         self.clock: Clock = clock or SystemClock()
         self.context = initial_context(contract, evidence)
         self.gates = LoopGates(contract.budget, self.clock)
-        snapshot_dir = Path(tempfile.mkdtemp(prefix="harness-lab-snapshots-"))
+        snapshot_dir = _snapshot_dir()
         self._owned_dirs.append(snapshot_dir)
         # Snapshots live only in this process (a resumed run starts new ones): a run dropped without
         # close() must not leave them behind in the temporary folder, one folder per run ever made.
@@ -295,6 +298,43 @@ class RunBase(Restorable):
     def _append(self, event: Event) -> None:
         self._step_events.append(event)
         self.events.append(event)
+
+
+def _snapshot_dir() -> Path:
+    """A new snapshot folder in the temporary folder, named by this process (its pid and identity: see
+    ``_process_id``). Only a finalizer removes it, which kill -9 never runs: so the first run of a process
+    in a temporary folder removes the folders of this user's processes that are gone (one per run they made)."""
+    pid = os.getpid()
+    where = tempfile.gettempdir()
+    if where not in _SWEPT:
+        _SWEPT.add(where)
+        _sweep_snapshot_dirs(Path(where))
+    return Path(tempfile.mkdtemp(prefix=f"{_SNAPSHOTS}{pid}-{_identity_tag(pid)}-"))
+
+
+def _identity_tag(pid: int) -> str:
+    return hashlib.sha256(process_identity(pid).encode()).hexdigest()[:12]
+
+
+def _sweep_snapshot_dirs(where: Path) -> None:
+    try:
+        entries = list(os.scandir(where))
+    except OSError:
+        return  # nothing to sweep where nothing can be listed; mkdtemp says what is wrong with the folder
+    for entry in entries:
+        if (named := _SNAPSHOT_NAME.match(entry.name)) is None:
+            continue
+        try:
+            mine = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.geteuid()
+        except OSError:
+            continue
+        if mine and _identity_tag(int(named["pid"])) != named["tag"]:  # its process is gone (or another now)
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+_SNAPSHOTS = "harness-lab-snapshots-"
+_SNAPSHOT_NAME = re.compile(rf"{_SNAPSHOTS}(?P<pid>\d{{1,10}})-(?P<tag>[0-9a-f]{{12}})-")
+_SWEPT: set[str] = set()  # temporary folders this process has swept already
 
 
 def _keep_window(trace: list[Any], size: int) -> None:

@@ -70,14 +70,21 @@ from .tools import ToolResult
 if TYPE_CHECKING:
     from ._run_base import RunBase as Run
 
-__all__ = ["FULL_BYTES", "FULL_EVERY", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "EffectClass", "StoredSpec", "effect_class", "effect_of_tool", "redact",
-           "run_spec", "stored_spec"]
+__all__ = ["FULL_BYTES", "FULL_EVERY", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "EffectClass", "StoredSpec",
+           "check_run_id", "effect_class", "effect_of_tool", "redact", "run_spec", "stored_spec"]
 
 FULL_EVERY = 16  # steps between whole context states: a restore replays at most this many change logs
 # (32 saves ~4 µs a store step but, even with the folded replay, a fork from the worst-placed checkpoint takes
 # 1.93 / 1.74-1.87 ms median at 1,000 / 10,000 steps (1.62 / 1.50 at 16): each log costs ~5 µs to read
 # (parse 2.7, fold 1.4, fetch 0.7) and ~2 µs to restore the item it adds; bench/fork_resume.py --full-every 32)
 FULL_BYTES = 256 * 1024  # ... or fewer, once the change logs since the last whole state are this large
+
+
+def check_run_id(run_id: str) -> None:
+    """Refuse a new run's id that cannot name it (the CLI asks before it makes a store file)."""
+    if not run_id.strip() or not run_id.isprintable():
+        raise StoreError(f"run id {run_id!r}: empty, blank or holding a control character (a newline, "
+                         "a tab, NUL); it names the run's checkpoints ('<run>@<step>') and every message")
 
 
 class Checkpointer(_RowJson):
@@ -94,9 +101,10 @@ class Checkpointer(_RowJson):
         redaction (same patterns, and the memo of texts it found clean) this one shares.
         ``context_from``: the checkpoint ("run@step") of ``store`` the run's context was just restored
         from, unchanged; the first row names it instead of writing the whole state again."""
-        if fresh and (not run.run_id.strip() or not run.run_id.isprintable()):
-            raise StoreError(f"run id {run.run_id!r}: empty, blank or holding a control character (a newline, "
-                             "a tab, NUL); it names the run's checkpoints ('<run>@<step>') and every message")
+        if fresh:
+            check_run_id(run.run_id)
+        if fresh:  # the one writer of the new run, before anything of it is written (see store/_lease.py)
+            store.take_lease(run.run_id)
         if fresh and store.has_run(run.run_id):
             raise StoreError(f"run id {run.run_id!r} exists already in the store; resume it or choose another id")
         self.store, self.run = store, run

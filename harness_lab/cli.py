@@ -123,10 +123,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise HarnessLabError("--run-id: empty (leave it out to use the scenario id)")
     proposer = _model_proposer(args)  # with one, the scenario gives the contract and evidence, not its script
     if args.db is not None:
+        from .checkpoint import check_run_id
         from .scenarios import load_scenario
         from .store import SQLiteStore
 
         scenario = load_scenario(args.scenario)  # bad input is refused before the store file is made (or opened)
+        check_run_id(args.run_id if args.run_id is not None else scenario.id)
         _check_isolation(args.isolation, load_contract(data_dir() / "contracts" / f"{scenario.contract}.yaml"))
         store = SQLiteStore(args.db)
         try:  # the workspace stays: a later `resume` continues in it

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Literal
 
+from ._process_id import process_alive
 from .checkpoint_record import Checkpoint
 from .errors import HarnessLabError
 from .events import StepRecord
@@ -36,23 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["GracefulStop", "HeartbeatThread", "Watchdog", "WatchdogVerdict", "drive", "driver_of", "process_alive",
            "progress_report"]
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process of this machine has this id (a zombie, killed but not yet reaped, is not alive)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: it exists
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
 
 
 def driver_of(store: Store, run_id: str, within_s: float = 90.0, now: float | None = None) -> Heartbeat | None:

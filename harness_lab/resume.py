@@ -10,8 +10,10 @@ naming the run and the field or step. Then seed 000's order, each step a :class:
 2. ``workspace``  the workspace hash equals the checkpoint's, or differs only by the step that was
                   in flight at the crash (its write-ahead intent names the path, and a write killed
                   before its rename leaves a temporary file beside it, removed once the resume is
-                  entered); anything else is a concurrent change: reported, never overwritten. A
-                  checkpoint without a hash fails the check: nothing proves the folder is the run's;
+                  entered; a run_command names no path, so any change may be its outcome, and the
+                  run ends effect_uncertain); anything else is a concurrent change: reported, never
+                  overwritten. A checkpoint without a hash fails the check: nothing proves the folder
+                  is the run's;
 3. ``scope``      pending items and the last failure are loaded;
 4. ``prechecks``  cheap checks: the contract version, the evidence read so far, the artifact hash;
 5. ``harness``    only when all of the above pass: the run state is restored, a resume note goes
@@ -22,10 +24,13 @@ naming the run and the field or step. Then seed 000's order, each step a :class:
                   next step records it as done, without deleting again.
 
 A refused resume returns the run BLOCKED (``resume_refused``) in memory; the store is not written.
-A run another live process of this machine is driving (its heartbeat, :func:`~harness_lab.heartbeat.driver_of`)
-is refused with :class:`~harness_lab.errors.RunStateError` before anything is built: the heartbeat is
-no lock (two resumes in the same instant both pass), but a second ``harness-lab resume`` of a running
-run no longer takes step N+1 alongside it. A workspace path where no folder can be (a file stands there or above it) raises
+The resume first takes the run's lease (:meth:`Store.take_lease <harness_lab.store.Store.take_lease>`,
+one transaction): a run another live process writes (a ``run --db`` or ``resume`` still going, or parked at
+a gate it decides) is refused with :class:`~harness_lab.errors.RunStateError` naming it, before anything is
+built or written; of two resumes started in the same instant exactly one goes on. A lease left by a
+process that died is taken over. A run whose heartbeat says a live process of this machine drives it
+(:func:`~harness_lab.heartbeat.driver_of`; one that holds no lease, such as an older harness-lab) is
+refused too. A workspace path where no folder can be (a file stands there or above it) raises
 :class:`~harness_lab.errors.WorkspaceError` instead: no run can be made on it.
 """
 
@@ -35,7 +40,7 @@ import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict
 
@@ -124,6 +129,7 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
     spec = bound_spec(store, info)  # an edited spec (workspace, actions, contract) is refused before anything acts
+    store.take_lease(run_id)  # the one writer of the run from here on, or refused naming the one that is
     checkpoint, context = load_checkpoint(store, run_id)
     if not checkpoint.state.terminal and (beat := driver_of(store, run_id)) is not None:
         # Two processes on one run would both take step N+1: the loser's effect lands, its row cannot.
@@ -137,7 +143,9 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     if made is not None:  # Run made the missing workspace: take it away again, so the check reports it
         _unmake(run.workspace, made)
     try:
-        in_flight = [_checked_flight(e) for e in store.effects(run_id, checkpoint.step + 1) if e.status == "intent"]
+        # 'resolved': a resume settled it and was killed before the step that redoes it committed: still in flight
+        in_flight = [_checked_flight(e) for e in store.effects(run_id, checkpoint.step + 1)
+                     if e.status in ("intent", "resolved")]
         flight = in_flight[0] if in_flight else None
         checks = [_trigger(run.contract), _workspace(run, checkpoint, flight), _scope(checkpoint),
                   _prechecks(run, checkpoint, flight)]
@@ -179,6 +187,10 @@ def _workspace(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> 
                            "workspace hash: the workspace cannot be proven to be the run's; nothing was written")
     if now == checkpoint.workspace_hash:
         return ResumeCheck(name="workspace", ok=True, detail=f"unchanged since step {checkpoint.step}")
+    if _command_in_flight(flight):  # its intent names no path: any change may be its doing (it ends uncertain)
+        return ResumeCheck(name="workspace", ok=True, detail=(
+            f"changed since step {checkpoint.step}, maybe by the run_command in flight at step {flight.step} "
+            "(its outcome is unknown: the run ends effect_uncertain, nothing overwritten)"))
     if flight is not None and "pre" in flight.detail:
         manifest = run.sandbox.manifest()
         for path, entry in flight.detail["pre"].items():
@@ -229,7 +241,7 @@ def _prechecks(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> 
             problems.append(f"evidence {evidence_id} changed or vanished since it was read")
     in_flight_path = flight.detail.get("path") if flight is not None else None
     for path, sha in checkpoint.artifact_sha256.items():
-        if path != in_flight_path and run.sandbox.file_sha256(path) != sha:  # None: missing, or no regular file
+        if path != in_flight_path and not _command_in_flight(flight) and run.sandbox.file_sha256(path) != sha:  # None: missing, or no regular file
             problems.append(f"artifact {path} differs from the checkpoint's hash")
     ok = not problems
     return ResumeCheck(name="prechecks", ok=ok, detail="contract, evidence and artifacts as checkpointed"
@@ -346,6 +358,12 @@ def _delete_landed(run: Run, flight: EffectEntry) -> bool:
     path, pre = flight.detail.get("path"), flight.detail.get("pre") or {}
     return (flight.tool == "delete_file" and isinstance(path, str) and pre.get(path) is not None
             and path not in run.sandbox.manifest())
+
+
+def _command_in_flight(flight: EffectEntry | None) -> TypeGuard[EffectEntry]:
+    """A run_command in flight at the crash: what it changed cannot be told from its intent, so a change it
+    may have made (the workspace, an artifact) is settled as its uncertain outcome, not refused as another's."""
+    return flight is not None and flight.tool == "run_command"
 
 
 def _debris(flight: EffectEntry, paths: Iterable[str]) -> list[str]:

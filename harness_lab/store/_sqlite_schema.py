@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
+from ._lease import LEASES
 from .base import SCHEMA_VERSION
 
 __all__ = ["SPAN", "check_or_create", "connect", "read_only_uri", "side_files", "tidy_side_files"]
@@ -40,6 +41,7 @@ _TABLES = (
     " progress_at REAL NOT NULL, pid INTEGER NOT NULL, doing TEXT NOT NULL)",
     "CREATE TABLE reports (run_id TEXT NOT NULL, at REAL NOT NULL, text TEXT NOT NULL)",
     _BLOBS,
+    LEASES,  # who writes which run (see store/_lease.py)
 )
 SPAN = 2**32  # steps per run in a keyed file (id = run_no * SPAN + step)
 
@@ -48,12 +50,22 @@ _Tx = Callable[[list[tuple[str, tuple[Any, ...]]]], int]
 
 def connect(path: Path, *, create: bool, read_only: bool) -> sqlite3.Connection:
     """The connection a store uses (autocommit; shared with its heartbeat thread), after checking the
-    path: with ``create=False`` or ``read_only`` a missing file is an error, never a new empty database."""
+    path: with ``create=False`` or ``read_only`` a missing file is an error, never a new empty database.
+    A new file is made here, mode 0600 (SQLite would make it 0644, readable by every command the harness
+    runs), before SQLite opens it; its ``-wal`` and ``-shm`` take the file's mode."""
     if not path.exists():
         if not create or read_only:
             raise StoreError(f"{path}: no such checkpoint database")
         if not path.parent.is_dir():
             raise StoreError(f"{path}: directory {path.parent} does not exist")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+        except FileExistsError:
+            if not path.is_file():  # a dangling symbolic link: SQLite would make its target, 0644
+                raise StoreError(f"{path}: not a regular file") from None
+            # else another process made it meanwhile: opened (and its tables checked) as any existing file
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot create: {exc.strerror}") from exc
     elif not path.is_file():
         raise StoreError(f"{path}: not a regular file")
     try:
@@ -63,22 +75,28 @@ def connect(path: Path, *, create: bool, read_only: bool) -> sqlite3.Connection:
         raise StoreError(f"{path}: cannot open: {exc}") from exc
 
 
-def check_or_create(db: sqlite3.Connection, path: Path, *, read_only: bool, tx: _Tx) -> None:
-    """Create the tables in an empty file, or check (and migrate, through the store's ``tx``) an existing one."""
-    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not tables and read_only:
-        raise StoreError(f"{path}: an empty database, not a harness-lab checkpoint database")
+def check_or_create(db: sqlite3.Connection, path: Path, *, read_only: bool, tx: _Tx, create: bool = True) -> None:
+    """Create the tables in an empty file (``create`` only: an empty file given to ``resume`` is refused and
+    stays empty), or check (and migrate, through the store's ``tx``) an existing one. Creating is one
+    ``BEGIN IMMEDIATE`` transaction that looks again once it holds the lock: of two processes making the
+    same new file, the second finds the first's tables and only checks them."""
+    tables = _tables(db)
+    if not tables and (read_only or not create):
+        raise StoreError(f"{path}: an empty database, not a harness-lab checkpoint database" if read_only else
+                         f"{path}: an empty file, not a harness-lab store; nothing was written to it")
     if not tables:
         db.execute("BEGIN IMMEDIATE")
         try:
-            for sql in _TABLES:
-                db.execute(sql)
-            db.execute("INSERT INTO schema_version (app, version) VALUES (?, ?)", (_APP, SCHEMA_VERSION))
+            if not (tables := _tables(db)):
+                for sql in _TABLES:
+                    db.execute(sql)
+                db.execute("INSERT INTO schema_version (app, version) VALUES (?, ?)", (_APP, SCHEMA_VERSION))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        return
+        if not tables:
+            return
     if "schema_version" not in tables:
         raise StoreError(f"{path}: a SQLite database of another application "
                          f"(tables: {', '.join(sorted(tables))}); refusing to touch it")
@@ -97,9 +115,15 @@ def check_or_create(db: sqlite3.Connection, path: Path, *, read_only: bool, tx: 
         tx([("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
     elif int(row[1]) < SCHEMA_VERSION:
         raise StoreError(f"{path}: schema {row[1]} is older than {SCHEMA_VERSION} and has no migration")
+    if not read_only and "leases" not in tables:  # files made before the run lease gain its table
+        tx([(LEASES, ())])
     check = db.execute("PRAGMA quick_check").fetchone()
     if check is None or check[0] != "ok":
         raise StoreError(f"{path}: database is corrupt (quick_check: {check[0] if check else '?'})")
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def read_only_uri(path: Path) -> str:

@@ -117,6 +117,13 @@ class Store(Protocol):
 
     def run_ids(self) -> list[str]: ...
 
+    def take_lease(self, run_id: str) -> None:
+        """Become the one writer of ``run_id``, or raise :class:`~harness_lab.errors.RunStateError` naming the
+        live process that is (nothing written); given back by :meth:`release_lease` or :meth:`close`."""
+        ...
+
+    def release_lease(self, run_id: str) -> None: ...
+
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
                     settle_effects: bool = True, register: dict[str, Any] | None = None) -> None:
@@ -199,6 +206,12 @@ class InMemoryStore:
 
     def run_ids(self) -> list[str]:
         return sorted(self._runs)
+
+    def take_lease(self, run_id: str) -> None:
+        pass  # the store lives in one process: nothing else can write its runs
+
+    def release_lease(self, run_id: str) -> None:
+        pass
 
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,

@@ -47,6 +47,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import StoreError
+from ._lease import Holder
+from ._lease import release as release_leases
+from ._lease import take as take_lease
 from ._sqlite_reads import SQLiteReads
 from ._sqlite_schema import SPAN as _SPAN
 from ._sqlite_schema import check_or_create, connect, side_files, tidy_side_files
@@ -86,8 +89,10 @@ class SQLiteStore(SQLiteReads):
         self._tidy = read_only and not any(p.exists() for p in side_files(self.path))
         self._db = connect(self.path, create=create, read_only=read_only)
         self._log: LogCopier | None = None
+        self._me = Holder.me()
+        self._leases: list[str] = []  # the runs this store object holds (given back on close)
         try:
-            check_or_create(self._db, self.path, read_only=read_only, tx=self._tx)
+            check_or_create(self._db, self.path, read_only=read_only, tx=self._tx, create=create)
             # A file of schema 5 or later keeps step rows under one integer key (see _sqlite_schema);
             # older files keep theirs, and every statement reads both the same.
             self._keyed = any(r[1] == "id" for r in self._db.execute("PRAGMA table_info(steps)"))
@@ -136,6 +141,24 @@ class SQLiteStore(SQLiteReads):
         if self.has_run(run_id):
             raise StoreError(f"{self.path}: run id {run_id!r} exists already; resume it or choose another id")
         self._tx([(_INSERT_RUN, (run_id, json.dumps(spec, separators=(",", ":")), at))])
+
+    # -- the run lease (store/_lease.py) ----------------------------------------------------------------
+    def take_lease(self, run_id: str) -> None:
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only (read_only=True); nothing is written to it")
+        with self._lock:
+            try:
+                take_lease(self._db, run_id, self._me)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+            if run_id not in self._leases:
+                self._leases.append(run_id)
+
+    def release_lease(self, run_id: str) -> None:
+        with self._lock:
+            if run_id in self._leases:
+                self._leases.remove(run_id)
+                release_leases(self._db, [run_id], self._me)
 
     # -- steps ----------------------------------------------------------------------------------
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
@@ -206,6 +229,12 @@ class SQLiteStore(SQLiteReads):
         if self._log is not None:
             self._log.close()  # first: the last connection to close copies the log in and removes it
         with self._lock:
+            if self._leases:
+                try:
+                    release_leases(self._db, self._leases, self._me)
+                except sqlite3.Error:
+                    pass  # a row left behind names this process, gone after exit: the next writer takes it over
+                self._leases = []
             self._close_db()
 
     def _close_db(self) -> None:
