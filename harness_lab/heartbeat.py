@@ -26,7 +26,7 @@ from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Literal
 
 from ._process_id import process_alive
-from .checkpoint_record import Checkpoint
+from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 from .errors import HarnessLabError
 from .events import StepRecord
 from .states import RunState
@@ -174,7 +174,10 @@ class Watchdog:
         row = self.store.last_step(run_id)
         if row is None:
             return None
-        checkpoint = Checkpoint.from_row(row)
+        try:
+            checkpoint = Checkpoint.from_row(row)
+        except ROW_ERRORS as exc:  # an edited store: one line, as every other reader of it says
+            raise row_error(f"checkpoint {run_id}@{row.step}", exc) from None
         if checkpoint.state.terminal:
             return f"{checkpoint.state.value} at step {checkpoint.step}: the run has ended; nothing should beat"
         if checkpoint.state is RunState.WAITING_FOR_HUMAN:

@@ -5,7 +5,9 @@ resume acts on none of it: no write, no chown, in the recorded workspace or any 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,9 @@ from persisthelpers import CountingOutbox, push_run
 from harness_lab import Run
 from harness_lab.cli import main
 from harness_lab.errors import StoreError
+from harness_lab.heartbeat import Watchdog
 from harness_lab.proposers.replay import replay_run, saved_trace
-from harness_lab.store import SQLiteStore
+from harness_lab.store import Heartbeat, SQLiteStore
 
 PWN = {"kind": "write_file", "path": "pwned.txt", "content": "written by a resume told to work here"}
 
@@ -290,3 +293,17 @@ def test_a_ledger_entry_out_of_form_is_one_line_and_resume_acts_on_nothing(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the ledger entry 'R1:3' of run 'R1' is unreadable" in err, err
     assert _tree(tmp_path / "ws") == ws_before
+
+
+def test_the_watchdog_names_a_last_checkpoint_row_of_the_wrong_shape(tmp_path: Path) -> None:
+    db = _stored_run(tmp_path)
+    rowid, data = _checkpoints(db)[-1]
+    data["state"] = "SLEEPING"
+    _set_checkpoint(db, rowid, data)
+    store = SQLiteStore(db, create=False)
+    store.beat(Heartbeat("R1", at=time.time(), step=3, progress_at=time.time(), pid=os.getpid(), doing="step 4"))
+    try:  # a plain ValueError from the row's reading before
+        with pytest.raises(StoreError, match=r"^checkpoint R1@3 is unreadable: "):
+            Watchdog(store, timeout_s=90).check("R1", now=time.time() + 1000)
+    finally:
+        store.close()
