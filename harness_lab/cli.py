@@ -444,6 +444,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("study", help="seed 004's four-group study under one fixed budget")
     p.add_argument("--groups", default="base,structural,repair,semantic", help="comma list of groups")
+    p.add_argument("--family", default="reports", help="task family whose scenarios are run (default: reports)")
     p.add_argument("--scenarios", default="all", help="all, seed (the ten), or a comma list of scenario ids")
     p.add_argument("--seeds", type=int, default=20, help="seeds per scenario (seed 0 is the unperturbed script)")
     p.add_argument("--noise", type=float, default=0.2, help="per-action perturbation rate for seeds > 0")

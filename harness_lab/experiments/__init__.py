@@ -15,9 +15,11 @@ from .seed_table import (
 )
 from .study import (
     GROUPS,
+    REPORTS,
     GroupSpec,
     StudyResult,
     StudyTask,
+    TaskFamily,
     run_study,
     run_study_task,
     study_tasks,
@@ -28,6 +30,7 @@ from .tables import render_scenario_table, render_study_table, study_payload, wr
 __all__ = [
     "GROUPS",
     "METRIC_DEFINITIONS",
+    "REPORTS",
     "SEED_SCENARIOS",
     "GroupSpec",
     "GroupSummary",
@@ -38,6 +41,7 @@ __all__ = [
     "ScenarioResult",
     "StudyResult",
     "StudyTask",
+    "TaskFamily",
     "perturb_script",
     "render_scenario_table",
     "render_study_table",
