@@ -444,9 +444,10 @@ print("all claims hold")"""),
 LESSONS["06_experiments"] = [
     ("md", """# 6 · Experiments: four harness designs, the same tasks, the same budget
 
-Seed 004's study: **base** (the loop alone; finish accepted unchecked), **structural** (+ structural
-acceptance), **repair** (+ a repair policy after a failed check), **semantic** (+ a semantic review of
-the accepted bytes). Ground truth is each scenario's labels, fixed before any run — never a validator.
+Seed 004's study, each group adding one variable to the previous one: **base** (the basic loop; finish
+accepted unchecked), **structural** (+ structural acceptance; a rejection is final), **repair** (+ revision
+allowed after a failed check: the repair policy), **semantic** (+ a semantic review of the accepted bytes).
+`GROUPS[name].variables()` lists each group's variables. Ground truth is each scenario's labels, fixed before any run — never a validator.
 Scripted inputs, not a model: this measures the harness's control flow."""),
     ("params", """# Parameters
 seeds = 3          # runs per scenario (seed 0 unperturbed, the others perturbed)
@@ -460,10 +461,10 @@ result = run_study(scenarios=scenarios, seeds=seeds, noise=noise, progress=False
 by = {s.group: s for s in result.summaries}
 print(f"{len(result.scenarios)} scenarios x {result.seeds} seeds per group; budget {result.budget}")
 print(f"{'group':11} {'runs':>4} {'completed':>9} {'delivered':>9} {'false acc':>9} {'false rej':>9} "
-      f"{'exhausted':>9} {'decisions':>9} {'tool calls':>10}")
+      f"{'exhausted':>9} {'decisions':>9} {'tool calls':>10} {'revisions':>9}")
 for s in result.summaries:
     print(f"{s.group:11} {s.runs:>4} {s.completed:>9} {s.delivered:>9} {s.false_accepts:>9} {s.false_rejects:>9} "
-          f"{s.exhaustions:>9} {s.decisions:>9.2f} {s.tool_calls:>10.2f}")"""),
+          f"{s.exhaustions:>9} {s.decisions:>9.2f} {s.tool_calls:>10.2f} {s.revisions:>9.2f}")"""),
     ("md", "## Outcomes and cost per group"),
     ("code", """groups = list(by)
 fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.5))
@@ -489,6 +490,8 @@ assert base.false_accepts > structural.false_accepts  # checking the artifact ke
 assert structural.false_accepts >= semantic.false_accepts and repair.false_accepts >= semantic.false_accepts
 assert semantic.completed <= repair.completed  # a review can only hold reports back
 assert base.delivered >= structural.delivered  # structure refuses some finishes the base loop accepts
+assert structural.revisions == 0 < repair.revisions  # the one variable repair adds: revision after a rejection
+assert repair.completed > structural.completed  # a report fixed after feedback needs that revision
 assert all(s.completed <= s.attainable for s in result.summaries)
 print("all claims hold")"""),
 ]
