@@ -20,7 +20,7 @@ from .proposal import Proposal
 from .states import RunState
 from .tools import ToolResult
 from .validation.receipt import Receipt
-from .validation.report import ReportVerdict
+from .validation import Verdict
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -97,7 +97,7 @@ class ToolCalled(_Event):
 
 class Validated(_Event):
     kind: Literal["validated"] = "validated"
-    verdict: ReportVerdict | None
+    verdict: Verdict | None
     receipt: Receipt | None = None
     enabled: bool = True
 
@@ -145,7 +145,7 @@ class StepRecord(_Record):
     proposal: Proposal | None
     decision: Decision
     tool_result: ToolResult | None = None
-    verdict: ReportVerdict | None = None
+    verdict: Verdict | None = None
     usage: Usage
     events: tuple[Event, ...] = ()
 
