@@ -19,8 +19,8 @@ from ._row_text import _full_proposal_json as _full_proposal_json
 from .proposal import Proposal
 from .states import RunState
 from .tools import ToolResult
-from .validation.receipt import Receipt
 from .validation import Verdict
+from .validation.receipt import Receipt
 
 __all__ = [
     "EVENT_ADAPTER",

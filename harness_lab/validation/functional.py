@@ -119,7 +119,8 @@ def run_functional_layer(sandbox: CheckSandbox, verification: Verification) -> L
     for run in runs:
         if run.status == "passed":
             continue
-        code: FailureCode = {"timeout": "check_timed_out", "error": "check_error"}.get(run.status, "check_failed")  # type: ignore[assignment]
+        code: FailureCode = ("check_timed_out" if run.status == "timeout" else
+                             "check_error" if run.status == "error" else "check_failed")
         last = run.output_tail.strip().splitlines()[-1:] if run.output_tail.strip() else []
         said = f" (last line: {last[0][:160]!r})" if last else ""
         errors.append(LayerFailure(code=code, message=f"check {run.name!r}: {run.reason}{said}"))
