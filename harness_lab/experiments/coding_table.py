@@ -23,7 +23,7 @@ from ..paths import data_dir
 from ..run import Run
 from ..scenarios import load_scenario
 from ..validation import LayerVerdict
-from ._output import publish
+from ._output import publish_texts
 
 __all__ = ["CODING_SCENARIOS", "CodingResult", "render_coding_table", "run_coding_experiment",
            "run_coding_scenario", "write_coding_experiment"]
@@ -129,11 +129,5 @@ def write_coding_experiment(output: str | Path) -> dict[str, Any]:
     payload = {"family": "coding", "results": [r.model_dump() for r in results]}
     texts = {"results.json": json.dumps(payload, indent=2, ensure_ascii=False) + "\n",
              "table.md": render_coding_table(results)}
-
-    def make(staging: Path) -> list[Path]:
-        for name, text in texts.items():
-            (staging / name).write_text(text, encoding="utf-8")
-        return [staging / name for name in texts]
-
-    publish(Path(output), make)
+    publish_texts(Path(output), texts)
     return payload

@@ -248,3 +248,21 @@ def test_a_repository_copy_leaves_out_pycache_and_refuses_a_taken_name(tmp_path:
         copy_repository(repo, ws)
     assert (ws / "m.py").read_text() == "mine\n"
 
+
+
+def test_a_coding_run_resumes_from_its_store_and_its_checks_pass(tmp_path: Path) -> None:
+    from harness_lab.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    workspace = tmp_path / "ws"
+    with Run.from_scenario("coding_honest_fix", store=store, run_id="C1", workspace=workspace) as run:
+        run.run(max_steps=2)  # the fix is written, the tests not yet run: "killed" here
+    resumed = Run.resume(store, "C1")
+    try:
+        resumed.run()
+        assert resumed.workspace.resolve() == workspace.resolve() and resumed.state.value == "REVIEW_READY"
+        assert resumed.receipt is not None and resumed.receipt.functional == "passed"
+        assert sorted(p.name for p in workspace.iterdir()) == ["README.md", "stats.py", "test_stats.py"]
+    finally:
+        resumed.close()
+        store.close()
