@@ -266,3 +266,16 @@ def test_a_coding_run_resumes_from_its_store_and_its_checks_pass(tmp_path: Path)
     finally:
         resumed.close()
         store.close()
+
+
+def test_the_dashboard_lists_the_functional_layer_s_own_checks() -> None:
+    pytest.importorskip("ipywidgets", reason="the dashboard needs the lab extra")
+    from harness_lab.widgets import check_rows
+
+    with Run.from_scenario("coding_edits_tests") as run:
+        run.run(max_steps=4)
+        verdict = run.records[3].verdict
+        assert verdict is not None
+        rows = check_rows(verdict)
+    assert [(name, outcome) for name, outcome, _ in rows] == [
+        ("functional: tests", "pass"), ("functional: held_out", "FAIL"), ("functional: protected_changed", "FAIL")]
