@@ -4,7 +4,7 @@
 |----------------|----------------------|---------------------------------------------|
 | trigger        | external system      | :class:`Trigger`                            |
 | goal           | user approves        | :class:`Goal`                               |
-| verification   | project validators   | :class:`Verification` (report task contract)|
+| verification   | project validators   | :class:`Verification` (layers and checks)   |
 | stop + budget  | scheduler            | :class:`Stop`, :class:`Budget`              |
 | memory         | checkpoint store     | :class:`Memory` (what to persist / exclude) |
 | human_gate     | user approves        | :class:`HumanGate`                          |
