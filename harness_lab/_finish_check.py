@@ -7,9 +7,9 @@ it fails: ``format`` (the report's structure, :func:`~harness_lab.validation.che
 :func:`~harness_lab.validation.run_functional_layer`; a contract that names none has nothing for it to
 do: "not applicable") and ``goal`` (``run.reviewer``, any
 :class:`~harness_lab.validation.semantic.SemanticReviewer`, on the report's bytes; none given: not run).
-The step's verdict is the first failed layer's (else the format layer's, else the functional one's); each
-layer that ran beyond the format one leaves a ``verification`` note with its own verdict, and the receipt
-keeps each layer's outcome apart. So a report contract (no check commands, no reviewer) validates exactly
+The step's verdict is the first failed layer's (else the format layer's, else the functional one's); when
+a layer runs after the format one, each layer that ran leaves a ``verification`` note with its own verdict,
+and the receipt keeps each layer's outcome apart. So a report contract (no check commands, no reviewer) validates exactly
 as before the layers existed.
 
 :class:`~harness_lab.run.Run` inherits this and supplies the part it calls (``rollback``, for a
@@ -131,7 +131,12 @@ class FinishCheck(RunBase):
             if not structural.accepted:
                 return structural, None, None
         functional = goal = None
-        if "functional" in layers and _functional_applies(self):
+        run_functional = "functional" in layers and _functional_applies(self)
+        if structural is not None and (run_functional or ("goal" in layers and self.reviewer is not None)):
+            # more layers follow: the format layer's pass gets its own note, as theirs do
+            self._emit(Note, topic="verification", message="format layer passed",
+                       data=structural.model_dump(mode="json"))  # its layer reads "structural"
+        if run_functional:
             functional = run_functional_layer(self.sandbox, verification)
             self._note_layer(functional)
             if not functional.accepted:

@@ -206,7 +206,8 @@ def test_the_goal_layer_acts_when_a_reviewer_is_given(passed: bool) -> None:
         run.run(max_steps=4)
         finish = run.records[3]
         notes = [e for e in finish.events if isinstance(e, Note) and e.topic == "verification"]
-        assert [n.data["layer"] for n in notes] == ["goal"] and notes[0].data["review"]["reviewer"] == "stub"
+        assert [n.data["layer"] for n in notes] == ["structural", "goal"]
+        assert notes[0].data["accepted"] is True and notes[1].data["review"]["reviewer"] == "stub"
         if passed:
             assert run.receipt is not None and run.receipt.semantic == "passed" and run.receipt.structural == "passed"
         else:
@@ -279,3 +280,22 @@ def test_the_dashboard_lists_the_functional_layer_s_own_checks() -> None:
         rows = check_rows(verdict)
     assert [(name, outcome) for name, outcome, _ in rows] == [
         ("functional: tests", "pass"), ("functional: held_out", "FAIL"), ("functional: protected_changed", "FAIL")]
+
+
+def test_a_report_task_with_a_check_runs_format_then_functional(tmp_path: Path) -> None:
+    from harness_lab.scenarios import load_scenario
+
+    data = yaml.safe_load((data_dir() / "contracts" / "report_task.yaml").read_text())
+    data["verification"]["functional"] = [{"name": "lint", "command": ["false"], "timeout": 10}]
+    path = tmp_path / "with_check.yaml"
+    path.write_text(yaml.safe_dump(data))
+    contract = load_contract(path)
+    assert contract.version != load_contract(data_dir() / "contracts" / "report_task.yaml").version
+    script = load_scenario("conforming_report").actions
+    with Run(contract=contract, proposer=ScriptedProposer(script), workspace=tmp_path / "ws",
+             evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence")) as run:
+        run.run(max_steps=4)
+        finish = run.records[3]
+        notes = [e for e in finish.events if isinstance(e, Note) and e.topic == "verification"]
+        assert [(n.data["layer"], n.data["accepted"]) for n in notes] == [("structural", True), ("functional", False)]
+        assert finish.verdict is not None and finish.verdict.layer == "functional" and run.receipt is None
