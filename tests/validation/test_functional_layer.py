@@ -299,3 +299,16 @@ def test_a_report_task_with_a_check_runs_format_then_functional(tmp_path: Path) 
         notes = [e for e in finish.events if isinstance(e, Note) and e.topic == "verification"]
         assert [(n.data["layer"], n.data["accepted"]) for n in notes] == [("structural", True), ("functional", False)]
         assert finish.verdict is not None and finish.verdict.layer == "functional" and run.receipt is None
+
+
+@pytest.mark.parametrize(("repository", "says"), [("nosuch", "no repository named 'nosuch'"),
+                                                  ("../etc", "repository")])
+def test_a_scenario_naming_a_bad_repository_is_one_line(tmp_path: Path, repository: str, says: str) -> None:
+    from harness_lab.scenarios import load_scenario
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"id": "s", "title": "t", "contract": "coding_task", "repository": repository,
+                                    "labels": {}, "actions": [{"kind": "finish"}]}))
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path)
+    assert "\n" not in str(info.value) and says in str(info.value)
