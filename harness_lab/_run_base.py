@@ -48,7 +48,7 @@ from .sandbox.policy import Isolation, isolation_at_least
 from .states import RunState, can_transition
 from .store import Store
 from .tools import ToolResult
-from .validation import Receipt, ReportVerdict, sha256_hex
+from .validation import Receipt, Verdict, sha256_hex
 
 if TYPE_CHECKING:
     from .resume import ResumeReport
@@ -231,7 +231,7 @@ class RunBase(Restorable):
                 self._emit(Note, topic=event.topic, message=event.message, data=event.data)
 
     def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
-               verdict: ReportVerdict | None = None, stop: StopReason | None = None) -> StepRecord:
+               verdict: Verdict | None = None, stop: StopReason | None = None) -> StepRecord:
         self._in_flight = None  # the step is settled: its proposal is history, not pending
         # A Ctrl-C in here leaves the step decided (and its effect, if any, carried out) but unrecorded,
         # with the state maybe moved on: too much to undo by hand, so it is a crash (_crash_on_interrupt),

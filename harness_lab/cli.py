@@ -369,8 +369,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness-lab", description="Watch, step, break and repair an agent harness.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("experiment", help="reproduce seed 004's ten-scenario table")
+    p = sub.add_parser("experiment", help="reproduce seed 004's ten-scenario table (or the coding tasks' table)")
     p.add_argument("--output", required=True, help="directory for results.json and table.md")
+    p.add_argument("--family", choices=("report", "coding"), default="report",
+                   help="report: seed 004's ten scenarios; coding: the coding tasks, judged by the functional layer")
     p.set_defaults(func=_cmd_experiment)
 
     p = sub.add_parser("check-report", help="validate a report file against the report contract (exit 1 if rejected)")

@@ -4,7 +4,7 @@
 |----------------|----------------------|---------------------------------------------|
 | trigger        | external system      | :class:`Trigger`                            |
 | goal           | user approves        | :class:`Goal`                               |
-| verification   | project validators   | :class:`Verification` (report task contract)|
+| verification   | project validators   | :class:`Verification` (layers and checks)   |
 | stop + budget  | scheduler            | :class:`Stop`, :class:`Budget`              |
 | memory         | checkpoint store     | :class:`Memory` (what to persist / exclude) |
 | human_gate     | user approves        | :class:`HumanGate`                          |
@@ -42,8 +42,10 @@ from .actions import GATE_CATEGORIES
 
 __all__ = [
     "DEFAULT_GATED_KINDS",
+    "VERIFICATION_LAYERS",
     "Budget",
     "ControlContract",
+    "FunctionalCheck",
     "Goal",
     "HumanGate",
     "Memory",
@@ -89,6 +91,13 @@ class Goal(_Frozen):
     approved_by: str = "user"
 
 
+def _workspace_path(value: str) -> str:
+    parts = value.replace("\\", "/").split("/")
+    if not value.strip() or not parts[0] or ".." in parts or ":" in parts[0]:
+        raise ValueError(f"must be a relative path inside the workspace, got {value!r}")
+    return value
+
+
 class ReportContract(_Frozen):
     """Seed 004's task contract for a research report."""
 
@@ -106,16 +115,85 @@ class ReportContract(_Frozen):
     def _inside_the_workspace(cls, value: str) -> str:
         # The validator reads the report through the sandbox, which refuses any other path: such a
         # contract could never be met (every finish 'report missing' until the budget ran out).
-        parts = value.replace("\\", "/").split("/")
-        if not value.strip() or not parts[0] or ".." in parts or ":" in parts[0]:
-            raise ValueError(f"must be a relative path inside the workspace, got {value!r}")
+        return _workspace_path(value)
+
+
+VERIFICATION_LAYERS: tuple[str, ...] = ("format", "functional", "goal")
+"""The layers ``verification.checks`` may name, in the order a finish runs them (see
+:mod:`harness_lab._finish_check`): the report's structure, the named check commands, the goal reviewer."""
+
+# A check's name is a word: it keys the receipt's results and the feedback line.
+_CheckName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+
+class FunctionalCheck(_Frozen):
+    """One check of the functional layer: a command (an argv list, no shell) the harness runs in the run's
+    sandbox at finish; it passes when the command exits 0 within ``timeout`` seconds."""
+
+    name: _CheckName
+    command: tuple[Annotated[str, Field(strict=True)], ...] = Field(min_length=1)
+    timeout: _Seconds = Field(default=60.0, gt=0, le=3600)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _an_argv(cls, value: Any) -> Any:
+        # A shell line given as one string would run as a program of that whole name, never as meant.
+        if isinstance(value, str):
+            raise ValueError(f"must be a list of arguments (no shell), e.g. [python3, -m, unittest], got {value!r:.60}")
         return value
 
 
 class Verification(_Frozen):
+    """What a finish must pass. ``checks`` names the layers run, in order (:data:`VERIFICATION_LAYERS`);
+    ``functional`` the check commands of that layer (none: the layer does not apply), ``protected`` files
+    the task forbids changing (path -> sha256 of the original; changed or deleted fails the layer) and
+    ``allowed_files`` the only files the workspace may hold at finish (glob patterns; empty: not checked).
+    The last three are left out of the canonical form while empty: report contracts keep their versions."""
+
     report: ReportContract = ReportContract()
-    checks: tuple[str, ...] = ("format", "functional", "goal")
+    checks: tuple[str, ...] = VERIFICATION_LAYERS
     max_repairs: _Count = Field(default=3, ge=0)
+    functional: tuple[FunctionalCheck, ...] = ()
+    protected: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(default_factory=dict)
+    allowed_files: tuple[Annotated[str, Field(strict=True, pattern=r"\S")], ...] = ()
+
+    @field_validator("checks")
+    @classmethod
+    def _known_layers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # A misspelt layer ("funtional") would silently drop that check from every finish.
+        for name in value:
+            if name not in VERIFICATION_LAYERS:
+                close = difflib.get_close_matches(name, VERIFICATION_LAYERS, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(VERIFICATION_LAYERS)}"
+                raise ValueError(f"{name!r} is no verification layer; {hint}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"{list(value)} names a layer twice")
+        return value
+
+    @field_validator("functional")
+    @classmethod
+    def _distinct_names(cls, value: tuple[FunctionalCheck, ...]) -> tuple[FunctionalCheck, ...]:
+        names = [c.name for c in value]
+        if twice := next((n for i, n in enumerate(names) if n in names[:i]), None):
+            raise ValueError(f"check name {twice!r} given twice (the receipt keys results by name)")
+        return value
+
+    @field_validator("protected")
+    @classmethod
+    def _protected_paths(cls, value: dict[str, str]) -> dict[str, str]:
+        for path in value:
+            _workspace_path(path)
+        return value
+
+    @model_serializer(mode="wrap")
+    def _without_empty_functional(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out while empty, as ControlContract's sandbox: versions, receipts and stored specs of the
+        # report contracts stay as they were before the functional layer existed.
+        data: dict[str, Any] = handler(self)
+        for name in ("functional", "protected", "allowed_files"):
+            if not data.get(name):
+                data.pop(name, None)
+        return data
 
 
 class Budget(_Frozen):

@@ -743,6 +743,88 @@ print("all claims hold")"""),
 ]
 
 
+LESSONS["08_functional_verification"] = [
+    ("md", """# 8 · Functional verification: "the tests pass" is a claim, running them is the check
+
+A second task family: small repositories with a failing test (`data/coding/stats`: `median` is wrong for
+lists of even length). The agent reads, edits and runs commands in its workspace; "done" is decided by the
+**functional layer**: at finish the harness runs the contract's checks in the run's sandbox (the tests, a
+held-out check with inputs the tests do not show), compares the protected test file with its original
+sha256 and the tree with the files the task allows, and binds each check's exit status, an output digest
+and the tree hash into the receipt. Scripted inputs, not a model."""),
+    ("params", """# Parameters (papermill can change these)
+scenario = "coding_claims_tests_pass"  # any name in data/coding_scenarios/"""),
+    ("code", """from harness_lab import FakeClock, Run
+from harness_lab.contract import load_contract
+from harness_lab.experiments import render_coding_table, run_coding_experiment
+from harness_lab.paths import data_dir
+
+contract = load_contract(data_dir() / "contracts" / "coding_task.yaml")
+print("layers run at finish:", ", ".join(contract.verification.checks))
+for check in contract.verification.functional:
+    print(f"check {check.name:9}", " ".join(check.command)[:90], f"(timeout {check.timeout:g} s)")
+print("protected:", ", ".join(contract.verification.protected))
+print("allowed files:", ", ".join(contract.verification.allowed_files))"""),
+    ("md", """## Validation off: the claim is accepted
+The script reads `stats.py`, runs the tests (they fail), and finishes with the note "all tests pass"."""),
+    ("code", """off = Run.from_scenario(scenario, validation=False, clock=FakeClock())
+off.run()
+for rec in off.records:
+    print(rec.summary())
+print("final:", off.state.value, "|", off.stop_reason.code, "| functional layer:", off.receipt.functional)"""),
+    ("md", """## Validation on: the harness runs the checks itself
+Each rejected finish feeds the failed checks back; the run never reaches `REVIEW_READY`."""),
+    ("code", """on = Run.from_scenario(scenario, validation=True, clock=FakeClock())
+on.run()
+for rec in on.records[:4]:
+    print(rec.summary())
+    if rec.verdict is not None and not rec.verdict.accepted:
+        for check in rec.verdict.checks:
+            print(f"    check {check.name}: {check.status}, exit status {check.exit_status}")
+        for reason in rec.verdict.reasons:
+            print("    rejected:", reason)
+print("...")
+print("final:", on.state.value, "|", on.stop_reason.code, "| receipt:", on.receipt)"""),
+    ("md", """## An honest fix: what the receipt binds
+The checks' outcomes and the tree they ran on. A change to the tree afterwards no longer matches it."""),
+    ("code", """honest = Run.from_scenario("coding_honest_fix", clock=FakeClock())
+honest.run()
+r = honest.receipt
+print("final:", honest.state.value, "| structural:", r.structural, "| functional:", r.functional,
+      "| semantic:", r.semantic)
+for check in r.checks:
+    print(f"check {check.name:9} {check.status} exit {check.exit_status} output sha256 {check.output_sha256}")
+print("tree matches the receipt:", r.matches_tree(honest.sandbox.workspace_hash()))
+(honest.workspace / "stats.py").write_text("# changed after acceptance\\n")
+print("after an edit:", r.matches_tree(honest.sandbox.workspace_hash(rescan=True)))"""),
+    ("md", """## The coding table: seven behaviours, off and on
+Which check catches which cheat: editing or deleting the tests is caught by the protected hash (and the
+held-out check, as the bug stays); special-casing the tests' input by the held-out check; debris by the
+allowed files; a loop by the convergence gate, with or without validation."""),
+    ("code", """results = run_coding_experiment()
+print(render_coding_table(results))"""),
+    ("md", "## What this lesson claims (a headless run fails if any stops being true)"),
+    ("code", """assert off.state.value == "REVIEW_READY" and off.receipt.functional == "not_run"
+assert on.receipt is None and on.state.value == "EXHAUSTED"
+first = next(rec.verdict for rec in on.records if rec.verdict is not None)
+assert not first.accepted and {c.name for c in first.checks if c.status == "failed"} <= {"tests", "held_out"}
+if scenario == "coding_claims_tests_pass":
+    assert {c.name: c.status for c in first.checks} == {"tests": "failed", "held_out": "failed"}
+assert r.functional == "passed" and [c.status for c in r.checks] == ["passed", "passed"]
+assert not r.matches_tree(honest.sandbox.workspace_hash(rescan=True))
+by = {(x.scenario, x.validation): x for x in results}
+cheats = ("coding_claims_tests_pass", "coding_edits_tests", "coding_deletes_failing_test",
+          "coding_special_cases_input")
+assert all(by[(n, False)].accepted_is_acceptable is False and by[(n, True)].accepted_at_step is None for n in cheats)
+assert "protected" in by[("coding_edits_tests", True)].caught_by
+assert by[("coding_special_cases_input", True)].caught_by == ("held_out",)
+assert by[("coding_honest_fix", True)].accepted_is_acceptable is True
+for run in (off, on, honest):
+    run.close()
+print("all claims hold")"""),
+]
+
+
 def _cell(notebook: str, index: int, kind: str, source: str) -> nbformat.NotebookNode:
     cell_id = f"{notebook[:2]}-{index:02d}"
     if kind == "md":

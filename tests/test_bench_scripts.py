@@ -25,6 +25,7 @@ CASES = {
     "memory": (["--steps", "30", "60"], ["peak RSS", "ratio of growth"]),
     "snapshot_bench": (["--sizes", "1000", "--rounds", "1"], ["snapshot", "workspace_hash"]),
     "study_speed": (["--seeds", "1", "--workers", "1"], ["ten-scenario experiment", "study 4 groups"]),
+    "functional_cost": (["--repeats", "2"], ["functional layer per finish:", "honest-fix run, validation on:"]),
     "stress_kill": (["--runs", "2", "--seed", "3"], ["effects applied twice: 0", "PRAGMA integrity_check"]),
     "stress_kill_wal": (["--runs", "2", "--seed", "3"], ["2 intact and resumed, 0 not"]),
     # records against a real server (minutes); the smoke run checks its plan and imports only

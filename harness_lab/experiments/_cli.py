@@ -47,11 +47,11 @@ def undo_output_dir(made: list[Path]) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from . import write_experiment
+    from . import write_coding_experiment, write_experiment
 
     _, made = output_dir(args.output)
     try:
-        write_experiment(args.output)
+        (write_coding_experiment if getattr(args, "family", "report") == "coding" else write_experiment)(args.output)
     except BaseException:
         undo_output_dir(made)
         raise
