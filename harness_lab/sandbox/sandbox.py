@@ -46,6 +46,7 @@ from harness_lab.sandbox._quota import file_sizes
 from harness_lab.sandbox._snapshot_ops import SnapshotOps
 from harness_lab.sandbox.boundary import Boundary, Refusal
 from harness_lab.sandbox.command import check_isolation, hide_harness_process, run_command, sandbox_uid
+from harness_lab.sandbox.netallow import parse_allowlist
 from harness_lab.sandbox.policy import TOOLS, SandboxPolicy
 from harness_lab.sandbox.scan import Manifest, Scanner
 from harness_lab.sandbox.snapshots import SnapshotInfo, SnapshotStore
@@ -96,6 +97,12 @@ class Sandbox(SnapshotOps):
         except SandboxEnvironmentError:
             self.close()
             raise
+        if self.policy.network_allow and iso["kind"] == "none":
+            self.close()  # an allowlist cannot be enforced without a namespace: never the host network instead
+            raise SandboxEnvironmentError(
+                f"network_allow {list(self.policy.network_allow)} needs a network namespace (isolation bwrap or "
+                f"unshare), unavailable here: {'; '.join(m for m in iso['missing'] if not m.startswith('not root'))}")
+        self._allow = parse_allowlist(self.policy.network_allow)
         self._iso = iso
         if iso["kind"] == "none":  # no pid namespace: a command could read this process's environ
             hide_harness_process()
@@ -104,7 +111,7 @@ class Sandbox(SnapshotOps):
             "path_resolution": self._boundary.mechanism,
             "openat2": self._boundary.mechanism == "openat2",
             "isolation": iso["kind"],
-            "network_namespace": iso["kind"] != "none" and not self.policy.network_allow,
+            "network_namespace": iso["kind"] != "none",
             "pid_namespace": iso["kind"] != "none",
             "mount_namespace": iso["kind"] != "none",
             # bytes per private scratch tmpfs (/tmp, /var/tmp, /dev/shm, /run); None: unbounded or none
@@ -113,7 +120,7 @@ class Sandbox(SnapshotOps):
             "process_limit": ("RLIMIT_NPROC under a dedicated unprivileged uid" if self._uid is not None
                               else "RLIMIT_NPROC per user (not root: approximate)"),
             "rlimits": ["RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC"],
-            "network_allow_enforced_per_host": False,
+            "network_allow": list(self.policy.network_allow),  # TCP host:port pairs reachable (netallow)
             "missing": list(iso["missing"]),
             "snapshot_dir": snap,
             "change_tracking": self._scanner.tracking,
@@ -227,8 +234,8 @@ class Sandbox(SnapshotOps):
             return auto
         self._scanner.invalidate()  # the command may change anything: the next snapshot walks the tree
         result = run_command(list(argv), ws=self.root, timeout=timeout, quotas=self.policy.quotas,
-                             iso=self._iso, network=bool(self.policy.network_allow),
-                             read_only=read_only, uid=self._uid)
+                             iso=self._iso, network=False, read_only=read_only, uid=self._uid,
+                             allow=self._allow)
         return _with_snapshot(self._command_over_quota(result, auto), auto)
 
     def _write_over_quota(self, names: tuple[str, ...], size: int) -> ToolResult | None:
