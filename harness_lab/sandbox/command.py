@@ -10,8 +10,12 @@ every result's ``data["isolation"]``):
   host's, guarded only by the uid drop below.
 * **none**: no namespace; the network is *not* isolated and the result data says so.
 
-Both wrappers give the command private, empty ``/tmp``, ``/var/tmp`` and ``/dev/shm`` and, while the network
-is off, an empty ``/run``: a network namespace does not cover Unix sockets, reached by path, and
+Network allowlist (``allow``, from ``SandboxPolicy.network_allow``): the namespace stays private and
+empty but for the listed TCP ``host:port`` pairs, which :mod:`._netrelay` (run by the wrapper as root,
+before the uid drop) listens on inside and the harness relays to (:mod:`.netallow`); refused with none.
+
+Both wrappers give the command private, empty ``/tmp``, ``/var/tmp`` and ``/dev/shm`` and, while the host
+network is off (also with an allowlist), an empty ``/run``: a network namespace does not cover Unix sockets, reached by path, and
 these directories are where other users and services keep theirs (and their files). The workspace
 is bound back at its own path, also when it lies under one of them. Mount propagation is private.
 Each of these tmpfs holds at most ``quotas.scratch_bytes`` (its pages are memory that RLIMIT_AS
