@@ -217,13 +217,17 @@ def test_a_listed_ip_outside_loopback_is_reached_at_its_own_address(ws: Path, ma
         probe.close()
     if own.startswith("127."):
         pytest.skip("this host has no address outside loopback to serve on")
-    server = Server("own", host=own)
+    server, unlisted = Server("own", host=own), Server("unlisted", host=own)
     try:
         sb: Sandbox = make_sandbox(ws, isolation=iso, network_allow=(f"{own}:{server.port}",))
-        result = sb.call("run_command", timeout=20, argv=[PY, "-c", PROBE, f"{own}:{server.port}"])
+        result = sb.call("run_command", timeout=20, argv=[PY, "-c", PROBE, f"{own}:{server.port}",
+                                                          f"{own}:{unlisted.port}"])
     finally:
         server.close()
-    assert result.ok and _lines(result)[f"{own}:{server.port}"] == "pong:own:ping", result
+        unlisted.close()
+    assert result.ok, result
+    assert _lines(result) == {f"{own}:{server.port}": "pong:own:ping", f"{own}:{unlisted.port}": "failed 111"}
+    assert (server.accepted, unlisted.accepted) == (1, 0)
 
 
 def test_a_server_that_never_answers_does_not_outlast_the_timeout(ws: Path, make_sandbox: Any, iso: str) -> None:
@@ -235,7 +239,7 @@ def test_a_server_that_never_answers_does_not_outlast_the_timeout(ws: Path, make
                 "print('connected', flush=True); c.recv(1)\n").replace("PORT", str(silent.port))
         result = guarded(lambda: sb.call("run_command", argv=[PY, "-c", code], timeout=2))
         assert result.status == "timeout" and "connected" in (result.content or ""), result
-        assert silent.accepted == 1
+        assert silent.accepted == 1 and result.data["network_relay"]["connections"] == 1
         _assert_nothing_left(sb, fds | {str(c.fileno()) for c in silent.held})  # the server's end is the server's
     finally:
         silent.close()
@@ -262,7 +266,7 @@ def test_the_command_holds_no_descriptor_of_the_relay(ws: Path, make_sandbox: An
     plain = make_sandbox(ws, isolation=iso).call("run_command", argv=listing)
     sb: Sandbox = make_sandbox(ws, isolation=iso, network_allow=(f"127.0.0.1:{servers[0].port}",))
     allowed = sb.call("run_command", argv=listing)
-    assert plain.ok and allowed.ok
+    assert plain.ok and allowed.ok and allowed.data["network"].startswith("allowlist")
     assert allowed.content == plain.content == "[0, 1, 2, 3]\n"  # 3: the listing's own directory
 
 
