@@ -67,7 +67,7 @@ from harness_lab.sandbox.policy import Quotas
 from harness_lab.sandbox.process import collect
 from harness_lab.tools import ToolResult
 
-__all__ = ["Isolation", "check_isolation", "clamped_limits", "detect_isolation", "hide_harness_process", "run_command",
+__all__ = ["Isolation", "check_isolation", "check_network_allow", "clamped_limits", "detect_isolation", "hide_harness_process", "run_command",
            "sandbox_uid"]
 
 Isolation = dict[str, Any]
@@ -181,6 +181,15 @@ def check_isolation(choice: str, euid: int) -> Isolation:
         asked = "a namespace (bwrap or unshare)" if choice == "required" else repr(choice)
         raise SandboxEnvironmentError(f"isolation {choice!r} asks for {asked}, unavailable here: {why}")
     return iso
+
+
+def check_network_allow(entries: Sequence[str], iso: Isolation) -> None:
+    """A :class:`~harness_lab.errors.SandboxEnvironmentError` (one line) when ``entries`` (a network allowlist)
+    cannot be enforced under ``iso``: without a namespace it would be the host network, so it is refused."""
+    if entries and iso["kind"] == "none":
+        why = "; ".join(m for m in iso["missing"] if not m.startswith("not root"))
+        raise SandboxEnvironmentError(f"network_allow {list(entries)} needs a network namespace (isolation bwrap "
+                                      f"or unshare), unavailable here: {why}")
 
 
 def hide_harness_process() -> bool:

@@ -45,7 +45,13 @@ from harness_lab.sandbox._dirs import open_dirs
 from harness_lab.sandbox._quota import file_sizes
 from harness_lab.sandbox._snapshot_ops import SnapshotOps
 from harness_lab.sandbox.boundary import Boundary, Refusal
-from harness_lab.sandbox.command import check_isolation, hide_harness_process, run_command, sandbox_uid
+from harness_lab.sandbox.command import (
+    check_isolation,
+    check_network_allow,
+    hide_harness_process,
+    run_command,
+    sandbox_uid,
+)
 from harness_lab.sandbox.netallow import parse_allowlist
 from harness_lab.sandbox.policy import TOOLS, SandboxPolicy
 from harness_lab.sandbox.scan import Manifest, Scanner
@@ -94,14 +100,10 @@ class Sandbox(SnapshotOps):
         self.last_auto_snapshot: SnapshotInfo | None = None
         try:
             iso = check_isolation(self.policy.isolation, os.geteuid())
+            check_network_allow(self.policy.network_allow, iso)  # never the host network instead
         except SandboxEnvironmentError:
             self.close()
             raise
-        if self.policy.network_allow and iso["kind"] == "none":
-            self.close()  # an allowlist cannot be enforced without a namespace: never the host network instead
-            raise SandboxEnvironmentError(
-                f"network_allow {list(self.policy.network_allow)} needs a network namespace (isolation bwrap or "
-                f"unshare), unavailable here: {'; '.join(m for m in iso['missing'] if not m.startswith('not root'))}")
         self._allow = parse_allowlist(self.policy.network_allow)
         self._iso = iso
         if iso["kind"] == "none":  # no pid namespace: a command could read this process's environ

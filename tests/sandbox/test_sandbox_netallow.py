@@ -17,9 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from sbhelpers import guarded, hide_wrappers, isolation_or_skip
 
-from harness_lab.errors import SandboxEnvironmentError
+from harness_lab import cli
+from harness_lab.cli import main
+from harness_lab.contract import ControlContract, load_contract
+from harness_lab.errors import ConfigError, SandboxEnvironmentError
+from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.paths import data_dir
+from harness_lab.proposers import ScriptedProposer
+from harness_lab.run import Run
 from harness_lab.sandbox import Sandbox, SandboxPolicy
 from harness_lab.sandbox.netallow import parse_allowlist
 
@@ -284,3 +292,54 @@ def test_without_a_namespace_an_allowlist_is_refused_not_widened(
     assert "network_allow ['127.0.0.1:8001'] needs a network namespace" in str(info.value)
     assert "\n" not in str(info.value)
     assert not (tmp_path / "snaps").exists() or not any((tmp_path / "snaps").iterdir())
+
+
+def _contract(**sandbox: Any) -> ControlContract:
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(max_decisions=3)
+    return ControlContract.model_validate({**contract.model_dump(), "sandbox": sandbox})
+
+
+def test_a_contract_names_its_destinations_and_an_empty_list_keeps_the_version(tmp_path: Path) -> None:
+    isolated = _contract(isolation="required")
+    assert "network_allow" not in isolated.model_dump()["sandbox"]  # stored runs of it keep their version
+    assert _contract(isolation="required", network_allow=[]).version == isolated.version
+    allowing = _contract(isolation="required", network_allow=["127.0.0.1:8001"])
+    assert allowing.version != isolated.version and allowing.sandbox.network_allow == ("127.0.0.1:8001",)
+    path = tmp_path / "contract.yaml"
+    path.write_text(yaml.safe_dump({**isolated.model_dump(mode="json"),
+                                    "sandbox": {"network_allow": ["127.0.0.1:8001", "example.org"]}}))
+    with pytest.raises(ConfigError) as info:
+        load_contract(path)
+    assert "sandbox.network_allow" in str(info.value) and "'example.org' must be 'host:port'" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_run_reaches_what_its_contract_allows(tmp_path: Path, iso: str, servers: tuple[Server, Server]) -> None:
+    allowed, other = servers
+    probe = {"kind": "run_command", "argv": [PY, "-c", PROBE, f"127.0.0.1:{allowed.port}", f"127.0.0.1:{other.port}"],
+             "timeout": 20}
+    run = Run(contract=_contract(isolation=iso, network_allow=[f"127.0.0.1:{allowed.port}"]),
+              proposer=ScriptedProposer([probe, {"kind": "think", "thought": "done"}]),
+              evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=tmp_path / "ws")
+    with run:
+        assert run.sandbox.policy.network_allow == (f"127.0.0.1:{allowed.port}",)
+        while run.step_due:
+            run.step()
+    assert (allowed.accepted, other.accepted) == (1, 0)
+
+
+def test_without_a_namespace_a_run_and_the_cli_refuse_an_allowlist_before_anything_is_made(
+        tmp_path: Path, no_namespaces: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    contract = _contract(network_allow=["127.0.0.1:8001"])
+    with pytest.raises(SandboxEnvironmentError, match="needs a network namespace"):
+        Run(contract=contract, proposer=ScriptedProposer([{"kind": "think", "thought": "x"}]),
+            evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=tmp_path / "ws")
+    assert not (tmp_path / "ws").exists()
+    monkeypatch.setattr(cli, "load_contract", lambda path: contract)  # the scenario's contract, whichever it names
+    (tmp_path / "s.yaml").write_text("id: s\ntitle: one command\nlabels: {acceptable_reports: []}\nthen: finish\n"
+                                     "actions:\n- {kind: run_command, argv: ['true'], timeout: 10}\n")
+    db = tmp_path / "runs.sqlite"
+    assert main(["run", str(tmp_path / "s.yaml"), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "network_allow ['127.0.0.1:8001'] needs a network namespace" in err, err
+    assert not db.exists()
