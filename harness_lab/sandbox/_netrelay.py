@@ -71,6 +71,7 @@ def _drop(uid: int) -> None:
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the command, the same uid, cannot ptrace the acceptor
 
 
 def _accept_loop(ctl: socket.socket, listeners: list[socket.socket]) -> None:

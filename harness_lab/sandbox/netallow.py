@@ -113,6 +113,24 @@ def relay_source() -> str:
         return fh.read()
 
 
+def _take(msg: bytes, fds: list[int], count: int) -> socket.socket | None:
+    """The connection an acceptor message hands over, else None with every descriptor closed. The acceptor
+    runs as the command's uid, so a message is untrusted: only one TCP socket naming a listed destination."""
+    if len(msg) != 1 or len(fds) != 1 or msg[0] >= count:
+        for fd in fds:
+            os.close(fd)
+        return None
+    try:
+        conn = socket.socket(fileno=fds[0])
+    except OSError:  # not a socket
+        os.close(fds[0])
+        return None
+    if conn.family != socket.AF_INET or conn.type != socket.SOCK_STREAM:
+        conn.close()
+        return None
+    return conn
+
+
 class Relay:
     """The harness's half for one command: a control socket pair (``child_fd`` goes to the wrapper), a thread
     reading it, and two copying threads per connection. ``start()`` after the child is spawned; ``stop()``
@@ -155,12 +173,9 @@ class Relay:
                 return
             if not msg and not fds:
                 return  # the acceptor died with the namespace
-            conns = [socket.socket(fileno=fd) for fd in fds]
-            if len(msg) != 1 or len(conns) != 1 or msg[0] >= len(self.dests):
-                for c in conns:
-                    c.close()
+            conn = _take(msg, fds, len(self.dests))
+            if conn is None:
                 continue
-            conn = conns[0]
             with self._lock:
                 over = self._stopped or self._open >= MAX_CONNECTIONS
                 if not over:
@@ -190,7 +205,7 @@ class Relay:
         try:
             infos = socket.getaddrinfo(dest.host, dest.port, socket.AF_INET, socket.SOCK_STREAM)
         except OSError as exc:
-            self.log["failed"].append(f"{dest.entry}: {exc.strerror or exc}")
+            self._failed(f"{dest.entry}: {exc.strerror or exc}")
             return None
         why = "no address"
         for family, kind, proto, _name, addr in infos:
@@ -213,8 +228,12 @@ class Relay:
                 return s
             why = os.strerror(code)
             self._drop(s)
-        self.log["failed"].append(f"{dest.entry}: {why}")
+        self._failed(f"{dest.entry}: {why}")
         return None
+
+    def _failed(self, what: str) -> None:
+        if len(self.log["failed"]) < 20:  # the result data stays small whatever the command tries
+            self.log["failed"].append(what)
 
     def _copy(self, src: socket.socket, dst: socket.socket) -> None:
         try:

@@ -29,7 +29,7 @@ from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.run import Run
 from harness_lab.sandbox import Sandbox, SandboxPolicy
-from harness_lab.sandbox.netallow import parse_allowlist
+from harness_lab.sandbox.netallow import MAX_CONNECTIONS, Relay, parse_allowlist
 
 PY = "/usr/bin/python3"  # a system interpreter the dropped uid can execute (venvs may live in /root)
 # Connects to each host:port argument, sends "ping", prints the reply or the error number.
@@ -343,3 +343,68 @@ def test_without_a_namespace_a_run_and_the_cli_refuse_an_allowlist_before_anythi
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "network_allow ['127.0.0.1:8001'] needs a network namespace" in err, err
     assert not db.exists()
+
+
+def test_the_relay_takes_only_a_tcp_socket_naming_a_listed_destination(servers: tuple[Server, Server]) -> None:
+    # The acceptor runs as the command's uid, so what it sends is untrusted: here a test plays it.
+    allowed, _other = servers
+    fds = _fds()
+    relay = Relay(parse_allowlist((f"127.0.0.1:{allowed.port}",)))
+    acceptor = socket.socket(fileno=os.dup(relay.child_fd))
+    relay.start()
+    r, w = os.pipe()
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    inside, outside = socket.socketpair()  # AF_UNIX: not what an acceptor accepts
+    client = socket.socket()
+    try:
+        socket.send_fds(acceptor, [b"\x00"], [r])  # not a socket
+        socket.send_fds(acceptor, [b"\x00"], [udp.fileno()])
+        socket.send_fds(acceptor, [b"\x00"], [inside.fileno()])
+        socket.send_fds(acceptor, [b"\x07"], [client.fileno()])  # names no destination
+        socket.send_fds(acceptor, [b"\x00\x00"], [client.fileno()])
+        lst = socket.socket()
+        lst.bind(("127.0.0.1", 0))
+        lst.listen(1)
+        client.connect(lst.getsockname())
+        conn, _ = lst.accept()
+        lst.close()
+        socket.send_fds(acceptor, [b"\x00"], [conn.fileno()])  # the one valid message
+        conn.close()
+        client.sendall(b"ping")
+        client.settimeout(10)
+        assert client.recv(100) == b"pong:allowed:ping"
+    finally:
+        relay.stop()
+        for s in (acceptor, udp, inside, outside, client):
+            s.close()
+        os.close(r)
+        os.close(w)
+    assert relay.log == {"connections": 1, "refused_over_limit": 0, "failed": []}
+    assert allowed.accepted == 1
+    _assert_nothing_left_here(fds)
+
+
+def _assert_nothing_left_here(fds_before: set[str]) -> None:
+    assert _relay_threads() == []
+    assert _fds() <= fds_before
+
+
+def test_connections_beyond_the_limit_are_closed(ws: Path, make_sandbox: Any, iso: str) -> None:
+    silent = Server("silent", silent=True)
+    extra = 2
+    code = ("import socket, time\nconns = [socket.create_connection(('127.0.0.1', PORT)) for _ in range(N)]\n"
+            "end = time.monotonic() + 15\nclosed = set()\n"
+            "while len(closed) < EXTRA and time.monotonic() < end:\n"
+            "    for i, c in enumerate(conns):\n        c.setblocking(False)\n        try:\n"
+            "            if c.recv(1) == b'': closed.add(i)\n        except BlockingIOError: pass\n"
+            "        except OSError: closed.add(i)\n    time.sleep(0.05)\nprint('closed', len(closed))\n"
+            ).replace("PORT", str(silent.port)).replace("EXTRA", str(extra)).replace("N", str(MAX_CONNECTIONS + extra))
+    try:
+        sb: Sandbox = make_sandbox(ws, isolation=iso, network_allow=(f"127.0.0.1:{silent.port}",))
+        result = sb.call("run_command", argv=[PY, "-c", code], timeout=30)
+    finally:
+        silent.close()
+    assert result.ok and (result.content or "").strip() == f"closed {extra}", result
+    assert result.data["network_relay"]["connections"] == MAX_CONNECTIONS
+    assert result.data["network_relay"]["refused_over_limit"] == extra
+    assert silent.accepted == MAX_CONNECTIONS
