@@ -17,8 +17,15 @@ Covered: TCP over IPv4, to the listed ports only. Not covered: UDP (DNS included
 is refused at validation), TLS names (the relay copies bytes; a TLS client checks the server's
 certificate against the name it asked for, which is the listed name). In isolation ``none`` there is no
 namespace to hold the relay, so an allowlist is refused there rather than granting the host network.
-At most :data:`MAX_CONNECTIONS` connections at once per command; a connection beyond is closed. Every
-connection, its relay threads and the control socket end with the call (:meth:`Relay.stop`).
+At most :data:`MAX_CONNECTIONS` connections at once per command; a connection beyond is closed. A listed
+destination that refuses or cannot be reached is, inside, a connection accepted and then closed (the
+result data's ``network_relay`` names it). Every connection, its relay threads and the control socket end
+with the call (:meth:`Relay.stop`). The acceptor listens as root (any port, any listed address); a
+non-root harness (bwrap in a user namespace) may lack that for a port below 1024 or an address outside
+loopback, and the command then ends with status 125 and one line naming it.
+
+Cost (``bench/netallow_cost.py``): one more Python start inside the namespace per command, and each
+connection crosses two more sockets and a thread of the harness.
 """
 
 from __future__ import annotations

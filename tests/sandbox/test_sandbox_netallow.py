@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from sbhelpers import guarded, hide_wrappers, isolation_or_skip
+from sbhelpers import PY, assert_no_process_left, guarded, hide_wrappers
 
 from harness_lab import cli
 from harness_lab.cli import main
@@ -31,28 +31,11 @@ from harness_lab.run import Run
 from harness_lab.sandbox import Sandbox, SandboxPolicy
 from harness_lab.sandbox.netallow import MAX_CONNECTIONS, Relay, parse_allowlist
 
-PY = "/usr/bin/python3"  # a system interpreter the dropped uid can execute (venvs may live in /root)
 # Connects to each host:port argument, sends "ping", prints the reply or the error number.
 PROBE = ("import socket,sys\nfor arg in sys.argv[1:]:\n    host, port = arg.rsplit(':', 1)\n    try:\n"
          "        c = socket.create_connection((host, int(port)), timeout=3); c.sendall(b'ping')\n"
          "        print(arg, c.recv(100).decode())\n"
          "    except OSError as e:\n        print(arg, 'failed', e.errno)\n")
-
-
-@pytest.fixture(params=["bwrap", "unshare"])
-def iso(request: pytest.FixtureRequest) -> str:
-    name = str(request.param)
-    isolation_or_skip(name)
-    if not os.access(PY, os.X_OK):
-        pytest.skip(f"needs {PY} (apt-get install python3)")
-    return name
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    d = tmp_path / "ws"
-    d.mkdir()
-    return d
 
 
 class Server:
@@ -108,21 +91,6 @@ def _fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 
 
-def _uid_processes(uid: int) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if os.stat(f"/proc/{pid}").st_uid != uid:
-                    continue
-                with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
-                    if fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                        found.append(int(pid))
-            except (OSError, IndexError):
-                continue
-    return found
-
-
 def _quiet(sb: Sandbox) -> set[str]:
     """This process's descriptors once the sandbox has run a command (its first call opens its own)."""
     assert sb.call("run_command", argv=["true"]).ok
@@ -135,10 +103,7 @@ def _assert_nothing_left(sb: Sandbox, fds_before: set[str], *servers: Server) ->
     while any(s.served < s.accepted and not s.silent for s in servers) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert _fds() <= fds_before, "a descriptor of the relay outlived the call"
-    deadline = time.monotonic() + 2.0  # the kernel tears the namespace down after the call returns
-    while _uid_processes(sb.capabilities["uid_drop"]) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _uid_processes(sb.capabilities["uid_drop"]) == [], "a process of the sandbox uid outlived the call"
+    assert_no_process_left(sb.capabilities["uid_drop"], 2.0)  # the kernel tears the namespace down after the call
 
 
 def _lines(result: Any) -> dict[str, str]:

@@ -15,21 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sbhelpers import isolation_or_skip
 
 from harness_lab.sandbox import Quotas, Sandbox
 
 PY = "/usr/bin/python3"  # a system interpreter the dropped uid can execute (venvs may live in /root)
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
-
-
-@pytest.fixture(params=["bwrap", "unshare"])
-def iso(request: pytest.FixtureRequest) -> str:
-    name = str(request.param)
-    isolation_or_skip(name)
-    if not os.access(PY, os.X_OK):
-        pytest.skip(f"needs {PY} (apt-get install python3)")
-    return name
 
 
 @pytest.fixture
