@@ -30,6 +30,7 @@ from harness_lab.proposers import ScriptedProposer
 from harness_lab.run import Run
 from harness_lab.sandbox import Sandbox, SandboxPolicy
 from harness_lab.sandbox.netallow import MAX_CONNECTIONS, Relay, parse_allowlist
+from harness_lab.store import SQLiteStore
 
 # Connects to each host:port argument, sends "ping", prints the reply or the error number.
 PROBE = ("import socket,sys\nfor arg in sys.argv[1:]:\n    host, port = arg.rsplit(':', 1)\n    try:\n"
@@ -290,6 +291,28 @@ def test_a_run_reaches_what_its_contract_allows(tmp_path: Path, iso: str, server
         assert run.sandbox.policy.network_allow == (f"127.0.0.1:{allowed.port}",)
         while run.step_due:
             run.step()
+    assert (allowed.accepted, other.accepted) == (1, 0)
+
+
+def test_a_resumed_run_keeps_its_contracts_allowlist(tmp_path: Path, iso: str,
+                                                     servers: tuple[Server, Server]) -> None:
+    allowed, other = servers
+    probe = {"kind": "run_command", "argv": [PY, "-c", PROBE, f"127.0.0.1:{allowed.port}", f"127.0.0.1:{other.port}"],
+             "timeout": 20}
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = Run(contract=_contract(isolation=iso, network_allow=[f"127.0.0.1:{allowed.port}"]),
+              proposer=ScriptedProposer([{"kind": "think", "thought": "first"}, probe]),
+              evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=tmp_path / "ws",
+              store=store, run_id="R")
+    run.step()
+    run.close()
+    resumed = Run.resume(store, "R")
+    try:
+        assert resumed.sandbox.policy.network_allow == (f"127.0.0.1:{allowed.port}",)
+        resumed.step()  # the probe, in the resumed process
+    finally:
+        resumed.close()
+        store.close()
     assert (allowed.accepted, other.accepted) == (1, 0)
 
 
