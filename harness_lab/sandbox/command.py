@@ -15,9 +15,9 @@ empty but for the listed TCP ``host:port`` pairs, which :mod:`._netrelay` (run b
 before the uid drop) listens on inside and the harness relays to (:mod:`.netallow`); refused with none.
 
 Both wrappers give the command private, empty ``/tmp``, ``/var/tmp`` and ``/dev/shm`` and, while the host
-network is off (also with an allowlist), an empty ``/run``: a network namespace does not cover Unix sockets, reached by path, and
-these directories are where other users and services keep theirs (and their files). The workspace
-is bound back at its own path, also when it lies under one of them. Mount propagation is private.
+network is off (also with an allowlist), an empty ``/run``: a network namespace does not cover Unix
+sockets, reached by path, and these directories are where other users and services keep theirs (and
+their files). The workspace is bound back at its own path, also when it lies under one of them. Mount propagation is private.
 Each of these tmpfs holds at most ``quotas.scratch_bytes`` (its pages are memory that RLIMIT_AS
 does not count; bubblewrap < 0.7 cannot size one, and ``missing`` then says so). Unix sockets
 elsewhere on the host file system stay reachable by path.
@@ -67,8 +67,8 @@ from harness_lab.sandbox.policy import Quotas
 from harness_lab.sandbox.process import collect
 from harness_lab.tools import ToolResult
 
-__all__ = ["Isolation", "check_isolation", "check_network_allow", "clamped_limits", "detect_isolation", "hide_harness_process", "run_command",
-           "sandbox_uid"]
+__all__ = ["Isolation", "check_isolation", "check_network_allow", "clamped_limits", "detect_isolation",
+           "hide_harness_process", "run_command", "sandbox_uid"]
 
 Isolation = dict[str, Any]
 

@@ -31,6 +31,7 @@ connection crosses two more sockets and a thread of the harness.
 from __future__ import annotations
 
 import errno
+import functools
 import ipaddress
 import os
 import re
@@ -114,6 +115,7 @@ def hosts_text(dests: tuple[Destination, ...]) -> str:
     return "\n".join([*lines, "127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback", ""])
 
 
+@functools.lru_cache(maxsize=1)
 def relay_source() -> str:
     """The text of :mod:`._netrelay`, run with ``python -c`` (the package may lie under a hidden /tmp)."""
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_netrelay.py"), encoding="utf-8") as fh:
