@@ -43,7 +43,7 @@ from .proposal import Proposal
 from .proposers.base import EndpointFailure, Proposer
 from .repair import RepairPolicy
 from .sandbox import Sandbox, SandboxPolicy
-from .sandbox.command import check_isolation
+from .sandbox.command import check_isolation, check_network_allow
 from .sandbox.policy import Isolation, isolation_at_least
 from .states import RunState, can_transition
 from .store import Store
@@ -85,7 +85,7 @@ class RunBase(Restorable):
             self.isolation: Isolation = isolation_at_least(contract.sandbox.isolation, isolation)
         except ValueError as exc:
             raise ConfigError(f"contract {contract.name!r}: {exc}") from None
-        check_isolation(self.isolation, os.geteuid())
+        check_network_allow(contract.sandbox.network_allow, check_isolation(self.isolation, os.geteuid()))
         self._isolation_noted = False  # the note that commands run without a namespace, once per process
         self.run_id = run_id
         self.repair = repair  # None: plain feedback loops (seed 004's table); see harness_lab.repair
@@ -114,7 +114,8 @@ class RunBase(Restorable):
         # Snapshots live only in this process (a resumed run starts new ones): a run dropped without
         # close() must not leave them behind in the temporary folder, one folder per run ever made.
         weakref.finalize(self, shutil.rmtree, snapshot_dir, True)
-        self.sandbox = Sandbox(self.workspace, policy=SandboxPolicy(isolation=self.isolation),
+        self.sandbox = Sandbox(self.workspace, policy=SandboxPolicy(
+                                   isolation=self.isolation, network_allow=contract.sandbox.network_allow),
                                snapshot_dir=snapshot_dir, state_provider=self.capture)
         self.executor = ToolExecutor(
             self.sandbox, evidence, contract.verification.report.path,

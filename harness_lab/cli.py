@@ -25,7 +25,7 @@ from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
 from .paths import data_dir
 from .redaction import Redactor, redactor_for
-from .sandbox.command import check_isolation
+from .sandbox.command import check_isolation, check_network_allow
 from .sandbox.policy import Isolation, isolation_at_least
 from .states import RunState
 from .validation import MAX_REPORT_BYTES, check_report
@@ -152,7 +152,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _check_isolation(choice: Isolation, contract: ControlContract) -> None:
     """Refuse an isolation this machine lacks (asked, or demanded by the contract) before a store file is made."""
     try:
-        check_isolation(isolation_at_least(contract.sandbox.isolation, choice), os.geteuid())
+        iso = check_isolation(isolation_at_least(contract.sandbox.isolation, choice), os.geteuid())
+        check_network_allow(contract.sandbox.network_allow, iso)
     except ValueError as exc:
         raise HarnessLabError(f"--isolation: contract {contract.name!r}: {exc}") from None
 

@@ -11,7 +11,8 @@
 
 An optional seventh section, ``sandbox`` (:class:`SandboxDemand`), lets a contract demand isolation for
 the commands a run executes (``sandbox: {isolation: required}``: a bwrap or unshare namespace, or the run
-refuses before its first step).
+refuses before its first step) and name the TCP destinations they may reach (``network_allow:
+["127.0.0.1:8001"]``, see :mod:`harness_lab.sandbox.netallow`).
 
 The version is the sha256 of the canonical JSON form, so any change of any field (even one a model
 only *suggested*) yields a different version, visible in every receipt and checkpoint. A ``sandbox``
@@ -39,6 +40,7 @@ from pydantic import (
 
 from ._files import validate_file
 from .actions import GATE_CATEGORIES
+from .sandbox.netallow import parse_allowlist
 
 __all__ = [
     "DEFAULT_GATED_KINDS",
@@ -246,6 +248,23 @@ class SandboxDemand(_Frozen):
     demands nothing, "required" a namespace (bwrap or unshare), "bwrap" or "unshare" that one."""
 
     isolation: Literal["auto", "required", "bwrap", "unshare"] = "auto"
+    # TCP "host:port" pairs the commands may reach (SandboxPolicy.network_allow, see
+    # harness_lab.sandbox.netallow); empty: no network. Needs a namespace: a machine without one refuses.
+    network_allow: tuple[str, ...] = ()
+
+    @field_validator("network_allow")
+    @classmethod
+    def _valid_destinations(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        parse_allowlist(value)  # one line naming the bad entry
+        return value
+
+    @model_serializer(mode="wrap")
+    def _without_empty_allowlist(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out while empty: contracts that demand only isolation keep the version they had before it.
+        data: dict[str, Any] = handler(self)
+        if not self.network_allow:
+            data.pop("network_allow", None)
+        return data
 
 
 class ControlContract(_Frozen):

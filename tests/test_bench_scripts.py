@@ -23,6 +23,8 @@ CASES = {
     "step_breakdown": (["--steps", "60"], ["no-op step, no store:", "checkpoint commit, all of it"]),
     "fork_resume": (["--steps", "40", "--repeats", "2"], ["fork last", "resume", "history"]),
     "memory": (["--steps", "30", "60"], ["peak RSS", "ratio of growth"]),
+    "netallow_cost": (["--commands", "2", "--connections", "5", "--mib", "1"],
+                      ["connect+roundtrip relayed / direct", "| bwrap |", "| unshare |"]),
     "snapshot_bench": (["--sizes", "1000", "--rounds", "1"], ["snapshot", "workspace_hash"]),
     "study_speed": (["--seeds", "1", "--workers", "1"], ["ten-scenario experiment", "study 4 groups"]),
     "functional_cost": (["--repeats", "2"], ["functional layer per finish:", "honest-fix run, validation on:"]),
