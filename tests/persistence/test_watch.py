@@ -211,3 +211,37 @@ def test_store_text_is_escaped_and_a_forged_id_never_resumed(tmp_path: Path, sig
     lines = watched.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("gated\\nx: alive: "), watched.stdout
     assert json.dumps("not resumed: the id holds a control character")[1:-1] in lines[0]
+
+
+def test_looping_it_resumes_what_it_finds_prints_changes_only_and_stops_on_ctrl_c(tmp_path: Path,
+                                                                                   signals: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    _kill_mid_command(signals, _scenario(tmp_path, signals), db)
+    (signals / "gate").touch()
+    watcher = subprocess.Popen([*_CLI, "watch", "--db", str(db), "--interval", "0.05", "--resume"], env=_ENV,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(12000):  # until the resumed run has ended (its last checkpoint: an event, polled)
+            store = SQLiteStore(db, read_only=True)
+            verdict = Watchdog(store).judge("gated")
+            store.close()
+            if verdict.status == "settled" or watcher.poll() is not None:
+                break
+            time.sleep(0.01)
+        assert verdict.status == "settled", verdict
+        time.sleep(0.2)  # a few more passes: a settled run is not printed again
+        watcher.send_signal(signal.SIGINT)
+        out, err = watcher.communicate(timeout=60)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.communicate()
+    assert (watcher.returncode, err) == (130, "harness-lab: interrupted\n")
+    lines = out.splitlines()
+    assert lines[0].startswith("gated: stuck: process ") and "-> resuming (restart 1/3" in lines[0], out
+    assert lines[-1] == "gated: settled: REVIEW_READY at step 5: the run has ended; nothing should beat", out
+    # Between them (as the passes fell): the resume still starting, the run alive, the child's exit; each once.
+    middle = {"a resume started by this watcher is still starting", "alive: RUNNING", "resume exited 0: final: "
+              "REVIEW_READY (checks_passed)"}
+    assert all(sum(m in line for line in lines[1:-1]) <= 1 for m in middle) and len(lines) <= 5, out
+    assert all(any(m in line for m in middle) for line in lines[1:-1]), out
