@@ -230,13 +230,14 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
     from .watch import Watcher
 
-    for flag, value in (("--interval", args.interval), ("--timeout", args.timeout), ("--heartbeat", args.heartbeat)):
+    for flag, value in (("--interval", args.interval), ("--timeout", args.timeout), ("--heartbeat", args.heartbeat),
+                        ("--exec-timeout", args.exec_timeout)):
         if not value > 0:
             raise HarnessLabError(f"{flag}: must be > 0 seconds, got {value}")
     if args.max_restarts < 0:
         raise HarnessLabError(f"--max-restarts: must be >= 0, got {args.max_restarts}")
     watcher = Watcher(args.db, timeout_s=args.timeout, resume=args.resume, alert=args.exec,
-                      max_restarts=args.max_restarts, heartbeat_s=args.heartbeat)
+                      max_restarts=args.max_restarts, heartbeat_s=args.heartbeat, alert_timeout_s=args.exec_timeout)
     shown: dict[str, tuple[str, str]] = {}
     while True:
         lines = watcher.scan()
@@ -452,6 +453,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--exec", metavar="CMD", help="a shell command run for each stuck run, with HARNESS_LAB_RUN_ID, "
                                                  "HARNESS_LAB_WATCH_STATUS, HARNESS_LAB_WATCH_REASON, HARNESS_LAB_DB "
                                                  "in its environment")
+    p.add_argument("--exec-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="the --exec command is killed (with what it started) after this long")
     p.add_argument("--max-restarts", type=int, default=3, metavar="N",
                    help="resume a run at most N times over its life in the store, then report it given_up")
     p.add_argument("--heartbeat", type=float, default=30.0, metavar="SECONDS", help="the resumed runs' heartbeat")

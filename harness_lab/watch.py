@@ -71,7 +71,8 @@ class Watcher:
 
     ``resume``: resume stuck runs in child processes (``heartbeat_s``: their heartbeat interval);
     ``alert``: a shell command run for each stuck or given-up run (``alert_timeout_s`` at most, then
-    its process group is killed). Both: the command hears of each restart and of a give-up."""
+    its process group is killed). A run a model drove is resumed with ``--model``: the endpoint comes from
+    the watcher's environment (``HARNESS_LAB_OPENAI_*``), as for a ``resume`` typed by hand. Both: the command hears of each restart and of a give-up."""
 
     def __init__(self, db: str | os.PathLike[str], *, timeout_s: float = 90.0, resume: bool = False,
                  alert: str | None = None, max_restarts: int = 3, heartbeat_s: float = 30.0,
@@ -80,6 +81,8 @@ class Watcher:
             raise ValueError(f"max_restarts: must be >= 0, got {max_restarts}")
         if not timeout_s > 0:
             raise ValueError(f"timeout_s: must be > 0 seconds, got {timeout_s!r}")
+        if not alert_timeout_s > 0:
+            raise ValueError(f"alert_timeout_s: must be > 0 seconds, got {alert_timeout_s!r}")
         if not heartbeat_s > 0:
             raise ValueError(f"heartbeat_s: must be > 0 seconds, got {heartbeat_s!r}")
         self.db = Path(db)
@@ -113,11 +116,11 @@ class Watcher:
                 continue
             info, restarts = stuck[verdict.run_id]
             lines.append(self._act(verdict.run_id, verdict.reason, info.status, info.status_reason, restarts,
-                                   busy))
+                                   busy, _driven_by_model(info.spec)))
         return lines
 
     def _act(self, run_id: str, reason: str, status: str, status_reason: str, restarts: int,
-             busy: set[str]) -> WatchLine:
+             busy: set[str], model: bool) -> WatchLine:
         if run_id in busy:  # its resume was started by this watcher and has not beaten yet
             return WatchLine(run_id, "stuck", reason, "a resume started by this watcher is still starting")
         try:
@@ -133,7 +136,7 @@ class Watcher:
             line = WatchLine(run_id, "given_up", reason, f"restart budget of {self.max_restarts} spent; resume it "
                                                          "by hand once its cause is fixed")
         elif self.resume:
-            line = WatchLine(run_id, "stuck", reason, self._start_resume(run_id, reason, restarts + 1))
+            line = WatchLine(run_id, "stuck", reason, self._start_resume(run_id, reason, restarts + 1, model))
         else:
             line = WatchLine(run_id, "stuck", reason)
         if self.alert is not None and run_id not in self._alerted:
@@ -150,7 +153,7 @@ class Watcher:
             store.close()
 
     # -- resume in a child process ------------------------------------------------------------------
-    def _start_resume(self, run_id: str, reason: str, restart: int) -> str:
+    def _start_resume(self, run_id: str, reason: str, restart: int, model: bool) -> str:
         report = (f"{RESTART_HEADER}{restart}/{self.max_restarts}: {run_id}\n\nStuck: {reason}\n\n"
                   f"Resumed by `harness-lab watch` (pid {os.getpid()}) in a child process.\n")
         self._write(lambda s: s.add_report(run_id, time.time(), report))
@@ -158,6 +161,8 @@ class Watcher:
         log = tempfile.TemporaryFile(prefix="harness-lab-watch-")
         argv = [sys.executable, "-m", "harness_lab.cli", "resume", "--db", str(self.db), "--run-id", run_id,
                 "--heartbeat", str(self.heartbeat_s)]
+        if model:  # a model drove it: resume asks for --model; the endpoint comes from this environment
+            argv.append("--model")
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True)
         self.children.append(_Child(run_id, process, log))
@@ -205,6 +210,11 @@ def _judge(watchdog: Watchdog, run_id: str, now: float | None) -> WatchdogVerdic
         return watchdog.judge(run_id, now)
     except HarnessLabError as exc:
         return WatchLine(run_id, "unreadable", str(exc))
+
+
+def _driven_by_model(spec: object) -> bool:
+    proposer = spec.get("proposer") if isinstance(spec, dict) else None
+    return isinstance(proposer, dict) and proposer.get("kind") == "OpenAICompatProposer"
 
 
 def _restarts(reports: list[str]) -> int:

@@ -22,9 +22,9 @@ import pytest
 import yaml
 
 from harness_lab.checkpoint_record import Checkpoint
-from harness_lab.heartbeat import Watchdog
-from harness_lab.store import SQLiteStore
-from harness_lab.watch import RESTART_HEADER
+from harness_lab.heartbeat import Watchdog, process_alive
+from harness_lab.store import Heartbeat, SQLiteStore
+from harness_lab.watch import RESTART_HEADER, Watcher
 
 _ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 _CLI = [sys.executable, "-m", "harness_lab.cli"]
@@ -245,3 +245,56 @@ def test_looping_it_resumes_what_it_finds_prints_changes_only_and_stops_on_ctrl_
               "REVIEW_READY (checks_passed)"}
     assert all(sum(m in line for line in lines[1:-1]) <= 1 for m in middle) and len(lines) <= 5, out
     assert all(any(m in line for m in middle) for line in lines[1:-1]), out
+
+
+def _silent_run(db: Path, run_id: str, spec: dict[str, Any]) -> None:
+    """A registered run whose last beat came from a process that is gone (reaped): stuck at once."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    store = SQLiteStore(db)
+    store.create_run(run_id, spec, time.time())
+    store.beat(Heartbeat(run_id, time.time(), 2, time.time(), gone.pid, "RUNNING at step 2"))
+    store.close()
+
+
+class _FakeChild:
+    pid, returncode = 4242, 0
+
+    def __init__(self, argv: list[str], **kwargs: object) -> None:
+        _FakeChild.argv = argv
+
+    def poll(self) -> int:
+        return 0
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+
+def test_a_model_driven_run_is_resumed_with_model_and_its_id_as_one_argv_item(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "runs.sqlite"
+    _silent_run(db, "r; touch pwned", {"proposer": {"kind": "OpenAICompatProposer"}})
+    monkeypatch.setattr(subprocess, "Popen", _FakeChild)
+    watcher = Watcher(db, resume=True)
+    (line,) = watcher.scan()
+    assert (line.status, line.action) == ("stuck", "resuming (restart 1/3, pid 4242)")
+    assert watcher.reap() == ["r; touch pwned: resume exited 0: no output"]
+    assert _FakeChild.argv == [sys.executable, "-m", "harness_lab.cli", "resume", "--db", str(db), "--run-id",
+                               "r; touch pwned", "--heartbeat", "30.0", "--model"]
+
+
+def test_an_alert_that_hangs_is_killed_with_what_it_started(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    _silent_run(db, "R", {})
+    pid_file = tmp_path / "sleeper"
+    watcher = Watcher(db, alert=f"sleep 600 & echo $! > {pid_file}; wait", alert_timeout_s=0.5)
+    (line,) = watcher.scan()
+    assert (line.status, line.action) == ("stuck", "alert killed after 0.5s")
+    sleeper = int(pid_file.read_text())
+    for _ in range(3000):  # its new parent reaps it: an event, polled
+        if not process_alive(sleeper):
+            break
+        time.sleep(0.01)
+    assert not process_alive(sleeper)
+    (again,) = watcher.scan()  # still stuck: one alert per run and watcher, not one per pass
+    assert (again.status, again.action) == ("stuck", "")
