@@ -90,6 +90,7 @@ class Watcher:
         self.max_restarts, self.heartbeat_s, self.alert_timeout_s = max_restarts, heartbeat_s, alert_timeout_s
         self.children: list[_Child] = []
         self._alerted: set[str] = set()  # one alert per stuck run and watcher process, until it is not stuck
+        self._writer: SQLiteStore | None = None
 
     # -- one pass -----------------------------------------------------------------------------------
     def scan(self, now: float | None = None) -> list[WatchLine]:
@@ -106,17 +107,22 @@ class Watcher:
             store.close()
         busy = {c.run_id for c in self.children if c.process.poll() is None}
         lines = []
-        for verdict in verdicts:
-            if isinstance(verdict, WatchLine):
-                lines.append(verdict)
-                continue
-            if verdict.status != "stuck":
-                self._alerted.discard(verdict.run_id)
-                lines.append(WatchLine(verdict.run_id, verdict.status, verdict.reason))
-                continue
-            info, restarts = stuck[verdict.run_id]
-            lines.append(self._act(verdict.run_id, verdict.reason, info.status, info.status_reason, restarts,
-                                   busy, _driven_by_model(info.spec)))
+        try:
+            for verdict in verdicts:
+                if isinstance(verdict, WatchLine):
+                    lines.append(verdict)
+                    continue
+                if verdict.status != "stuck":
+                    self._alerted.discard(verdict.run_id)
+                    lines.append(WatchLine(verdict.run_id, verdict.status, verdict.reason))
+                    continue
+                info, restarts = stuck[verdict.run_id]
+                lines.append(self._act(verdict.run_id, verdict.reason, info.status, info.status_reason, restarts,
+                                       busy, _driven_by_model(info.spec)))
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
         return lines
 
     def _act(self, run_id: str, reason: str, status: str, status_reason: str, restarts: int,
@@ -130,7 +136,8 @@ class Watcher:
                                                       "harness-lab run made it (an edited store)")
         given_up = self.resume and restarts >= self.max_restarts
         mark = f"given up after {restarts} restart(s): {reason}" if given_up else reason
-        if status != "stuck" or status_reason != mark:  # a watcher run every minute marks a run once
+        # Marked once (its reason names an age that grows every pass), and once more when given up.
+        if status != "stuck" or (given_up and not status_reason.startswith("given up")):
             self._write(lambda s: s.set_status(run_id, "stuck", mark))
         if given_up:
             line = WatchLine(run_id, "given_up", reason, f"restart budget of {self.max_restarts} spent; resume it "
@@ -145,12 +152,11 @@ class Watcher:
         return line
 
     def _write(self, change: Callable[[Store], None]) -> None:
-        """Open the store for writing only when something must be written (a clean pass writes nothing)."""
-        store = SQLiteStore(self.db, create=False)
-        try:
-            change(store)
-        finally:
-            store.close()
+        """The store is opened for writing (once a pass) only when something must be written: a clean pass
+        writes nothing. Each write is its own transaction, committed before a child is started."""
+        if self._writer is None:
+            self._writer = SQLiteStore(self.db, create=False)
+        change(self._writer)
 
     # -- resume in a child process ------------------------------------------------------------------
     def _start_resume(self, run_id: str, reason: str, restart: int, model: bool) -> str:

@@ -315,3 +315,17 @@ def test_two_watchers_at_once_resume_the_run_once(tmp_path: Path, signals: Path,
     assert all(e == "resume exited 0: final: REVIEW_READY (checks_passed)"
                or e.startswith("resume exited 2: harness-lab: error: run 'gated' is ") for e in exits), outs
     assert _end(db, "gated") == uninterrupted  # and one ledger entry per effect (in _end)
+
+
+def test_a_stuck_run_is_marked_once_not_at_every_pass(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    _silent_run(db, "R", {})
+    watcher, now = Watcher(db), time.time()
+    assert [line.status for line in watcher.scan(now + 5)] == ["stuck"]
+    store = SQLiteStore(db, read_only=True)
+    marked = store.run_info("R")
+    store.close()
+    assert marked.status == "stuck" and "beat 5.0s ago is gone" in marked.status_reason
+    before = db.read_bytes()
+    assert [line.status for line in watcher.scan(now + 10)] == ["stuck"]  # its reason now says 10.0s ago
+    assert db.read_bytes() == before
