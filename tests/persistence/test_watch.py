@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from persisthelpers import kill_when
 
 from harness_lab.checkpoint_record import Checkpoint
 from harness_lab.heartbeat import Watchdog, process_alive
@@ -81,15 +82,7 @@ def _kill_mid_command(signals: Path, scenario: Path, db: Path) -> None:
     """`harness-lab run --db` until its command runs (the started file: an event, polled), then SIGKILL."""
     run = subprocess.Popen([*_CLI, "run", str(scenario), "--db", str(db), "--isolation", "none"], env=_ENV,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(6000):  # ~60 s at most on a loaded host: the file is the signal, not the time
-            if (signals / "started").exists() or run.poll() is not None:
-                break
-            time.sleep(0.01)
-        assert (signals / "started").exists(), f"the command never started: {run.poll()}"
-    finally:
-        os.kill(run.pid, signal.SIGKILL)
-        run.communicate()
+    kill_when(signals / "started", run)
     (signals / "started").unlink()
 
 
