@@ -14,7 +14,10 @@ store is ever spliced into a command line, and a run id goes to ``resume`` as on
 
 The restart budget: a run is resumed at most ``max_restarts`` times over its life in the store (the
 restart reports count them, so a watcher run from cron every minute keeps the same count); then it is
-reported ``given_up``, and with ``alert`` the command hears of it. The store is untrusted input: a run id
+reported ``given_up``, and with ``alert`` the command hears of it. A run that is stuck while its process
+lives (hung: beats without a step completed, or no beat at all) cannot be resumed from here: its lease is
+held, so the child is refused in one line (shown as its exit) and the budget runs down to ``given_up``;
+stop that process first. The store is untrusted input: a run id
 that could not have been made (a control character) is listed, escaped, and never resumed.
 """
 
@@ -95,8 +98,9 @@ class Watcher:
     # -- one pass -----------------------------------------------------------------------------------
     def scan(self, now: float | None = None) -> list[WatchLine]:
         """Judge every run (the store opened read-only); act on the stuck ones; one line a run."""
-        if not self.db.is_file():
-            raise StoreError(f"{self.db}: no such store file")
+        if not self.db.is_file():  # read-only, SQLite would refuse it too; this says which file, before it is made
+            raise StoreError(f"{self.db}: " + ("a directory, not a store file" if self.db.is_dir() else
+                                               "no such store file"))
         store = SQLiteStore(self.db, read_only=True)
         try:
             watchdog = Watchdog(store, self.timeout_s)

@@ -191,6 +191,8 @@ def test_a_missing_or_foreign_store_is_one_line(tmp_path: Path) -> None:
     done = _cli("watch", "--db", str(tmp_path / "text.sqlite"), "--once", check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "not a usable" in done.stderr
     assert (tmp_path / "text.sqlite").read_text() == "not a database\n"
+    done = _cli("watch", "--db", str(tmp_path), "--once", check=False)
+    assert (done.returncode, done.stderr) == (2, f"harness-lab: error: {tmp_path}: a directory, not a store file\n")
 
 
 def test_store_text_is_escaped_and_a_forged_id_never_resumed(tmp_path: Path, signals: Path) -> None:
