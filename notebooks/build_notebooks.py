@@ -825,6 +825,134 @@ print("all claims hold")"""),
 ]
 
 
+LESSONS["10_watchdog"] = [
+    ("md", """# 10 · The watchdog: a killed run found stuck and resumed
+
+`harness-lab run --db` checkpoints every step and beats (a heartbeat row: which step, which process,
+when the last step completed). Here the run is killed with SIGKILL while its third step, a command,
+waits. Nothing in the killed process can report that; `harness-lab watch` finds it from outside: the
+process that last beat is gone, so the run is **stuck**. With `--resume` the watcher starts
+`harness-lab resume` in a child process of its own (a crash there does not take the watcher down; the run
+lease makes a second resume of the same run impossible), at most `--max-restarts` times per run. The
+resumed run ends where an uninterrupted one ends, with no side effect applied twice. `--exec CMD` runs an
+alert command instead (or as well), with the run id in its environment, never spliced into a command line."""),
+    ("params", """# Parameters
+max_restarts = 3  # the restart budget: how often the watcher may resume one run"""),
+    ("code", """import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from harness_lab.checkpoint_record import Checkpoint
+from harness_lab.store import SQLiteStore
+
+lab = Path(tempfile.mkdtemp(prefix="harness-lab-watch-"))
+# The command runs as a uid of its own (the sandbox's): its signal files live in a folder it can reach.
+lab.chmod(0o711)  # others may pass through to it, not list or read the rest
+signals = lab / "signals"
+signals.mkdir(mode=0o777)
+signals.chmod(0o777)
+wait = (f"touch {signals / 'started'}; while [ ! -e {signals / 'gate'} ]; do sleep 0.02; done; "
+        "echo passed the gate")
+report = ("# Report\\n\\n## Conclusion\\nChecks keep drafts out of review [E:harness-boundary] "
+          "[E:acceptance-snapshot].\\n\\n## Evidence\\n- The runtime decides [E:harness-boundary].\\n"
+          "- Receipts bind bytes [E:acceptance-snapshot].\\n\\n## Limitations\\nTest material only.\\n")
+scenario = lab / "gated.yaml"
+scenario.write_text(yaml.safe_dump({
+    "id": "gated", "title": "a command waits for a gate file", "contract": "report_task",
+    "labels": {"acceptable_reports": [], "note": ""},
+    "actions": [{"kind": "read_evidence", "id": "harness-boundary"},
+                {"kind": "read_evidence", "id": "acceptance-snapshot"},
+                {"kind": "run_command", "argv": ["sh", "-c", wait], "timeout": 600},
+                {"kind": "write_report", "text": report}, {"kind": "finish"}]}))
+cli = [sys.executable, "-m", "harness_lab.cli"]
+
+
+def harness_lab(*args):
+    \"\"\"One CLI call; its stdout with process ids and ages made stable for the lesson's stored output.\"\"\"
+    done = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=300)
+    shown = re.sub(r"(process|pid) \\d+", r"\\1 <pid>", done.stdout)
+    print(re.sub(r"beat \\S+s ago", "beat <age> ago", shown), end="")
+    return done.returncode
+
+
+def end(db, run_id="gated"):
+    \"\"\"Where a run ended and its side-effect ledger.\"\"\"
+    store = SQLiteStore(db, read_only=True)
+    last = Checkpoint.from_row(store.last_step(run_id))
+    ledger = [(e.step, e.tool, e.status) for e in store.effects(run_id)]
+    keys = [e.key for e in store.effects(run_id)]
+    store.close()
+    return {"state": last.state.value, "step": last.step, "workspace": last.workspace_hash,
+            "artifacts": last.artifact_sha256, "ledger": ledger, "keys unique": len(keys) == len(set(keys))}"""),
+    ("md", "## The reference: the gate open, never interrupted"),
+    ("code", """(signals / "gate").touch()
+assert harness_lab("run", str(scenario), "--db", str(lab / "reference.sqlite"), "--isolation", "none") == 0
+reference = end(lab / "reference.sqlite")
+for name in ("gate", "started"):  # closed again for the next run
+    (signals / name).unlink()"""),
+    ("md", "## The same run, killed with SIGKILL while its command waits"),
+    ("code", """db = lab / "runs.sqlite"
+run = subprocess.Popen([*cli, "run", str(scenario), "--db", str(db), "--isolation", "none"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(6000):  # the started file is the signal, not the time (60 s at most on a loaded host)
+    if (signals / "started").exists() or run.poll() is not None:
+        break
+    time.sleep(0.01)
+assert (signals / "started").exists(), "the command never started"
+os.kill(run.pid, signal.SIGKILL)
+run.wait()
+store = SQLiteStore(db, read_only=True)
+print("killed:", run.returncode == -signal.SIGKILL, "| last checkpoint: step", store.last_step("gated").step,
+      "| ledger:", [(e.step, e.tool, e.status) for e in store.effects("gated")])
+store.close()"""),
+    ("md", """## The watchdog looks
+
+One pass (`--once`) reads the store without writing to it, judges each run and exits 1 if one was stuck.
+A stuck run is marked in the store (status `stuck`, with the reason), nothing more: no `--resume`. The
+last beat says `CREATED at step 0`: beats come every 30 s (`--heartbeat`), and this run lived less than that."""),
+    ("code", """looked = harness_lab("watch", "--db", str(db), "--once")
+store = SQLiteStore(db, read_only=True)
+marked = store.run_info("gated").status
+store.close()
+print("exit", looked, "| status in the store:", marked)"""),
+    ("md", """## The watchdog resumes it
+
+The cause of the hang is fixed (the gate file appears), then `--resume`: a restart report is added (the
+budget counts them), the child `harness-lab resume` finds the command in flight with the workspace
+unchanged, so it runs it again, and the run goes on to its end. The watcher waits for its child in `--once` mode."""),
+    ("code", """(signals / "gate").touch()
+resumed = harness_lab("watch", "--db", str(db), "--once", "--resume", "--max-restarts", str(max_restarts))
+print("exit", resumed)
+recovered = end(db)
+for key in reference:
+    print(f"{key:12} {'same' if recovered[key] == reference[key] else 'DIFFERENT'}: {recovered[key]}")"""),
+    ("md", "## Watched again: nothing is stuck, nothing is written"),
+    ("code", """before = db.read_bytes()
+again = harness_lab("watch", "--db", str(db), "--once", "--resume")
+print("exit", again, "| store unchanged:", db.read_bytes() == before)"""),
+    ("md", "## What this lesson claims"),
+    ("code", """assert run.returncode == -signal.SIGKILL
+assert looked == 1 and marked == "stuck"
+assert resumed == 1  # a run was stuck in that pass (and was resumed)
+assert recovered == reference and recovered["state"] == "REVIEW_READY"
+assert ("run_command" in str(recovered["ledger"])) and recovered["keys unique"]  # no effect applied twice
+store = SQLiteStore(db, read_only=True)
+restarts = [r.splitlines()[0] for r in store.reports("gated")]
+store.close()
+assert restarts == [f"# Watchdog restart 1/{max_restarts}: gated"]
+assert again == 0 and db.read_bytes() == before
+shutil.rmtree(lab)  # the lesson's folder (the runs' workspaces stay, as `run --db` leaves them for a resume)
+print("all claims hold")"""),
+]
+
 def _cell(notebook: str, index: int, kind: str, source: str) -> nbformat.NotebookNode:
     cell_id = f"{notebook[:2]}-{index:02d}"
     if kind == "md":
