@@ -18,6 +18,7 @@ against "it is never reported as a success" (support 1.0).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Literal, Protocol
@@ -168,7 +169,7 @@ class EvidenceSupportReviewer:
             return None  # citations alone in Evidence (a source list): no claim to score; a Conclusion must say something
         support = sum(_stem(w) in source_stems for w in words) / len(words) if words else 0.0
         if (read := notes.get(cited)) is None:
-            read = notes[cited] = NoteText("\n\n".join(evidence[cid].text for cid in cited))
+            read = notes[cited] = _read_notes("\n\n".join(evidence[cid].text for cid in cited))
         mismatches = tuple(check_claim(bare, read, aspects=self.aspects, scope_terms=self._scope_terms))
         unsupported = tuple(m.claim_part for m in mismatches if m.aspect == "scope")
         problem = next((_PROBLEM_OF[aspect] for aspect in ("scope", "negation", "number", "entity")
@@ -176,6 +177,13 @@ class EvidenceSupportReviewer:
                        "weak_support" if support < self.min_support else "ok")
         return ClaimFinding(section=section, claim=bare, cited=cited, support=round(support, 4),
                             unsupported_terms=unsupported, problem=problem, mismatches=mismatches)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_notes(text: str) -> NoteText:
+    """The notes' text read once for many reviews (a study reviews the same few notes thousands of times);
+    a NoteText is not changed after it is made."""
+    return NoteText(text)
 
 
 def _claims(text: str) -> list[tuple[str, str]]:
