@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 from jsonpost import JsonPostServer
 
+from harness_lab.errors import ConfigError
 from harness_lab.proposers.openai_compat import OpenAICompatConfig
 from harness_lab.validation.model_reviewer import ModelReviewer
 from harness_lab.validation.semantic import SemanticReviewer
@@ -138,3 +140,29 @@ def test_json_mode_off_sends_no_response_format(evidence) -> None:
         verdict = _reviewer(server.url, json_mode=False).review(REPORT, evidence)
     assert "response_format" not in judge.requests[0][1]
     assert verdict.status == "reviewed" and [f.problem for f in verdict.findings] == ["weak_support"] * 2
+
+
+def test_an_endpoint_that_hangs_is_could_not_review_within_the_deadline(evidence) -> None:
+    release = threading.Event()
+
+    def hang(path: str, headers: Mapping[str, str], body: bytes) -> tuple[int, Any]:
+        release.wait(30)  # until the test ends: the reviewer's deadline must end the call first
+        return 200, _reply('{"verdict": "supported", "reason": "late"}')
+
+    with JsonPostServer(hang) as server:
+        try:
+            config = OpenAICompatConfig(base_url=server.url, model="judge", timeout_s=0.3, max_retries=0)
+            reviewer = ModelReviewer(config)
+            verdict = reviewer.review(REPORT, evidence)
+        finally:
+            release.set()
+    assert verdict.status == "could_not_review" and "no reply within 0.3s" in verdict.detail
+    assert reviewer.calls == 2 and [f.problem for f in verdict.findings] == ["not_reviewed", "not_reviewed"]
+
+
+def test_from_env_without_an_endpoint_is_one_config_error() -> None:
+    with pytest.raises(ConfigError, match="HARNESS_LAB_OPENAI_BASE_URL, HARNESS_LAB_OPENAI_MODEL not set"):
+        ModelReviewer.from_env({})
+    reviewer = ModelReviewer.from_env({"HARNESS_LAB_OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+                                       "HARNESS_LAB_OPENAI_MODEL": "m", "HARNESS_LAB_OPENAI_API_KEY": KEY})
+    assert KEY not in repr(reviewer) and reviewer.name == "model(m)"
