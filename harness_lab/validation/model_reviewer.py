@@ -28,7 +28,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from ..evidence import EvidenceNote
 from ..proposers.openai_compat import OpenAICompatConfig, Transport, urllib_transport
@@ -36,7 +36,7 @@ from ..redaction import SecretMask
 from .report import find_citations
 from .semantic import ClaimFinding, ClaimProblem, SemanticVerdict, _claims, _without_markers
 
-__all__ = ["REVIEW_SYSTEM_PROMPT", "ModelReviewer"]
+__all__ = ["REVIEW_SYSTEM_PROMPT", "ModelReviewer", "ResponseFormat"]
 
 REVIEW_SYSTEM_PROMPT = (
     "You check one claim against the notes it cites. Judge only from the notes, not from what you know. "
@@ -49,20 +49,31 @@ REVIEW_SYSTEM_PROMPT = (
 _VERDICTS: dict[str, ClaimProblem] = {"supported": "ok", "not_supported": "weak_support", "contradicted": "contradiction"}
 _RETRY_STATUSES = frozenset({0, 408, 409, 425, 429})  # and any 5xx: the endpoint may heal
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+_ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"verdict": {"type": "string", "enum": ["supported", "not_supported", "contradicted"]},
+                   "reason": {"type": "string"}},
+    "required": ["verdict", "reason"],
+    "additionalProperties": False,
+}
+# How the reply is constrained: OpenAI's structured outputs (llama.cpp's server turns the schema into a
+# grammar), any JSON object, or nothing asked (the prompt alone; the answer is parsed as strictly).
+ResponseFormat = Literal["json_schema", "json_object", "none"]
 _MAX_NOTE_CHARS = 8000  # per claim: a note past this is cut (the prompt says so), not sent whole
 
 
 class ModelReviewer:
     """``ModelReviewer(OpenAICompatConfig(...))``: a ``SemanticReviewer`` backed by a chat model.
 
-    ``json_mode`` sends ``response_format: {"type": "json_object"}`` (llama.cpp's server and most hosted
-    APIs constrain the reply to JSON with it); ``max_claims`` bounds the calls one review makes (the claims
+    ``response_format`` asks the endpoint to constrain the reply: ``"json_schema"`` (the answer's schema,
+    OpenAI's structured outputs; llama.cpp's server makes it a grammar), ``"json_object"`` (any JSON
+    object: older servers) or ``"none"``; the answer is parsed as strictly either way. ``max_claims`` bounds the calls one review makes (the claims
     past it are ``not_reviewed``: the verdict says it could not review them all). ``calls`` and ``tokens``
     count what the reviewer spent, over its life.
     """
 
     def __init__(self, config: OpenAICompatConfig, *, transport: Transport | None = None,
-                 json_mode: bool = True, max_claims: int = 64, max_tokens: int = 160,
+                 response_format: ResponseFormat = "json_schema", max_claims: int = 64, max_tokens: int = 160,
                  system_prompt: str = REVIEW_SYSTEM_PROMPT, sleep: Callable[[float], None] = time.sleep) -> None:
         if max_claims < 1:
             raise ValueError(f"max_claims must be >= 1, got {max_claims}")
@@ -70,7 +81,9 @@ class ModelReviewer:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         self._config = config
         self._transport: Transport = transport or urllib_transport
-        self._json_mode = json_mode
+        if response_format not in ("json_schema", "json_object", "none"):
+            raise ValueError(f"response_format: one of json_schema, json_object, none; got {response_format!r}")
+        self._response_format = response_format
         self.max_claims = max_claims
         self._max_tokens = max_tokens
         self._system = system_prompt
@@ -145,7 +158,10 @@ class ModelReviewer:
             request["temperature"] = self._config.temperature
         if self._config.seed is not None:
             request["seed"] = self._config.seed
-        if self._json_mode:
+        if self._response_format == "json_schema":
+            request["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "claim_review", "strict": True, "schema": _ANSWER_SCHEMA}}
+        elif self._response_format == "json_object":
             request["response_format"] = {"type": "json_object"}
         status, payload = self._post(json.dumps(request).encode())
         if status != 200:

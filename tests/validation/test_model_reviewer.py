@@ -65,7 +65,9 @@ def test_each_cited_claim_is_one_call_and_the_answers_make_the_verdict(evidence)
         ("conclusion", "ok", "the note says so"), ("evidence", "contradiction", "checked before, not after")]
     assert reviewer.calls == 2 and reviewer.tokens == 60
     path, request = judge.requests[0]
-    assert path == "/v1/chat/completions" and request["response_format"] == {"type": "json_object"}
+    assert path == "/v1/chat/completions" and request["response_format"]["type"] == "json_schema"
+    schema = request["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["verdict"]["enum"] == ["supported", "not_supported", "contradicted"]
     assert "[E:harness-boundary]" in request["messages"][1]["content"] and "A harness is the runtime" in \
         request["messages"][1]["content"] and "Budgets" not in request["messages"][1]["content"]
     assert request["temperature"] == 0.0
@@ -134,11 +136,15 @@ def test_max_claims_bounds_the_calls(evidence) -> None:
         _reviewer(server.url, max_claims=0)
 
 
-def test_json_mode_off_sends_no_response_format(evidence) -> None:
+def test_the_response_format_asked_is_the_one_configured(evidence) -> None:
     judge = Judge({"": '{"verdict": "not_supported", "reason": "too broad"}'})
     with JsonPostServer(judge) as server:
-        verdict = _reviewer(server.url, json_mode=False).review(REPORT, evidence)
-    assert "response_format" not in judge.requests[0][1]
+        _reviewer(server.url, response_format="json_object").review(REPORT, evidence)
+        verdict = _reviewer(server.url, response_format="none").review(REPORT, evidence)
+    assert judge.requests[0][1]["response_format"] == {"type": "json_object"}
+    assert "response_format" not in judge.requests[-1][1]
+    with pytest.raises(ValueError, match="response_format: one of"):
+        _reviewer(server.url, response_format="yaml")  # type: ignore[arg-type]
     assert verdict.status == "reviewed" and [f.problem for f in verdict.findings] == ["weak_support"] * 2
 
 
