@@ -182,3 +182,13 @@ def test_the_review_grows_linearly_with_the_claims() -> None:
     # A complexity check, not a speed target: 8x the claims may cost ~8x the CPU time.
     small, large = _cpu_seconds(250), _cpu_seconds(2000)
     assert large < 20 * small, f"250 claims {small:.3f}s, 2000 {large:.3f}s CPU: {large / small:.0f}x"
+
+
+def test_a_number_past_a_float_or_a_huge_denominator_is_read_without_error_or_a_walk() -> None:
+    # int(inf) raised OverflowError; a percentage of a 10^300 denominator walked that many integers.
+    note = "12 of 120 checks failed; 1" + "0" * 300 + " bytes."
+    found = check_claim("9" * 400 + "% of them. 10% of the checks failed. 50% of the bytes.", note)
+    assert [(m.aspect, m.claim_part) for m in found] == [("number", "50%")]
+    start = time.process_time()
+    flood = check_claim(" ".join(f"{i}%" for i in range(3000)) + ".", " ".join(str(i) for i in range(3000)))
+    assert len(flood) > 2000 and time.process_time() - start < 10, "3000 percentages against 3000 numbers"
