@@ -12,7 +12,7 @@ import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -48,6 +48,7 @@ from .sandbox.policy import Isolation, isolation_at_least
 from .states import RunState, can_transition
 from .store import Store
 from .tools import ToolResult
+from .triggers import DEFAULT_TRIGGER_CHECKS, TriggerTest, check_trigger
 from .validation import Receipt, ReportVerdict, sha256_hex
 
 if TYPE_CHECKING:
@@ -77,8 +78,12 @@ class RunBase(Restorable):
         repair: RepairPolicy | None = None,
         store: Store | None = None,
         isolation: Isolation = "auto",
+        trigger_checks: Mapping[str, TriggerTest] | None = None,
     ) -> None:
         self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
+        # The checks trigger.still_valid may name (harness_lab.triggers); a bad name is refused here.
+        self.trigger_checks = DEFAULT_TRIGGER_CHECKS if trigger_checks is None else trigger_checks
+        check_trigger(contract.trigger, self.trigger_checks)
         # What commands run in: the caller's choice, at least what the contract demands. Checked before
         # anything is made, so a machine without it refuses the run in one line, before its first step.
         try:
