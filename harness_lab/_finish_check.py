@@ -13,6 +13,7 @@ from ._run_base import RunBase, _sha
 from .events import Note, StopReason
 from .faults import CrashPoint
 from .states import RunState
+from .stop_rules import SAME_ROOT_CAUSE, root_cause
 from .validation import MAX_REPORT_BYTES, Receipt, ReportVerdict, check_report
 
 if TYPE_CHECKING:
@@ -50,6 +51,16 @@ class FinishCheck(RunBase):
         if verdict is not None and not verdict.accepted:
             self.context.add_feedback(self.step_no, "finish rejected: " + "; ".join(verdict.reasons),
                                       source=f"step {self.step_no}:validator")
+            cause = root_cause(verdict) or ""
+            new = self.failed_attempts.add(cause, _sha(snapshot))
+            rule = self.contract.stop.rules[1]
+            if self.repair is None and new and rule.fires(self.failed_attempts.causes):
+                # The contract's stop.failure; with a repair policy, the policy answers it (a rollback).
+                why = (f"stop.failure: {rule.describe()} ({cause}) over {rule.times} different drafts of "
+                       f"{report.path}; retrying cannot fix this cause: change the approach, the goal or the checks")
+                self._transition(RunState.BLOCKED, why)
+                self.stop_reason = StopReason(code=SAME_ROOT_CAUSE, message=why)
+                return verdict
             # only a Run is ever a FinishCheck: the repair policy reads it whole
             repair = self.repair.after_failure(cast("Run", self), verdict) if self.repair is not None else None
             if repair is not None:

@@ -46,6 +46,7 @@ from .sandbox import Sandbox, SandboxPolicy
 from .sandbox.command import check_isolation
 from .sandbox.policy import Isolation, isolation_at_least
 from .states import RunState, can_transition
+from .stop_rules import FailedAttempts
 from .store import Store
 from .tools import ToolResult
 from .triggers import DEFAULT_TRIGGER_CHECKS, TriggerTest, check_trigger
@@ -135,6 +136,7 @@ class RunBase(Restorable):
         self.receipt: Receipt | None = None
         self.accepted_bytes: bytes | None = None
         self.waiting: ApprovalRequest | None = None
+        self.failed_attempts = FailedAttempts()  # what the contract's stop.failure rule counts
         self._pending: Proposal | None = None
         # The proposer's endpoint failed when `pending` asked: the next step records it (see Run._endpoint_failed).
         self._failed_ask: EndpointFailure | None = None

@@ -112,7 +112,8 @@ class Checkpoint(BaseModel):
 
 # run_state entries (RunBase.capture) left out of a row at these values.
 RUN_STATE_EMPTY: dict[str, Any] = {"stop_reason": None, "observed": {}, "proposer": None, "receipt": None,
-                                    "waiting": None, "pending": None, "repair": None}
+                                    "waiting": None, "pending": None, "repair": None,
+                                    "attempts": None}
 _RUN_STATE_KEYS = frozenset({"state", *RUN_STATE_EMPTY})
 
 

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 # Imports nothing of harness_lab: the contract parses its stop fields with this module.
 
-__all__ = ["SAME_ROOT_CAUSE", "AllChecksPass", "SameRootCause", "parse_failure", "parse_success", "root_cause"]
+__all__ = ["SAME_ROOT_CAUSE", "AllChecksPass", "FailedAttempts", "SameRootCause", "parse_failure", "parse_success",
+           "root_cause"]
 
 SAME_ROOT_CAUSE = "same_root_cause"  # the stop code of a run the failure rule stopped
 
@@ -74,6 +75,40 @@ def root_cause(verdict: _Verdict) -> str | None:
     if verdict.accepted:
         return None
     return "check failed: " + ",".join(sorted({e.code for e in verdict.errors}))
+
+
+_KEPT = 16  # causes remembered: more than any rule a contract plausibly names
+
+
+@dataclass
+class FailedAttempts:
+    """A run's failed finishes, one root cause per attempt, oldest first: a finish counts as a new attempt
+    when the artifact's bytes differ from the last failed finish's (the Run keeps it; the repair policy
+    reads it; a checkpoint holds it under the run state's ``attempts``)."""
+
+    causes: list[str] = field(default_factory=list)
+    artifact_sha256: str | None = None  # of the artifact at the last failed finish
+
+    def add(self, cause: str, artifact_sha256: str) -> bool:
+        """Record a failed finish; False when it repeats the last one's bytes (no new attempt)."""
+        if self.causes and artifact_sha256 == self.artifact_sha256:
+            return False
+        self.causes = [*self.causes[-(_KEPT - 1):], cause]
+        self.artifact_sha256 = artifact_sha256
+        return True
+
+    def state(self) -> dict[str, Any] | None:
+        return {"causes": list(self.causes), "artifact_sha256": self.artifact_sha256} if self.causes else None
+
+    @classmethod
+    def from_state(cls, state: object) -> FailedAttempts:
+        if state is None:
+            return cls()
+        if not isinstance(state, dict) or not isinstance(causes := state.get("causes"), list) \
+                or not all(isinstance(c, str) for c in causes) \
+                or not isinstance(sha := state.get("artifact_sha256"), (str, type(None))):
+            raise ValueError("the run state's attempts are not a list of root causes and an artifact sha256")
+        return cls(causes=list(causes[-_KEPT:]), artifact_sha256=sha)
 
 
 _WORDS = {"once": 1, "twice": 2, "thrice": 3, "one time": 1, "two times": 2, "three times": 3}
