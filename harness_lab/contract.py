@@ -204,7 +204,7 @@ PERSIST_CATEGORIES: dict[str, str] = {
     "current_scope": "the evidence read (ids and sha256) and the context layers",
     "decisions": "the proposer's state and the convergence gate's recent calls",
     "failures": "the last verification result, the failure root cause and the repair policy's state",
-    "next_action": "the next step, the pending items and the proposal not yet executed",
+    "next_action": "the next step and the pending items",
 }
 # What memory.exclude may name: a kind of secret (the redactor masks it), or an entry of the run state.
 _EXCLUDABLE = frozenset({*SECRET_CATEGORIES, "state", "gates", "context", *RUN_STATE_EMPTY})

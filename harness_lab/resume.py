@@ -14,7 +14,9 @@ naming the run and the field or step. Then seed 000's order, each step a :class:
                   run ends effect_uncertain); anything else is a concurrent change: reported, never
                   overwritten. A checkpoint without a hash fails the check: nothing proves the folder
                   is the run's;
-3. ``scope``      pending items and the last failure are loaded;
+3. ``scope``      pending items and the last failure are loaded; ``memory`` (only when the contract's
+                  ``memory.persist`` left a category out) names what the checkpoint did not hold,
+                  so it is started afresh, not silently rebuilt;
 4. ``prechecks``  cheap checks: the contract version, the evidence read so far, the artifact hash;
 5. ``harness``    only when all of the above pass: the run state is restored, a resume note goes
                   into the context, and an effect in flight at the crash is settled: a workspace
@@ -49,7 +51,7 @@ from .approval import Approver
 from .checkpoint import Checkpointer, StoredSpec, stored_spec
 from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 from .clock import Clock
-from .contract import load_contract
+from .contract import PERSIST_CATEGORIES, load_contract
 from .effect_classes import effect_of_tool
 from .errors import ConfigError, RunStateError, StoreError, WorkspaceError
 from .events import Usage
@@ -82,7 +84,7 @@ class ResumeCheck(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["resume_check"] = "resume_check"
-    name: Literal["trigger", "workspace", "scope", "prechecks", "harness"]
+    name: Literal["trigger", "workspace", "scope", "memory", "prechecks", "harness"]
     ok: bool
     detail: str
 
@@ -150,7 +152,7 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
                      if e.status in ("intent", "resolved")]
         flight = in_flight[0] if in_flight else None
         checks = [_trigger(run), _workspace(run, checkpoint, flight), _scope(checkpoint),
-                  _prechecks(run, checkpoint, flight)]
+                  *_memory(checkpoint), _prechecks(run, checkpoint, flight)]
         _continue(run, checkpoint, context, f"checkpoint {checkpoint.id}", store)
     except BaseException:
         run.close()
@@ -222,6 +224,16 @@ def _scope(checkpoint: Checkpoint) -> ResumeCheck:
         f"done: {checkpoint.step} steps, evidence {list(checkpoint.completed_scope)}; "
         f"pending: {', '.join(_pending_words(checkpoint)) or 'nothing'}; "
         f"last failure: {checkpoint.failure_root_cause or 'none'}"))
+
+
+def _memory(checkpoint: Checkpoint) -> list[ResumeCheck]:
+    """What the checkpoint did not hold (memory.persist left it out): said, not silently rebuilt."""
+    if not checkpoint.not_persisted:
+        return []
+    words = "; ".join(f"{c} ({PERSIST_CATEGORIES.get(c, '?')})" for c in checkpoint.not_persisted)
+    return [ResumeCheck(name="memory", ok=True, detail=(
+        f"not persisted by the contract's memory.persist, so not restored: {words}; the run continues with "
+        "them empty (evidence must be read again before it is cited)"))]
 
 
 def _pending_words(checkpoint: Checkpoint) -> list[str]:
