@@ -34,6 +34,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_serializer,
 )
@@ -214,19 +215,15 @@ class Memory(_Frozen):
     persist: tuple[str, ...] = ("current_scope", "decisions", "failures", "next_action")
     exclude: tuple[str, ...] = ("secrets", "raw_credentials")
 
-    @field_validator("persist")
+    @field_validator("persist", "exclude")
     @classmethod
-    def _known_persist(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        # A misspelt category would silently drop it from every checkpoint.
+    def _known_names(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        # A misspelt name would silently drop a category from every checkpoint, or keep what should not be.
+        known, why = ((PERSIST_CATEGORIES, "is no persist category, so nothing would be kept by it")
+                      if info.field_name == "persist" else
+                      (_EXCLUDABLE, "is no secret category nor run-state entry, so nothing would be excluded by it"))
         for name in value:
-            _known(name, PERSIST_CATEGORIES, "is no persist category, so nothing would be kept by it")
-        return value
-
-    @field_validator("exclude")
-    @classmethod
-    def _known_exclude(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for name in value:
-            _known(name, _EXCLUDABLE, "is no secret category nor run-state entry, so nothing would be excluded by it")
+            _known(name, known, why)
         return value
 
 
