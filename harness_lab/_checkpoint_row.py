@@ -43,7 +43,26 @@ from .sandbox.policy import Isolation
 if TYPE_CHECKING:
     from ._run_base import RunBase as Run
 
-__all__ = ["StoredSpec", "run_spec", "spec_binding", "stored_spec"]  # harness_lab.checkpoint re-exports run_spec
+__all__ = ["ALWAYS_KEPT", "PERSISTED", "StoredSpec", "run_spec", "spec_binding",
+           "stored_spec"]  # harness_lab.checkpoint re-exports run_spec
+
+# memory.persist's categories (contract.PERSIST_CATEGORIES says what each is): the checkpoint fields and
+# the run-state entries each keeps. A category the contract leaves out is not written, and the row names it
+# (``not_persisted``); resume then starts it afresh and says so in its report, rather than rebuild it.
+PERSISTED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "current_scope": (("completed_scope",), ("observed", "context")),
+    "decisions": ((), ("gates", "proposer")),
+    "failures": (("verification", "failure_root_cause"), ("repair", "attempts")),
+    "next_action": (("pending", "next_step"), ()),
+}
+# What every checkpoint keeps, ``persist: []`` too, because resume cannot continue safely without it:
+# the contract version (a changed contract is refused), the state and stop reason (a finished or blocked
+# run stays so), step, seq and usage (budget spent stays spent: else each resume would grant a new one),
+# the workspace and artifact hashes (resume proves the workspace is the run's before writing in it), the
+# receipt (the accepted bytes' binding), and a parked gate's request with its proposal (run state
+# ``waiting`` and ``pending``: what a human approves must be exactly what was asked; never act then ask).
+ALWAYS_KEPT: tuple[str, ...] = ("contract_version", "state", "stop_reason", "step", "seq", "usage", "workspace_hash",
+                                "artifact_sha256", "receipt", "waiting", "pending")
 
 _SEP = ',"'
 _ROW_HEAD = f'{{"kind":{_dumps(ROW_FORM)}'
@@ -156,8 +175,10 @@ class _RowJson:
 
     run: Run
     _rows: ContextRows
-    _drop: tuple[str, ...]  # contract.memory.exclude's keys of the run state (not secret categories)
+    _drop: tuple[str, ...]  # run-state keys left out: memory.exclude's (not secret categories), unpersisted ones
     _excluded_json: str
+    _not_persisted_json: str  # the row's note of the categories memory.persist leaves out ("" if none)
+    _keep: frozenset[str]  # the optional checkpoint fields memory.persist keeps
     _ws_text: tuple[str | None, str]  # (workspace hash, its text)
     _pending_text: tuple[list[str] | None, str]  # (pending items, their text)
     _gates_json: dict[tuple[object, ...], str]  # see _state_json
@@ -186,8 +207,8 @@ class _RowJson:
 
     def _optional(self, workspace_hash: str | None) -> list[str]:
         """The checkpoint's fields that a row leaves out at their default, in Checkpoint's order."""
-        run, out = self.run, []
-        if run.executor.observed:
+        run, out, keep = self.run, [], self._keep
+        if run.executor.observed and "completed_scope" in keep:
             out.append(f',"completed_scope":{_dumps(sorted(run.executor.observed))}')
         if self._artifacts:
             out.append(f',"artifact_sha256":{_dumps(self._artifacts)}')
@@ -195,16 +216,18 @@ class _RowJson:
             if workspace_hash != self._ws_text[0]:  # a hash repeats while the workspace is unchanged
                 self._ws_text = (workspace_hash, f',"workspace_hash":{_dumps(workspace_hash)}')
             out.append(self._ws_text[1])
-        if self._verification is not None:
+        if self._verification is not None and "verification" in keep:
             out.append(f',"verification":{_dumps(self._verification)}')
-        if self._failure is not None:
+        if self._failure is not None and "failure_root_cause" in keep:
             out.append(f',"failure_root_cause":{_dumps(self._failure)}')
-        if pending := _pending(run):
+        if "pending" in keep and (pending := _pending(run)):
             if pending != self._pending_text[0]:
                 self._pending_text = (pending, f',"pending":{_dumps(pending)}')
             out.append(self._pending_text[1])
         if self._drop:
             out.append(self._excluded_json)
+        if self._not_persisted_json:
+            out.append(self._not_persisted_json)
         if (source := self._rows.context_from) is not None:
             out.append(f',"context_from":{_dumps(source)}')
         return out

@@ -24,6 +24,7 @@ from ._run_base import RunBase, _sha
 from .events import Note, StopReason
 from .faults import CrashPoint
 from .states import RunState
+from .stop_rules import SAME_ROOT_CAUSE, root_cause
 from .validation import (
     MAX_REPORT_BYTES,
     LayerFailure,
@@ -76,6 +77,18 @@ class FinishCheck(RunBase):
         if verdict is not None and not verdict.accepted:
             self.context.add_feedback(self.step_no, "finish rejected: " + "; ".join(verdict.reasons),
                                       source=f"step {self.step_no}:validator")
+            cause = root_cause(verdict) or ""
+            # the draft: the report's bytes, or for a functional layer's rejection the tree it checked
+            draft = (verdict.tree_sha256 if isinstance(verdict, LayerVerdict) else None) or _sha(snapshot)
+            new = self.failed_attempts.add(cause, draft)
+            rule = self.contract.stop.rules[1]
+            if self.repair is None and new and rule.fires(self.failed_attempts.causes):
+                # The contract's stop.failure; with a repair policy, the policy answers it (a rollback).
+                why = (f"stop.failure: {rule.describe()} ({cause}) over {rule.times} different drafts; "
+                       "retrying cannot fix this cause: change the approach, the goal or the checks")
+                self._transition(RunState.BLOCKED, why)
+                self.stop_reason = StopReason(code=SAME_ROOT_CAUSE, message=why)
+                return verdict
             # only a Run is ever a FinishCheck: the repair policy reads it whole
             repair = self.repair.after_failure(cast("Run", self), verdict) if self.repair is not None else None
             if repair is not None:

@@ -23,6 +23,7 @@ from .proposers.base import EndpointFailure, Proposer, StatefulProposer
 from .repair import RepairPolicy
 from .sandbox import Sandbox
 from .states import RunState
+from .stop_rules import FailedAttempts
 from .validation import Receipt
 
 __all__ = ["Restorable"]
@@ -44,6 +45,7 @@ class Restorable:
     receipt: Receipt | None
     accepted_bytes: bytes | None
     waiting: ApprovalRequest | None
+    failed_attempts: FailedAttempts
     step_no: int
     _seq: int
     _used: _Counters
@@ -110,6 +112,8 @@ class Restorable:
             held["pending"] = pending.raw
         if self.repair is not None and (repair := self.repair.state()) is not None:
             held["repair"] = repair
+        if (attempts := self.failed_attempts.state()) is not None:
+            held["attempts"] = attempts
         return held
 
     def restore(self, captured: dict[str, Any], *, source: str,
@@ -128,6 +132,7 @@ class Restorable:
         self.receipt = Receipt.model_validate(captured["receipt"]) if captured["receipt"] else None
         self.accepted_bytes = None if self.receipt is None else self.accepted_bytes
         self.waiting = ApprovalRequest.model_validate(captured["waiting"]) if captured["waiting"] else None
+        self.failed_attempts = FailedAttempts.from_state(captured.get("attempts"))  # older captures lack it
         self._pending = parse_proposal(captured["pending"]) if captured["pending"] is not None else None
         # The endpoint is asked afresh: a failure seen before the restore belongs to the abandoned line.
         self._failed_ask, self._endpoint_failures, self._parked_on_endpoint = None, 0, False
@@ -158,7 +163,7 @@ def _stateful(proposer: Proposer) -> TypeGuard[StatefulProposer]:
 
 
 # capture()'s entries after ``state``, in the order a snapshot or checkpoint holds them.
-_CAPTURED = ("stop_reason", "observed", "gates", "proposer", "receipt", "waiting", "pending", "repair")
+_CAPTURED = ("stop_reason", "observed", "gates", "proposer", "receipt", "waiting", "pending", "repair", "attempts")
 
 
 def _empty(value: Any) -> Any:

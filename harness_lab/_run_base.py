@@ -12,7 +12,7 @@ import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,8 +46,10 @@ from .sandbox import Sandbox, SandboxPolicy
 from .sandbox.command import check_isolation, check_network_allow
 from .sandbox.policy import Isolation, isolation_at_least
 from .states import RunState, can_transition
+from .stop_rules import FailedAttempts
 from .store import Store
 from .tools import ToolResult
+from .triggers import DEFAULT_TRIGGER_CHECKS, TriggerTest, check_trigger
 from .validation import Receipt, Verdict, sha256_hex
 
 if TYPE_CHECKING:
@@ -77,8 +79,12 @@ class RunBase(Restorable):
         repair: RepairPolicy | None = None,
         store: Store | None = None,
         isolation: Isolation = "auto",
+        trigger_checks: Mapping[str, TriggerTest] | None = None,
     ) -> None:
         self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
+        # The checks trigger.still_valid may name (harness_lab.triggers); a bad name is refused here.
+        self.trigger_checks = DEFAULT_TRIGGER_CHECKS if trigger_checks is None else trigger_checks
+        check_trigger(contract.trigger, self.trigger_checks)
         # What commands run in: the caller's choice, at least what the contract demands. Checked before
         # anything is made, so a machine without it refuses the run in one line, before its first step.
         try:
@@ -131,6 +137,7 @@ class RunBase(Restorable):
         self.receipt: Receipt | None = None
         self.accepted_bytes: bytes | None = None
         self.waiting: ApprovalRequest | None = None
+        self.failed_attempts = FailedAttempts()  # what the contract's stop.failure rule counts
         self._pending: Proposal | None = None
         # The proposer's endpoint failed when `pending` asked: the next step records it (see Run._endpoint_failed).
         self._failed_ask: EndpointFailure | None = None

@@ -45,6 +45,8 @@ from ._checkpoint_row import (
     _KEPT,
     _ROW_HEAD,
     _SEP,
+    ALWAYS_KEPT,
+    PERSISTED,
     _next_step_json,
     _RowJson,
     _usage_text,
@@ -70,7 +72,7 @@ from .tools import ToolResult
 if TYPE_CHECKING:
     from ._run_base import RunBase as Run
 
-__all__ = ["FULL_BYTES", "FULL_EVERY", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "EffectClass", "StoredSpec",
+__all__ = ["ALWAYS_KEPT", "FULL_BYTES", "FULL_EVERY", "PERSISTED", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "EffectClass", "StoredSpec",
            "check_run_id", "effect_class", "effect_of_tool", "redact", "run_spec", "stored_spec"]
 
 FULL_EVERY = 16  # steps between whole context states: a restore replays at most this many change logs
@@ -114,11 +116,17 @@ class Checkpointer(_RowJson):
         version = like._version if like is not None and like.run.contract is run.contract else run.contract.version
         same = like is not None and like._version == version
         self._redact = like._redact if like is not None and same else Redactor(run.contract.memory.exclude)
-        self._drop = tuple(k for k in run.contract.memory.exclude if k not in SECRET_CATEGORIES)
+        # memory.persist: what a category the contract leaves out would keep is not written (see PERSISTED)
+        memory = run.contract.memory
+        unkept = [c for c in PERSISTED if c not in memory.persist]
+        self._keep = frozenset(f for c, (fields, _) in PERSISTED.items() if c not in unkept for f in fields)
+        self._drop = tuple(dict.fromkeys([*(k for k in memory.exclude if k not in SECRET_CATEGORIES),
+                                          *(k for c in unkept for k in PERSISTED[c][1])]))
         self._version = version
         # The checkpoint JSON's constant pieces (see _write).
         self._version_json = f'{_ROW_HEAD},"contract_version":{_dumps(version)},"state":'
         self._excluded_json = f',"excluded":{_dumps(self._drop)}'
+        self._not_persisted_json = f',"not_persisted":{_dumps(unkept)}' if unkept else ""
         self._ws_text = (None, "")  # see _RowJson (harness_lab/_checkpoint_row.py) for these three
         self._pending_text = (None, "")
         self._gates_json = {}
@@ -208,8 +216,8 @@ class Checkpointer(_RowJson):
         # columns (run id, step) and step record (usage, the last event's seq) hold, and the usual next
         # step: a quarter of the text. Row bytes cost the SQLite write (fewer rows per leaf page):
         # 640 -> 475 B took ~10 µs CPU off a no-op store step.
-        nxt = ("" if step == run.step_no and not run_state.terminal and run.waiting is None
-               else f',"next_step":{_next_step_json(run)}')
+        nxt = ("" if (step == run.step_no and not run_state.terminal and run.waiting is None)
+               or "next_step" not in self._keep else f',"next_step":{_next_step_json(run)}')
         use = "" if step_record and isfinite(usage.elapsed_s) else f',"usage":{_usage_text(usage)}'
         seq = "" if self._seq == last_seq else f',"seq":{self._seq}'
         held, number = self._state_json(state, usage.decisions)

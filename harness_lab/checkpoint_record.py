@@ -56,6 +56,8 @@ class Checkpoint(BaseModel):
     usage: dict[str, Any]
     run_state: dict[str, Any]
     excluded: tuple[str, ...] = ()
+    # memory.persist's categories this checkpoint does not hold (see harness_lab/_checkpoint_row.py: PERSISTED)
+    not_persisted: tuple[str, ...] = ()
     context_base: int | None = None  # the step whose row holds the whole context state to replay from
     # A fork's rows before its first whole state: the checkpoint ("run@step") whose stored context the
     # base row stands for (that row holds no context of its own).
@@ -112,7 +114,8 @@ class Checkpoint(BaseModel):
 
 # run_state entries (RunBase.capture) left out of a row at these values.
 RUN_STATE_EMPTY: dict[str, Any] = {"stop_reason": None, "observed": {}, "proposer": None, "receipt": None,
-                                    "waiting": None, "pending": None, "repair": None}
+                                    "waiting": None, "pending": None, "repair": None,
+                                    "attempts": None}
 _RUN_STATE_KEYS = frozenset({"state", *RUN_STATE_EMPTY})
 
 

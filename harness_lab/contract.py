@@ -25,6 +25,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -34,13 +35,17 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_serializer,
 )
 
 from ._files import validate_file
 from .actions import GATE_CATEGORIES
+from .checkpoint_record import RUN_STATE_EMPTY
+from .redaction import SECRET_CATEGORIES
 from .sandbox.netallow import parse_allowlist
+from .stop_rules import AllChecksPass, SameRootCause, parse_failure, parse_success
 
 __all__ = [
     "DEFAULT_GATED_KINDS",
@@ -51,10 +56,12 @@ __all__ = [
     "Goal",
     "HumanGate",
     "Memory",
+    "PERSIST_CATEGORIES",
     "ReportContract",
     "SandboxDemand",
     "Stop",
     "Trigger",
+    "TriggerCheck",
     "Verification",
     "canonical_json",
     "load_contract",
@@ -82,10 +89,40 @@ _Seconds = Annotated[float, Field(strict=True)]
 _SectionName = Annotated[str, Field(pattern=r"\S")]
 
 
+class TriggerCheck(BaseModel):
+    """``still_valid: {check: <name>, <param>: <value>, ...}``: a check the run looks up by name in the
+    mapping it was given (:data:`harness_lab.triggers.DEFAULT_TRIGGER_CHECKS` by default) and runs at
+    start and at resume; its other keys are the check's parameters (``path: ticket.open``)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    check: Annotated[str, Field(strict=True, pattern=r"^\S+$")]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
 class Trigger(_Frozen):
     source: str = "manual"
     condition: str = "a user asked for this run"
-    still_valid: bool = Field(default=True, strict=True)
+    # A static switch, or a check re-verified at start and at resume (harness_lab.triggers).
+    still_valid: TriggerCheck | Annotated[bool, Field(strict=True)] = True
+
+    @field_validator("still_valid", mode="before")
+    @classmethod
+    def _switch_or_check(cls, value: object) -> object:
+        if isinstance(value, (bool, TriggerCheck)):
+            return value
+        if isinstance(value, dict):  # checked here: a union's errors would name its members, not the field
+            if not isinstance(value.get("check"), str) or not value["check"].strip():
+                raise ValueError(f"a check needs its name as 'check: <name>', got {value!r}")
+            for key, param in value.items():
+                if not isinstance(param, (str, int, float, bool)):
+                    raise ValueError(f"parameter {key!r} of check {value['check']!r} must be a string, number "
+                                     f"or switch, got {type(param).__name__}")
+            return TriggerCheck.model_validate(value)
+        raise ValueError(f"a switch (true or false) or {{check: <name>, <param>: <value>}}, got {value!r}")
 
 
 class Goal(_Frozen):
@@ -216,14 +253,58 @@ class Budget(_Frozen):
 
 
 class Stop(_Frozen):
-    success: str = "all verification checks pass"
-    failure: str = "same root cause failed twice"
+    """``success`` and ``failure`` as written (text or a structured form); :attr:`rules` reads them as one
+    typed rule (:mod:`harness_lab.stop_rules`) that the Run, the repair policy and the external loop use.
+    Text no rule reads is refused when the contract is loaded."""
+
+    success: str | dict[str, Any] = "all verification checks pass"
+    failure: str | dict[str, Any] = "same root cause failed twice"
     budget: Budget = Budget()
+
+    @field_validator("success")
+    @classmethod
+    def _readable_success(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        parse_success(value)
+        return value
+
+    @field_validator("failure")
+    @classmethod
+    def _readable_failure(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        parse_failure(value)
+        return value
+
+    @property
+    def rules(self) -> tuple[AllChecksPass, SameRootCause]:
+        """(success, failure) as typed rules."""
+        return parse_success(self.success), parse_failure(self.failure)
+
+
+# What a checkpoint can keep beyond what resume strictly needs, by memory.persist's names (see
+# harness_lab/_checkpoint_row.py for the fields each names, and what is always kept and why).
+PERSIST_CATEGORIES: dict[str, str] = {
+    "current_scope": "the evidence read (ids and sha256) and the context layers",
+    "decisions": "the proposer's state and the convergence gate's recent calls",
+    "failures": "the last verification result, the failure root cause and the repair policy's state",
+    "next_action": "the next step and the pending items",
+}
+# What memory.exclude may name: a kind of secret (the redactor masks it), or an entry of the run state.
+_EXCLUDABLE = frozenset({*SECRET_CATEGORIES, "state", "gates", "context", *RUN_STATE_EMPTY})
 
 
 class Memory(_Frozen):
     persist: tuple[str, ...] = ("current_scope", "decisions", "failures", "next_action")
     exclude: tuple[str, ...] = ("secrets", "raw_credentials")
+
+    @field_validator("persist", "exclude")
+    @classmethod
+    def _known_names(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        # A misspelt name would silently drop a category from every checkpoint, or keep what should not be.
+        known, why = ((PERSIST_CATEGORIES, "is no persist category, so nothing would be kept by it")
+                      if info.field_name == "persist" else
+                      (_EXCLUDABLE, "is no secret category nor run-state entry, so nothing would be excluded by it"))
+        for name in value:
+            _known(name, known, why)
+        return value
 
 
 class HumanGate(_Frozen):
@@ -235,11 +316,16 @@ class HumanGate(_Frozen):
     def _known_categories(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         # A misspelt category would silently take its human gate away: the action would run unasked.
         for name in value:
-            if name not in GATE_CATEGORIES:
-                close = difflib.get_close_matches(name, sorted(GATE_CATEGORIES), n=1)
-                hint = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(sorted(GATE_CATEGORIES))}"
-                raise ValueError(f"{name!r} is no gate category, so nothing would be gated by it; {hint}")
+            _known(name, GATE_CATEGORIES, "is no gate category, so nothing would be gated by it")
         return value
+
+
+def _known(name: str, known: Collection[str], why: str) -> None:
+    """A ValueError of one line, with the closest known name, when ``name`` is not in ``known``."""
+    if name not in known:
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(sorted(known))}"
+        raise ValueError(f"{name!r} {why}; {hint}")
 
 
 class SandboxDemand(_Frozen):

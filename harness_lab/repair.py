@@ -6,7 +6,8 @@ table measures plain feedback loops. With it on, each failed finish is answered 
 
 1. failures 1 .. ``max_retries`` (by default the contract's ``verification.max_repairs``, 3 in the
    shipped contract): *retry* -- the reasons are fed back, the proposer tries again;
-2. the next failure: *rollback* -- the workspace, run state and context return to the last healthy
+2. the next failure, or an earlier one on which the contract's ``stop.failure`` rule fires (the same
+   root cause failed twice over different drafts: :mod:`harness_lab.stop_rules`): *rollback* -- the workspace, run state and context return to the last healthy
    snapshot (taken before the first draft of the artifact) and a note says "approach X failed
    because Y; try a different approach";
 3. a failure after the rollback: *escalate* -- the run stops BLOCKED with code ``escalated`` and a
@@ -100,14 +101,20 @@ class RepairPolicy:
         self.failures += 1
         cap = self.max_retries if self.max_retries is not None else run.contract.verification.max_repairs
         why = "; ".join(verdict.reasons) or "checks failed"
-        if self.rolled_back or (self.failures > cap and self.healthy is None):
+        # The contract's stop.failure, over the run's attempts (harness_lab.stop_rules): when it fires,
+        # retrying cannot fix the cause, so the policy moves on before the cap.
+        rule = run.contract.stop.rules[1]
+        stuck = rule.fires(run.failed_attempts.causes)
+        if stuck:
+            why += f" ({rule.describe()}: retrying cannot fix it)"
+        if self.rolled_back or ((self.failures > cap or stuck) and self.healthy is None):
             tried = "; ".join(f"#{s.failure} {s.action}" for s in self.history)
             lost = ("" if self.rolled_back or self.healthy_lost is None else
                     f"; the healthy snapshot {self.healthy_lost} did not survive the restart: no rollback is possible")
             step = RepairStep(action="escalate", failure=self.failures, note=(
                 f"verification failed {self.failures} times (tried: {tried}); last failure: {why}. "
                 f"Retrying and rolling back did not fix it: a person must decide how to proceed{lost}"))
-        elif self.failures <= cap:
+        elif self.failures <= cap and not stuck:
             step = RepairStep(action="retry", failure=self.failures, note=f"retry {self.failures}/{cap}: fix {why}")
         else:
             self.rolled_back = True

@@ -6,7 +6,7 @@ read must have its shape; an edited or damaged store is one :class:`~harness_lab
 naming the run and the field or step. Then seed 000's order, each step a :class:`ResumeCheck` in
 ``run.resume_report``:
 
-1. ``trigger``    the contract's trigger still holds;
+1. ``trigger``    the contract's trigger still holds (re-verified now: see :mod:`harness_lab.triggers`);
 2. ``workspace``  the workspace hash equals the checkpoint's, or differs only by the step that was
                   in flight at the crash (its write-ahead intent names the path, and a write killed
                   before its rename leaves a temporary file beside it, removed once the resume is
@@ -14,7 +14,9 @@ naming the run and the field or step. Then seed 000's order, each step a :class:
                   run ends effect_uncertain); anything else is a concurrent change: reported, never
                   overwritten. A checkpoint without a hash fails the check: nothing proves the folder
                   is the run's;
-3. ``scope``      pending items and the last failure are loaded;
+3. ``scope``      pending items and the last failure are loaded; ``memory`` (only when the contract's
+                  ``memory.persist`` left a category out) names what the checkpoint did not hold,
+                  so it is started afresh, not silently rebuilt;
 4. ``prechecks``  cheap checks: the contract version, the evidence read so far, the artifact hash;
 5. ``harness``    only when all of the above pass: the run state is restored, a resume note goes
                   into the context, and an effect in flight at the crash is settled: a workspace
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
@@ -49,7 +51,7 @@ from .approval import Approver
 from .checkpoint import Checkpointer, StoredSpec, stored_spec
 from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 from .clock import Clock
-from .contract import ControlContract, load_contract
+from .contract import PERSIST_CATEGORIES, load_contract
 from .effect_classes import effect_of_tool
 from .errors import ConfigError, RunStateError, StoreError, WorkspaceError
 from .events import Usage
@@ -65,6 +67,7 @@ from .sandbox.policy import Isolation, isolation_at_least
 from .sandbox.snapshots import manifest_hash
 from .scenarios import load_scenario
 from .store import EffectEntry, RunInfo, Store
+from .triggers import TriggerTest, trigger_holds
 
 if TYPE_CHECKING:
     from .run import Run
@@ -81,7 +84,7 @@ class ResumeCheck(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["resume_check"] = "resume_check"
-    name: Literal["trigger", "workspace", "scope", "prechecks", "harness"]
+    name: Literal["trigger", "workspace", "scope", "memory", "prechecks", "harness"]
     ok: bool
     detail: str
 
@@ -125,7 +128,8 @@ def _load(store: Store, run_id: str, step: int | None,
 
 def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, evidence: EvidenceCatalogue | None = None,
                approver: Approver | None = None, effects: ExternalEffects | None = None,
-               clock: Clock | None = None, isolation: Isolation = "auto") -> Run:
+               clock: Clock | None = None, isolation: Isolation = "auto",
+               trigger_checks: Mapping[str, TriggerTest] | None = None) -> Run:
     """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
     spec = bound_spec(store, info)  # an edited spec (workspace, actions, contract) is refused before anything acts
@@ -139,7 +143,7 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
     there = made.parent if made is not None else workspace
     if not there.is_dir():  # a file where the workspace (or a folder above it) was: Run cannot even be made
         raise WorkspaceError(f"run {run_id!r}: its workspace {workspace} cannot be used: {there} is not a directory")
-    run = _rebuild(info.run_id, spec, proposer, evidence, approver, effects, clock, isolation)
+    run = _rebuild(info.run_id, spec, proposer, evidence, approver, effects, clock, isolation, trigger_checks)
     if made is not None:  # Run made the missing workspace: take it away again, so the check reports it
         _unmake(run.workspace, made)
     try:
@@ -147,8 +151,8 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
         in_flight = [_checked_flight(e) for e in store.effects(run_id, checkpoint.step + 1)
                      if e.status in ("intent", "resolved")]
         flight = in_flight[0] if in_flight else None
-        checks = [_trigger(run.contract), _workspace(run, checkpoint, flight), _scope(checkpoint),
-                  _prechecks(run, checkpoint, flight)]
+        checks = [_trigger(run), _workspace(run, checkpoint, flight), _scope(checkpoint),
+                  *_memory(checkpoint), _prechecks(run, checkpoint, flight)]
         _continue(run, checkpoint, context, f"checkpoint {checkpoint.id}", store)
     except BaseException:
         run.close()
@@ -172,10 +176,10 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
 
 
 # -- the five checks -------------------------------------------------------------------------------
-def _trigger(contract: ControlContract) -> ResumeCheck:
-    t = contract.trigger
-    detail = f"{t.source}: {t.condition}" + ("" if t.still_valid else " no longer holds")
-    return ResumeCheck(name="trigger", ok=t.still_valid, detail=detail)
+def _trigger(run: Run) -> ResumeCheck:
+    """Re-verified now (a static switch, or the check the contract names: see harness_lab.triggers)."""
+    ok, detail = trigger_holds(run.contract.trigger, run.trigger_checks, run.workspace)
+    return ResumeCheck(name="trigger", ok=ok, detail=detail)
 
 
 def _workspace(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> ResumeCheck:
@@ -222,6 +226,16 @@ def _scope(checkpoint: Checkpoint) -> ResumeCheck:
         f"last failure: {checkpoint.failure_root_cause or 'none'}"))
 
 
+def _memory(checkpoint: Checkpoint) -> list[ResumeCheck]:
+    """What the checkpoint did not hold (memory.persist left it out): said, not silently rebuilt."""
+    if not checkpoint.not_persisted:
+        return []
+    words = "; ".join(f"{c} ({PERSIST_CATEGORIES.get(c, '?')})" for c in checkpoint.not_persisted)
+    return [ResumeCheck(name="memory", ok=True, detail=(
+        f"not persisted by the contract's memory.persist, so not restored: {words}; the run continues with "
+        "them empty (evidence must be read again before it is cited)"))]
+
+
 def _pending_words(checkpoint: Checkpoint) -> list[str]:
     """The checkpoint's pending items; "an accepted <report>" says so when the report is not written yet
     (the task is still pending then: what is left is to write it, not nothing)."""
@@ -264,7 +278,7 @@ def bound_spec(store: Store, info: RunInfo) -> StoredSpec:
 
 def _rebuild(run_id: str, spec: StoredSpec, proposer: Proposer | None, evidence: EvidenceCatalogue | None,
              approver: Approver | None, effects: ExternalEffects | None, clock: Clock | None,
-             isolation: Isolation) -> Run:
+             isolation: Isolation, trigger_checks: Mapping[str, TriggerTest] | None) -> Run:
     from .run import Run
 
     try:
@@ -286,7 +300,7 @@ def _rebuild(run_id: str, spec: StoredSpec, proposer: Proposer | None, evidence:
     run = Run(contract=contract, proposer=proposer, evidence=evidence or EvidenceCatalogue.from_dir(data_dir() / "evidence"),
               workspace=spec.workspace, validation=spec.validation, approver=approver,
               clock=clock, effects=effects, run_id=run_id, resume=True,
-              repair=repair, isolation=isolation)  # its state: the checkpoint's (_continue)
+              repair=repair, isolation=isolation, trigger_checks=trigger_checks)  # its state: the checkpoint's (_continue)
     run.scenario = scenario
     return run
 

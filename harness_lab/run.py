@@ -6,6 +6,7 @@ The model only proposes; this module decides. ``step()`` is synchronous and retu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from ._finish_check import FinishCheck
@@ -39,6 +40,7 @@ from .scenarios import copy_repository, load_scenario, scenario_ref
 from .states import RunState
 from .store import Store
 from .tools import ToolResult
+from .triggers import TRIGGER_INVALID, TriggerTest, trigger_holds
 
 __all__ = ["Run"]
 
@@ -86,6 +88,10 @@ class Run(HumanGate, FinishCheck):
         """One decision: propose -> gate -> execute -> observe -> validate."""
         if self.waiting is not None and not self.state.terminal and self._gate_timed_out() is None:
             raise RunStateError(f"run {self.run_id} waits for a human: call approve() or reject(reason)")
+        if self.state is RunState.CREATED and self.crashed is None:  # the run starts only if its trigger holds
+            holds, why = trigger_holds(self.contract.trigger, self.trigger_checks, self.workspace)
+            if not holds:
+                return self.halt(TRIGGER_INVALID, f"the run did not start: its trigger {why}")
         self._open_step()
         if self.waiting is not None and (timeout := self._gate_timed_out()) is not None:
             self.waiting, self._pending = None, None
@@ -196,15 +202,17 @@ class Run(HumanGate, FinishCheck):
         effects: ExternalEffects | None = None,
         clock: Clock | None = None,
         isolation: Isolation = "auto",
+        trigger_checks: Mapping[str, TriggerTest] | None = None,
     ) -> Run:
         """Continue a checkpointed run in the seed's order (see :mod:`harness_lab.resume`); the
         checks are in ``run.resume_report``; a failed check leaves the run BLOCKED and the store as it was.
         The run keeps the isolation it was started with; ``isolation`` may strengthen it for this process
-        ("required" or a named wrapper over "auto"), never weaken it (a ConfigError)."""
+        ("required" or a named wrapper over "auto"), never weaken it (a ConfigError). ``trigger_checks``:
+        the checks ``trigger.still_valid`` may name (see :mod:`harness_lab.triggers`), re-verified first."""
         from .resume import resume_run
 
         return resume_run(store, run_id, proposer=proposer, evidence=evidence, approver=approver,
-                          effects=effects, clock=clock, isolation=isolation)
+                          effects=effects, clock=clock, isolation=isolation, trigger_checks=trigger_checks)
 
     def fork(self, checkpoint_id: str, *, new_run_id: str | None = None, workspace: str | Path | None = None) -> Run:
         """A new run (new id, own workspace) from a checkpoint ``"<run>@<step>"`` or a sandbox snapshot

@@ -15,14 +15,15 @@ unrecoverable or stop condition      blocked              report the evidence an
 external change made context stale   ready                discard stale items, reselect the context
 ===================================  ===================  ==============================================
 
-The stop condition is the contract's: the *same root cause failing twice in a row* blocks, as does
-a recoverable failure with no rounds left. Priority when a round shows several things: the run's own
+The stop condition is the contract's ``stop.failure`` rule (:mod:`harness_lab.stop_rules`, the one the
+Run and the repair policy read): the *same root cause failing twice in a row* (over rounds) blocks, as
+does a recoverable failure with no rounds left. Priority when a round shows several things: the run's own
 terminal state, then the gate, then staleness, then the failure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
@@ -32,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from .errors import RunStateError
 from .events import StepRecord
 from .states import LOOP_TRANSITIONS, LoopState, RunState
+from .stop_rules import SAME_ROOT_CAUSE, SameRootCause, root_cause
 from .validation import Receipt
 
 if TYPE_CHECKING:
@@ -85,8 +87,11 @@ class RoundFacts(_Record):
     stale: bool = False
 
 
-def classify(facts: RoundFacts, *, previous_root_cause: str | None, rounds_left: int) -> tuple[RoundOutcome, str]:
-    """Exactly one outcome per round, and why."""
+def classify(facts: RoundFacts, *, previous_root_cause: str | None = None, rounds_left: int,
+             streak: Sequence[str] | None = None, rule: SameRootCause | None = None) -> tuple[RoundOutcome, str]:
+    """Exactly one outcome per round, and why. ``streak``: the root causes of the failed rounds right
+    before this one, oldest first (default: ``previous_root_cause`` alone); ``rule``: the contract's
+    stop.failure rule (default: the same root cause twice)."""
     if facts.run_state is RunState.REVIEW_READY:
         return RoundOutcome.GOAL_VERIFIED, "the run's checks passed"
     if facts.run_state in (RunState.BLOCKED, RunState.EXHAUSTED):
@@ -96,8 +101,10 @@ def classify(facts: RoundFacts, *, previous_root_cause: str | None, rounds_left:
     if facts.stale:
         return RoundOutcome.CONTEXT_STALE, "external state changed: the context is stale"
     cause = facts.root_cause or "no verification within the round"
-    if cause == previous_root_cause:
-        return RoundOutcome.UNRECOVERABLE, f"same root cause failed twice: {cause}"
+    rule = rule or SameRootCause()
+    earlier = list(streak) if streak is not None else [previous_root_cause] if previous_root_cause is not None else []
+    if rule.fires([*earlier, cause]):
+        return RoundOutcome.UNRECOVERABLE, f"{rule.describe()}: {cause}"
     if rounds_left <= 0:
         return RoundOutcome.UNRECOVERABLE, f"loop budget spent; last failure: {cause}"
     return RoundOutcome.RECOVERABLE_FAILURE, f"recoverable failure: {cause}"
@@ -126,9 +133,7 @@ class RoundRecord(_Record):
 
 
 def _root_cause(record: StepRecord) -> str | None:
-    if record.verdict is not None and not record.verdict.accepted:
-        return "check failed: " + ",".join(sorted({e.code for e in record.verdict.errors}))
-    return None
+    return root_cause(record.verdict) if record.verdict is not None else None
 
 
 class ExternalLoop:
@@ -235,9 +240,9 @@ class ExternalLoop:
         return None
 
     def _finish(self, before: LoopState, facts: RoundFacts, steps: tuple[int, ...]) -> RoundRecord:
-        previous = self.root_causes[-1] if self.root_causes and self._last_failed() else None
         rounds_left = self.max_rounds - len(self.rounds) - 1
-        outcome, why = classify(facts, previous_root_cause=previous, rounds_left=rounds_left)
+        outcome, why = classify(facts, streak=self._streak(), rounds_left=rounds_left,
+                                rule=self.run.contract.stop.rules[1])
         after, handling = SEED_000_TABLE[outcome]
         cause = facts.root_cause if facts.root_cause else None
         if outcome in (RoundOutcome.RECOVERABLE_FAILURE, RoundOutcome.UNRECOVERABLE) and not facts.stale:
@@ -259,8 +264,14 @@ class ExternalLoop:
         self.rounds.append(record)
         return record
 
-    def _last_failed(self) -> bool:
-        return bool(self.rounds) and self.rounds[-1].outcome is RoundOutcome.RECOVERABLE_FAILURE
+    def _streak(self) -> list[str]:
+        """The root causes of the recoverable failures that ended the rounds right before this one."""
+        causes: list[str] = []
+        for record in reversed(self.rounds):
+            if record.outcome is not RoundOutcome.RECOVERABLE_FAILURE or record.root_cause is None:
+                break
+            causes.append(record.root_cause)
+        return causes[::-1]
 
     def _blocked_report(self, why: str) -> BlockedReport:
         run = self.run
@@ -268,7 +279,7 @@ class ExternalLoop:
         if run.stop_reason is not None:
             evidence.append(f"run stop reason {run.stop_reason.code}: {run.stop_reason.message}")
         code = run.stop_reason.code if run.stop_reason else ""
-        if why.startswith("same root cause"):
+        if why.startswith("same root cause") or code == SAME_ROOT_CAUSE:
             decision = "change the approach, the goal or the acceptance criteria: retrying cannot fix this cause"
         elif code in ("decision_budget", "tool_budget", "token_budget", "wall_clock") or why.startswith("loop budget"):
             decision = "raise the budget or narrow the goal"

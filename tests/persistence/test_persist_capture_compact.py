@@ -18,7 +18,8 @@ from harness_lab.store import SQLiteStore
 def _check(run: Run, seen: set[str]) -> None:
     compact, full = run.capture_compact(), run.capture(context=False)
     assert "state" not in compact and full["state"] == run.state.value
-    assert list(full) == ["state", "stop_reason", "observed", "gates", "proposer", "receipt", "waiting", "pending", "repair"]
+    assert list(full) == ["state", "stop_reason", "observed", "gates", "proposer", "receipt", "waiting", "pending", "repair",
+                          "attempts"]
     for key, value in full.items():
         if key == "state":
             continue
