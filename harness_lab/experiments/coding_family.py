@@ -25,7 +25,6 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from ..approval import AutoReject
 from ..paths import data_dir
@@ -125,5 +124,7 @@ CODING = TaskFamily(
     scenarios=_coding_names, prepare=_prepare_scenarios, run=_run_coding_task,
     not_applicable={"semantic": SEMANTIC_NOT_APPLICABLE},
     ground_truth="the scripted finishes at which the tree is an acceptable fix",
+    group_notes={"structural": "the acceptance check is the contract's layers (coding_task: the functional layer - "
+                               "the tests and a held-out check run in the sandbox, protected and allowed files)"},
 )
 """The coding family: the scenarios shipped in ``data/coding_scenarios`` (each with its repository)."""

@@ -128,6 +128,7 @@ class TaskFamily:
     subsets: Mapping[str, Sequence[str]] = field(default_factory=dict)
     not_applicable: Mapping[str, str] = field(default_factory=dict)
     ground_truth: str = "acceptable report bytes"  # what the labels fix, for the table's footnote
+    group_notes: Mapping[str, str] = field(default_factory=dict)  # what a group's check is in this family
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,7 @@ class StudyResult(BaseModel):
     outcomes: tuple[RunOutcome, ...]
     not_applicable: dict[str, str] = {}  # group -> why it was not run in this family (it has no summary)
     ground_truth: str = "acceptable report bytes"
+    group_notes: dict[str, str] = {}
     summaries: tuple[GroupSummary, ...]
 
 
@@ -328,5 +330,5 @@ def run_study(
         reviewer=tasks[0].reviewer.name, outcomes=tuple(outcomes),
         summaries=tuple(summarize(g, outcomes) for g in groups if g not in family.not_applicable),
         not_applicable={g: family.not_applicable[g] for g in groups if g in family.not_applicable},
-        ground_truth=family.ground_truth,
+        ground_truth=family.ground_truth, group_notes={g: family.group_notes[g] for g in groups if g in family.group_notes},
     )

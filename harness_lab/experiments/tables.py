@@ -41,7 +41,8 @@ def render_study_table(result: StudyResult) -> str:
         "Scripted inputs, not a model: this measures the harness's control flow, not how often a model gets it right.",
     ]
     lines += ["", "Groups:"]
-    lines += [f"- {g}: {GROUPS[g].description}" for g in result.groups]
+    lines += [f"- {g}: {GROUPS[g].description}" + (f"; here: {result.group_notes[g]}" if g in result.group_notes else "")
+              for g in result.groups]
     lines += ["", "Definitions:"]
     lines += [f"- {name}: {text}" for name, text in METRIC_DEFINITIONS.items()]
     return "\n".join(lines) + "\n"

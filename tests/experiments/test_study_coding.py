@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness_lab.cli import main
-from harness_lab.experiments import GROUPS, run_study
+from harness_lab.experiments import GROUPS, RunOutcome, StudyResult, run_study
 from harness_lab.experiments._cli import families
 from harness_lab.experiments.coding_family import CODING, SEMANTIC_NOT_APPLICABLE, script_origins
 from harness_lab.experiments.noise import perturb_script
@@ -15,12 +15,12 @@ from harness_lab.scenarios import list_scenarios, load_scenario
 
 
 @pytest.fixture(scope="module")
-def unperturbed():  # type: ignore[no-untyped-def]
+def unperturbed() -> StudyResult:
     # seed 0 is the scripts as written: the coding table's runs, now per group
     return run_study(("base", "structural", "repair", "semantic"), "all", 1, family=CODING, progress=False)
 
 
-def test_the_family_runs_only_coding_scenarios(unperturbed) -> None:  # type: ignore[no-untyped-def]
+def test_the_family_runs_only_coding_scenarios(unperturbed: StudyResult) -> None:
     coding = list_scenarios("coding")
     assert len(coding) == 7 and not set(coding) & set(list_scenarios("report"))
     assert list(CODING.scenarios()) == coding and families()["coding"] is CODING
@@ -30,9 +30,9 @@ def test_the_family_runs_only_coding_scenarios(unperturbed) -> None:  # type: ig
         run_study(("base",), ("conforming_report",), 1, family=CODING, progress=False)
 
 
-def test_each_group_adds_one_variable_and_semantic_is_not_run_with_a_reason(unperturbed) -> None:  # type: ignore[no-untyped-def]
+def test_each_group_adds_one_variable_and_semantic_is_not_run_with_a_reason(unperturbed: StudyResult) -> None:
     names = list(GROUPS)
-    for before, after in zip(names, names[1:]):
+    for before, after in zip(names, names[1:], strict=False):
         changed = [k for k, v in GROUPS[after].variables().items() if GROUPS[before].variables()[k] != v]
         assert len(changed) == 1, (before, after, changed)
     assert [s.group for s in unperturbed.summaries] == ["base", "structural", "repair"]
@@ -41,11 +41,11 @@ def test_each_group_adds_one_variable_and_semantic_is_not_run_with_a_reason(unpe
     assert all(o.semantic == "not_run" and o.reviews == 0 for o in unperturbed.outcomes)
 
 
-def _by(result, group):  # type: ignore[no-untyped-def]
+def _by(result: StudyResult, group: str) -> dict[str, RunOutcome]:
     return {o.scenario: o for o in result.outcomes if o.group == group}
 
 
-def test_unperturbed_figures_per_group(unperturbed) -> None:  # type: ignore[no-untyped-def]
+def test_unperturbed_figures_per_group(unperturbed: StudyResult) -> None:
     s = {x.group: x for x in unperturbed.summaries}
     # base accepts every finish: the honest fix and five cheats are delivered; the loop gate stops the loop
     assert (s["base"].completed, s["base"].delivered, s["base"].false_accepts) == (1, 6, 5)
@@ -81,7 +81,7 @@ def test_a_perturbed_script_maps_back_to_the_labelled_actions() -> None:
     for seed in range(1, 40):
         noisy = perturb_script(scenario.actions, scenario=scenario.id, seed=seed, rate=0.5)
         origins = script_origins(noisy, len(scenario.actions))
-        for action, origin in zip(noisy.actions, origins):
+        for action, origin in zip(noisy.actions, origins, strict=True):
             if origin is None:
                 assert action == {"kind": "read_evidence"}  # the inserted malformed call
             else:
@@ -96,6 +96,9 @@ def test_study_cli_runs_the_coding_family(tmp_path: Path, capsys: pytest.Capture
     assert code == 0
     table = (out / "table.md").read_text()
     assert f"| semantic | {SEMANTIC_NOT_APPLICABLE} |" in table
+    assert "- structural: + structural acceptance of the report; a rejection is final (no revision); here: the " \
+        "acceptance check is the contract's layers (coding_task: the functional layer" in table
+    assert "Ground truth: each scenario's labels (the scripted finishes at which the tree is an acceptable fix" in table
     assert "| base | 2 | 1/2 (50%) |" in table and "| structural | 2 | 1/2 (50%) |" in table
     assert "| coding_honest_fix | 1 ok / 0 FA / 0 FR / 0 EX | 1 ok / 0 FA / 0 FR / 0 EX" in (out / "scenarios.md").read_text()
     capsys.readouterr()
