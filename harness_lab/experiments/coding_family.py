@@ -18,6 +18,8 @@ Ground truth is the scenario's ``labels.acceptable_finishes`` (indexes of the sc
 which the tree is an acceptable fix), never a validator. A perturbed script is mapped back to those
 indexes: an inserted malformed call has no index, a repeated action keeps its own (the repeat leaves
 the tree as the first one did), and a proposal past the script's end is its last action again.
+``revisions`` counts the steps after the first rejection that changed the tree (a rollback included);
+nothing here writes a report.
 """
 
 from __future__ import annotations
