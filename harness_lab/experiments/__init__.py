@@ -1,8 +1,10 @@
-"""Experiments: the seed's ten-scenario table, the coding tasks' table, the four-group study, sweeps.
+"""Experiments: the seed's ten-scenario table, the coding tasks' table, the four-group study
+(report and coding families), sweeps.
 
 Plots live in :mod:`harness_lab.experiments.plots` (needs the ``plot`` extra); it is not imported here.
 """
 
+from .coding_family import CODING
 from .coding_table import (
     CODING_SCENARIOS,
     CodingResult,
@@ -36,6 +38,7 @@ from .sweep import ProgressLine, sweep
 from .tables import render_scenario_table, render_study_table, study_payload, write_study
 
 __all__ = [
+    "CODING",
     "CODING_SCENARIOS",
     "GROUPS",
     "METRIC_DEFINITIONS",

@@ -62,9 +62,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 def families() -> dict[str, TaskFamily]:
     """The task families ``study --family`` runs, by name: adding a family is one entry here."""
+    from .coding_family import CODING
     from .study import REPORTS
 
-    return {f.name: f for f in (REPORTS,)}
+    return {f.name: f for f in (REPORTS, CODING)}
 
 
 def cmd_study(args: argparse.Namespace) -> int:
@@ -79,6 +80,9 @@ def cmd_study(args: argparse.Namespace) -> int:
     known_families = families()
     if (family := known_families.get(args.family)) is None:
         raise HarnessLabError(f"--family: unknown family {args.family!r}; choose from {','.join(known_families)}")
+    if all(g in family.not_applicable for g in groups):
+        raise HarnessLabError(f"--groups: no group applies to family {family.name}: "
+                              + "; ".join(f"{g}: {family.not_applicable[g]}" for g in groups))
     known = list(family.scenarios())
     names = known if args.scenarios == "all" else list(family.subsets[args.scenarios]) \
         if args.scenarios in family.subsets else [n.strip() for n in args.scenarios.split(",") if n.strip()]

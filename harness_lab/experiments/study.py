@@ -115,6 +115,8 @@ class TaskFamily:
     ``prepare(names, contract, budget)`` loads each named scenario with the contract and evidence its runs
     get (``contract`` overrides each scenario's own, ``budget`` replaces those limits, as in
     :func:`run_study`); ``run(task)`` runs one task under ``task.group``, scored against the labels.
+    ``not_applicable`` maps a group whose variable has nothing to act on in this family to the reason:
+    its runs are not made (they would repeat the previous group under another name); tables say why.
     """
 
     name: str
@@ -124,6 +126,9 @@ class TaskFamily:
                       list[tuple[Any, ControlContract, EvidenceCatalogue]]]
     run: Callable[[StudyTask], RunOutcome]
     subsets: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    not_applicable: Mapping[str, str] = field(default_factory=dict)
+    ground_truth: str = "acceptable report bytes"  # what the labels fix, for the table's footnote
+    group_notes: Mapping[str, str] = field(default_factory=dict)  # what a group's check is in this family
 
 
 @dataclass(frozen=True)
@@ -225,10 +230,13 @@ class StudyResult(BaseModel):
     budget: dict[str, Any]
     reviewer: str
     outcomes: tuple[RunOutcome, ...]
+    not_applicable: dict[str, str] = {}  # group -> why it was not run in this family (it has no summary)
+    ground_truth: str = "acceptable report bytes"
+    group_notes: dict[str, str] = {}
     summaries: tuple[GroupSummary, ...]
 
 
-def _prepare_reports(names: Sequence[str], contract: ControlContract | None,
+def _prepare_scenarios(names: Sequence[str], contract: ControlContract | None,
                      budget: Mapping[str, int | float | None] | None,
                      ) -> list[tuple[Any, ControlContract, EvidenceCatalogue]]:
     root = data_dir()
@@ -243,7 +251,7 @@ def _prepare_reports(names: Sequence[str], contract: ControlContract | None,
 
 REPORTS = TaskFamily(
     name="reports", description="the seed's research-report task: read evidence, write a report, finish",
-    scenarios=require_scenarios, prepare=_prepare_reports, run=_run_report_task,
+    scenarios=require_scenarios, prepare=_prepare_scenarios, run=_run_report_task,
     subsets={"seed": SEED_SCENARIOS},
 )
 """The report-writing family: the scenarios shipped in ``data/scenarios`` (``"seed"``: the seed's ten)."""
@@ -273,12 +281,15 @@ def study_tasks(
     if stray := [n for n in scenarios if n not in known]:
         raise ValueError(f"unknown scenario(s) {', '.join(stray)} in family {family.name}; "
                          f"choose from {', '.join(known)}")
+    if not (applicable := [g for g in groups if g not in family.not_applicable]):
+        raise ValueError(f"no group applies to family {family.name}: "
+                         + "; ".join(f"{g}: {family.not_applicable[g]}" for g in groups))
     prepared = family.prepare(scenarios, contract, budget)
     judge = reviewer if reviewer is not None else EvidenceSupportReviewer()
     return [
         StudyTask(group=GROUPS[g], scenario=s, seed=seed, noise=noise, contract=c, evidence=evidence,
                   reviewer=judge, family=family)
-        for g in groups for s, c, evidence in prepared for seed in range(seeds)
+        for g in applicable for s, c, evidence in prepared for seed in range(seeds)
     ]
 
 
@@ -316,6 +327,8 @@ def run_study(
     return StudyResult(
         family=family.name, groups=tuple(groups), scenarios=names, seeds=seeds, noise=noise,
         budget=tasks[0].contract.budget.model_dump(mode="json") if len(budgets) == 1 else {"per_scenario": True},
-        reviewer=tasks[0].reviewer.name,
-        outcomes=tuple(outcomes), summaries=tuple(summarize(g, outcomes) for g in groups),
+        reviewer=tasks[0].reviewer.name, outcomes=tuple(outcomes),
+        summaries=tuple(summarize(g, outcomes) for g in groups if g not in family.not_applicable),
+        not_applicable={g: family.not_applicable[g] for g in groups if g in family.not_applicable},
+        ground_truth=family.ground_truth, group_notes={g: family.group_notes[g] for g in groups if g in family.group_notes},
     )

@@ -30,16 +30,19 @@ def render_study_table(result: StudyResult) -> str:
             f"{s.decisions:.2f}", f"{s.tool_calls:.2f}", f"{s.tokens:.0f}", f"{s.reviews:.2f}", f"{s.revisions:.2f}",
             f"{s.latency_steps:.2f}", f"{s.wall_ms:.1f}", str(s.exhaustions), str(s.blocked),
         ]) + " |")
+    lines += [f"| {g} | {reason} |" + " |" * (len(cols) - 2) for g, reason in result.not_applicable.items()]
     budget = ", ".join(f"{k}={v}" for k, v in result.budget.items() if v is not None)
     lines += [
         "",
         f"Same budget for every group: {budget}. {len(result.scenarios)} scenarios x {result.seeds} seeds "
-        f"(seed 0 unperturbed, others perturbed at rate {result.noise}); semantic reviewer: {result.reviewer}.",
-        "Ground truth: each scenario's labels (acceptable report bytes, fixed before any run), never a validator.",
+        f"(seed 0 unperturbed, others perturbed at rate {result.noise}); semantic reviewer: "
+        + ("not applicable (see its row)." if "semantic" in result.not_applicable else f"{result.reviewer}."),
+        f"Ground truth: each scenario's labels ({result.ground_truth}, fixed before any run), never a validator.",
         "Scripted inputs, not a model: this measures the harness's control flow, not how often a model gets it right.",
     ]
     lines += ["", "Groups:"]
-    lines += [f"- {g}: {GROUPS[g].description}" for g in result.groups]
+    lines += [f"- {g}: {GROUPS[g].description}" + (f"; here: {result.group_notes[g]}" if g in result.group_notes else "")
+              for g in result.groups]
     lines += ["", "Definitions:"]
     lines += [f"- {name}: {text}" for name, text in METRIC_DEFINITIONS.items()]
     return "\n".join(lines) + "\n"
@@ -51,6 +54,9 @@ def render_scenario_table(result: StudyResult) -> str:
     for name in result.scenarios:
         cells = []
         for g in result.groups:
+            if g in result.not_applicable:
+                cells.append("n/a")
+                continue
             rows = [o for o in result.outcomes if o.scenario == name and o.group == g]
             cells.append(f"{sum(o.delivered_acceptable for o in rows)} ok / {sum(o.false_accept for o in rows)} FA / "
                          f"{sum(o.false_reject for o in rows)} FR / {sum(o.final_state == 'EXHAUSTED' for o in rows)} EX")
