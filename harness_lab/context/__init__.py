@@ -7,7 +7,7 @@ policy in :mod:`harness_lab.context.compress`, the token counter in :mod:`harnes
 
 from __future__ import annotations
 
-from .anomaly import ANOMALY_PATTERN, anomaly_lines, is_anomalous
+from .anomaly import ANOMALY_PATTERN, anomaly_lines, is_anomalous, numeric_mismatch
 from .changes import apply_changes
 from .compress import COMPRESSION_ORDER, Summarizer, default_summarizer
 from .items import ContextItem, ContextView, Freshness, Layer, Role, Status
@@ -38,5 +38,6 @@ __all__ = [
     "default_summarizer",
     "find_losses",
     "is_anomalous",
+    "numeric_mismatch",
     "regex_token_count",
 ]
