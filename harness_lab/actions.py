@@ -211,5 +211,5 @@ _FLAT_JSON = {_MODELS[k]: json_template(spec, k) for k, spec in _FLAT.items()}
 _FLAT_SIZE = {_MODELS[k]: len(spec) + 1 for k, spec in _FLAT.items()}  # fields, kind included
 TOOL_KINDS = frozenset(_MODELS) | EXTERNAL_KINDS
 # What a contract's ``human_gate.required_for`` can name: the categories the gate matches actions by (a
-# delete_file is gated as "delete"; finish and forbidden kinds never reach the human gate).
-GATE_CATEGORIES = frozenset(_MODELS) - {"finish", "delete_file"} | EXTERNAL_KINDS | {"delete"}
+# delete_file is gated as "delete"; finish, forbidden kinds and the context's own actions never reach the human gate).
+GATE_CATEGORIES = frozenset(_MODELS) - {"finish", "delete_file"} - CONTEXT_KINDS | EXTERNAL_KINDS | {"delete"}

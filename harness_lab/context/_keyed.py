@@ -141,10 +141,13 @@ class KeyedItems:
                         text_or_none_arg("key", key))
 
     def begin_subtask(self, name: str, goal: str, *, round: int) -> ContextItem:
-        """Open a subtask: its goal sits in L2 until :meth:`finish_subtask` collapses it."""
+        """Open a subtask: its goal sits in L2 until :meth:`finish_subtask` collapses it with the items
+        added since (its process)."""
         self._rec.maybe_retire()
         name, goal = text_arg("name", name), text_arg("goal", goal)
         self._subtask = name
+        # A span of its own: what came before (exploration, an earlier subtask) is not its process.
+        self._rec.segment += 1
         return self._rec.new(layer=Layer.L2, text=goal, source=f"subtask:{name}", round=round, role="subtask",
                              key=f"subtask:{name}")
 
