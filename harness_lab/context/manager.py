@@ -274,6 +274,8 @@ class ContextManager(Checkpointing, StoredOutputs, Freshness, KeyedItems):
         items no longer in the view whole (summarized, dropped, a closed subtask's process, superseded) and
         every stored output. Each hit's id opens with :meth:`read_ref`."""
         query = text_arg("query", query)
+        if not query.strip():
+            raise ValueError("query: empty; name what to look for (words of the item or output)")
         require_positive_int("k", k)
         return self._history_index().search(query, k)
 

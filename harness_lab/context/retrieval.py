@@ -4,7 +4,7 @@ Stored history is what the view no longer shows whole: items that compression su
 the process a closed subtask collapsed, superseded items (all still recorded; see
 :mod:`~harness_lab.context.record` for when an item is retired for good), and every large output kept
 as an L5 reference. :meth:`ContextManager.search_history` ranks them for a query with Okapi BM25
-(k1 = 1.2, b = 0.75) over lower-cased word tokens (a run of CJK characters is split into its
+(k1 = 1.2, b = 0.75) over lower-cased word tokens, common English words left out (a run of CJK characters is split into its
 characters, so Chinese text matches without a segmenter); ties keep the older item first. Each hit has
 an id that ``read_ref`` opens (``c12``: the item's text; ``ref_003``: the stored output) and an excerpt
 around the best-matching line.
@@ -29,9 +29,14 @@ _K1, _B = 1.2, 0.75
 _EXCERPT_CHARS = 240
 
 
+# Words too common to tell one piece of history from another (a query in prose is mostly these).
+_STOP = frozenset("a an and are as at be by do does for from has have how i in is it its of on or that the this "
+                  "to was were what when where which who why with".split())
+
+
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens; each CJK character is a token of its own."""
-    return _WORD.findall(text.lower())
+    """Lower-cased word tokens, common English words left out; each CJK character is a token of its own."""
+    return [t for t in _WORD.findall(text.lower()) if t not in _STOP]
 
 
 @dataclass(frozen=True, slots=True)
