@@ -385,7 +385,7 @@ class Run(HumanGate, FinishCheck):
         if proposal.claims:
             self._emit(Note, topic="claims_ignored", message="claims in the proposal are recorded, never trusted",
                        data=proposal.claims)
-        if result is not None and result.ok and result.tool in _SUBTASK_TOOLS:
+        if result is not None and result.tool in _SUBTASK_TOOLS and result.ok:
             # The context recorded it itself (the goal in L2, or the conclusion in L3): no interaction too.
             self._emit(Note, topic=result.tool, message=result.content or result.tool, data=result.data)
         elif result is not None:

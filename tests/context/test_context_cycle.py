@@ -159,3 +159,24 @@ def test_the_close_self_check_reports_an_anomaly_a_summarizer_dropped() -> None:
     assert report is not None
     assert report.lost_anomalies and "count 0 != 120" in report.lost_anomalies[0]  # the self-check fired
     assert report.ok and "count 0 != 120" in ctx.view().render()  # and the anomaly was re-pinned
+
+
+def test_a_subtask_open_at_a_checkpoint_closes_after_resume(tmp_path: Path) -> None:
+    from harness_lab.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
+        max_decisions=30, max_tool_calls=30)
+    evidence = EvidenceCatalogue.from_dir(data_dir() / "evidence")
+    run = Run(contract=contract, proposer=ScriptedProposer(PLAN, then="finish"), evidence=evidence,
+              workspace=tmp_path / "ws", run_id="R1", store=store)
+    run.run(max_steps=3)  # the gather subtask is open, its two reads done
+    run.close()
+    resumed = Run.resume(store, "R1", proposer=ScriptedProposer(PLAN, then="finish"), evidence=evidence)
+    assert resumed.context.current_subtask == "gather"
+    assert resumed.run() is RunState.REVIEW_READY
+    gather = _l3(resumed)[0]
+    assert gather.text.startswith("[round 4 conclusion of subtask gather, from rounds 1-3 of subtask:gather, "
+                                  "step 2:read_evidence, step 3:read_evidence]")
+    resumed.close()
+    store.close()
