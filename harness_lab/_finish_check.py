@@ -1,6 +1,17 @@
 """Finish is a claim: the step that proposes it validates the artifact, and only passed checks move
 the run to REVIEW_READY (with a receipt binding the bytes that were checked).
 
+The contract's ``verification.checks`` names the layers run, in this order, each stopping the finish when
+it fails: ``format`` (the report's structure, :func:`~harness_lab.validation.check_report`), ``functional``
+(the contract's check commands in the run's sandbox, its protected and allowed files:
+:func:`~harness_lab.validation.run_functional_layer`; a contract that names none has nothing for it to
+do: "not applicable") and ``goal`` (``run.reviewer``, any
+:class:`~harness_lab.validation.semantic.SemanticReviewer`, on the report's bytes; none given: not run).
+The step's verdict is the first failed layer's (else the format layer's, else the functional one's); when
+a layer runs after the format one, each layer that ran leaves a ``verification`` note with its own verdict,
+and the receipt keeps each layer's outcome apart. So a report contract (no check commands, no reviewer) validates exactly
+as before the layers existed.
+
 :class:`~harness_lab.run.Run` inherits this and supplies the part it calls (``rollback``, for a
 repair that goes back to a snapshot); read :mod:`harness_lab.run` first.
 """
@@ -13,7 +24,17 @@ from ._run_base import RunBase, _sha
 from .events import Note, StopReason
 from .faults import CrashPoint
 from .states import RunState
-from .validation import MAX_REPORT_BYTES, Receipt, ReportVerdict, check_report
+from .validation import (
+    MAX_REPORT_BYTES,
+    LayerFailure,
+    LayerVerdict,
+    Receipt,
+    ReportVerdict,
+    Verdict,
+    check_report,
+    run_functional_layer,
+)
+from .validation.semantic import SemanticReviewer
 
 if TYPE_CHECKING:
     from .run import Run
@@ -24,7 +45,11 @@ __all__ = ["FinishCheck"]
 class FinishCheck(RunBase):
     """The validate part of ``step()``: the finish step's effect."""
 
-    def _validate_step(self) -> ReportVerdict | None:
+    # The goal layer's judge: set it on a run (``run.reviewer = EvidenceSupportReviewer()``) to review each
+    # finish whose format passed; a resumed or forked run starts without one.
+    reviewer: SemanticReviewer | None = None
+
+    def _validate_step(self) -> Verdict | None:
         """Validation is the finish step's effect: a crash fault may strike either side of it."""
         if self._faults.armed:
             self._crash_point(CrashPoint.BEFORE_EFFECT)
@@ -40,13 +65,14 @@ class FinishCheck(RunBase):
             self._crash_point(CrashPoint.AFTER_EFFECT)
         return verdict
 
-    def _validate(self) -> ReportVerdict | None:
+    def _validate(self) -> Verdict | None:
         self._transition(RunState.VALIDATING, "finish proposed: validating the artifact, not the claim")
-        report = self.contract.verification.report
+        verification = self.contract.verification
+        report = verification.report
         # Checked reports are read one byte past the limit only (a flood is refused, not loaded whole).
         limit = MAX_REPORT_BYTES + 1 if self.validation else None
         snapshot = self.sandbox.read_bytes(report.path, limit)
-        verdict = check_report(snapshot, self.executor.observed, self.evidence, report) if self.validation else None
+        verdict, functional, semantic = self._layers(snapshot) if self.validation else (None, None, None)
         if verdict is not None and not verdict.accepted:
             self.context.add_feedback(self.step_no, "finish rejected: " + "; ".join(verdict.reasons),
                                       source=f"step {self.step_no}:validator")
@@ -65,25 +91,76 @@ class FinishCheck(RunBase):
                 self.context.add_feedback(self.step_no, repair.note, source="repair", key="repair:approach")
             return verdict
         self._faults.after_validate(self)
-        if self.sandbox.read_bytes(report.path, limit) != snapshot:  # changed behind the validator
+        changed = self.sandbox.read_bytes(report.path, limit) != snapshot  # changed behind the validator
+        if functional is not None and not changed and self.sandbox.workspace_hash() != functional.tree_sha256:
+            changed = True  # the tree the checks passed on is no longer the tree there
+        if changed:
             why = "the artifact changed after it was validated; finish not accepted, validate it again"
             self.context.add_feedback(self.step_no, why, source=f"step {self.step_no}:validator")
             self._emit(Note, topic="artifact_changed", message=why,
-                       data={"validated_sha256": _sha(snapshot)})
+                       data={"validated_sha256": _sha(snapshot)} if functional is None else
+                       {"validated_sha256": _sha(snapshot), "validated_tree_sha256": functional.tree_sha256})
             self._transition(RunState.RUNNING, why)
             return verdict
+        checked = verdict is not None
         self.accepted_bytes = snapshot
         self.receipt = Receipt(
             artifact_path=report.path, artifact_sha256=_sha(snapshot), contract_version=self.contract.version,
             evidence_sha256=dict(self.executor.observed), step=self.step_no,
-            structural="passed" if verdict is not None else "not_run",
+            structural="passed" if self.validation and "format" in verification.checks else "not_run",
+            semantic="passed" if semantic is not None else "not_run",
+            functional="passed" if functional is not None else "not_run" if _functional_applies(self) else
+            "not_applicable",
+            checks=functional.checks if functional is not None else (),
+            tree_sha256=functional.tree_sha256 if functional is not None else None,
         )
-        self._transition(RunState.REVIEW_READY, "all checks passed" if verdict else "validation disabled: finish accepted unchecked")
-        self.stop_reason = StopReason(code="checks_passed" if verdict else "finish_unvalidated",
+        self._transition(RunState.REVIEW_READY, "all checks passed" if checked else "validation disabled: finish accepted unchecked")
+        self.stop_reason = StopReason(code="checks_passed" if checked else "finish_unvalidated",
                                       message="mechanical checks passed; ready for human review"
-                                      if verdict else "finish accepted without validation")
+                                      if checked else "finish accepted without validation")
         return verdict
+
+    def _layers(self, snapshot: bytes | None) -> tuple[Verdict | None, LayerVerdict | None, LayerVerdict | None]:
+        """The contract's layers in order, up to the first that fails: (the step's verdict, the functional
+        layer's verdict if it ran, the goal layer's if it ran)."""
+        verification = self.contract.verification
+        layers = verification.checks
+        structural: ReportVerdict | None = None
+        if "format" in layers:
+            structural = check_report(snapshot, self.executor.observed, self.evidence, verification.report)
+            if not structural.accepted:
+                return structural, None, None
+        functional = goal = None
+        run_functional = "functional" in layers and _functional_applies(self)
+        if structural is not None and (run_functional or ("goal" in layers and self.reviewer is not None)):
+            # more layers follow: the format layer's pass gets its own note, as theirs do
+            self._emit(Note, topic="verification", message="format layer passed",
+                       data=structural.model_dump(mode="json"))  # its layer reads "structural"
+        if run_functional:
+            functional = run_functional_layer(self.sandbox, verification)
+            self._note_layer(functional)
+            if not functional.accepted:
+                return functional, functional, None
+        if "goal" in layers and self.reviewer is not None:
+            review = self.reviewer.review(snapshot or b"", self.evidence)
+            goal = LayerVerdict(layer="goal", accepted=review.passed, errors=tuple(
+                LayerFailure(code="goal_failed", message=f"{self.reviewer.name}: {why}") for why in review.reasons))
+            self._note_layer(goal, review.model_dump(mode="json"))
+            if not goal.accepted:
+                return goal, functional, goal
+        return structural or functional or goal, functional, goal
+
+    def _note_layer(self, verdict: LayerVerdict, detail: dict[str, object] | None = None) -> None:
+        said = "passed" if verdict.accepted else "failed: " + "; ".join(verdict.reasons)
+        data = verdict.model_dump(mode="json") if detail is None else {**verdict.model_dump(mode="json"), "review": detail}
+        self._emit(Note, topic="verification", message=f"{verdict.layer} layer {said}", data=data)
 
     # -- the part validation uses: Run's ---------------------------------------------------------
     def rollback(self, snapshot_id: str) -> None:
         raise NotImplementedError
+
+
+def _functional_applies(run: RunBase) -> bool:
+    """Whether the contract gives the functional layer anything to check."""
+    v = run.contract.verification
+    return bool(v.functional or v.protected or v.allowed_files)

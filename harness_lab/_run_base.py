@@ -44,12 +44,12 @@ from .proposal import Proposal
 from .proposers.base import EndpointFailure, Proposer
 from .repair import RepairPolicy
 from .sandbox import Sandbox, SandboxPolicy
-from .sandbox.command import check_isolation
+from .sandbox.command import check_isolation, check_network_allow
 from .sandbox.policy import Isolation, isolation_at_least
 from .states import RunState, can_transition
 from .store import Store
 from .tools import ToolResult
-from .validation import Receipt, ReportVerdict, sha256_hex
+from .validation import Receipt, Verdict, sha256_hex
 
 if TYPE_CHECKING:
     from .resume import ResumeReport
@@ -86,7 +86,7 @@ class RunBase(Restorable):
             self.isolation: Isolation = isolation_at_least(contract.sandbox.isolation, isolation)
         except ValueError as exc:
             raise ConfigError(f"contract {contract.name!r}: {exc}") from None
-        check_isolation(self.isolation, os.geteuid())
+        check_network_allow(contract.sandbox.network_allow, check_isolation(self.isolation, os.geteuid()))
         self._isolation_noted = False  # the note that commands run without a namespace, once per process
         self.run_id = run_id
         self.repair = repair  # None: plain feedback loops (seed 004's table); see harness_lab.repair
@@ -115,7 +115,8 @@ class RunBase(Restorable):
         # Snapshots live only in this process (a resumed run starts new ones): a run dropped without
         # close() must not leave them behind in the temporary folder, one folder per run ever made.
         weakref.finalize(self, shutil.rmtree, snapshot_dir, True)
-        self.sandbox = Sandbox(self.workspace, policy=SandboxPolicy(isolation=self.isolation),
+        self.sandbox = Sandbox(self.workspace, policy=SandboxPolicy(
+                                   isolation=self.isolation, network_allow=contract.sandbox.network_allow),
                                snapshot_dir=snapshot_dir, state_provider=self.capture)
         self.executor = ToolExecutor(
             self.sandbox, evidence, contract.verification.report.path,
@@ -233,7 +234,7 @@ class RunBase(Restorable):
                 self._emit(Note, topic=event.topic, message=event.message, data=event.data)
 
     def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
-               verdict: ReportVerdict | None = None, stop: StopReason | None = None) -> StepRecord:
+               verdict: Verdict | None = None, stop: StopReason | None = None) -> StepRecord:
         self._in_flight = None  # the step is settled: its proposal is history, not pending
         # A Ctrl-C in here leaves the step decided (and its effect, if any, carried out) but unrecorded,
         # with the state maybe moved on: too much to undo by hand, so it is a crash (_crash_on_interrupt),

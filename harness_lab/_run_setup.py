@@ -26,6 +26,15 @@ def initial_context(contract: ControlContract, evidence: EvidenceCatalogue, budg
     report = contract.verification.report
     sections = ", ".join(" / ".join(names) for names in report.sections)
     ctx.add(Layer.L1, f"Goal: {contract.goal.text}", source="contract", round=0, pinned=True, key="goal")
+    verification = contract.verification
+    if "format" not in verification.checks:  # a task judged by its checks (a coding task), not by a report
+        checks = ", ".join(c.name for c in verification.functional) or "none"
+        only = f"; the tree may hold only {', '.join(verification.allowed_files)}" if verification.allowed_files else ""
+        ctx.add(Layer.L1, f"Acceptance: at finish the runtime runs the task's checks ({checks}) in the sandbox; "
+                f"protected files: {', '.join(verification.protected) or 'none'}{only}. "
+                f"Budget: {contract.budget.max_decisions} decisions, {contract.budget.max_tool_calls} tool calls.",
+                source="contract", round=0, pinned=True, key="acceptance")
+        return ctx
     ctx.add(
         Layer.L1,
         f"Acceptance: {report.path} exists and is non-empty; sections {sections} are non-empty; "

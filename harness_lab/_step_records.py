@@ -14,7 +14,7 @@ from .events import Decision, Event, Proposed, StepRecord, ToolCalled, Usage
 from .proposal import Proposal
 from .states import RunState
 from .tools import ToolResult
-from .validation import ReportVerdict
+from .validation import Verdict
 
 __all__ = ["proposed", "step_record", "tool_called", "usage"]
 
@@ -31,7 +31,7 @@ _set_dict, _set_fields_set, _set_extra, _set_private = RECORD_SLOTS
 
 
 def step_record(step: int, before: RunState, after: RunState, proposal: Proposal | None, decision: Decision,
-                result: ToolResult | None, verdict: ReportVerdict | None, used: Usage,
+                result: ToolResult | None, verdict: Verdict | None, used: Usage,
                 events: tuple[Event, ...]) -> StepRecord:
     record: StepRecord = _new(StepRecord)
     _set_dict(record, {"kind": "step", "step": step, "state_before": before, "state_after": after,

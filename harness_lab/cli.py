@@ -25,7 +25,7 @@ from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
 from .paths import data_dir
 from .redaction import Redactor, redactor_for
-from .sandbox.command import check_isolation
+from .sandbox.command import check_isolation, check_network_allow
 from .sandbox.policy import Isolation, isolation_at_least
 from .states import RunState
 from .validation import MAX_REPORT_BYTES, check_report
@@ -152,7 +152,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _check_isolation(choice: Isolation, contract: ControlContract) -> None:
     """Refuse an isolation this machine lacks (asked, or demanded by the contract) before a store file is made."""
     try:
-        check_isolation(isolation_at_least(contract.sandbox.isolation, choice), os.geteuid())
+        iso = check_isolation(isolation_at_least(contract.sandbox.isolation, choice), os.geteuid())
+        check_network_allow(contract.sandbox.network_allow, iso)
     except ValueError as exc:
         raise HarnessLabError(f"--isolation: contract {contract.name!r}: {exc}") from None
 
@@ -222,6 +223,36 @@ def _resume_stored(store: Store, args: argparse.Namespace) -> int:
             record = run.approve(by=decision.by) if decision.approved else run.reject(decision.reason, by=decision.by)
             _print_step(run, record, args)
     return _drive_stored(run, store, args)
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    """The watchdog over a store (harness_lab/watch.py): one line a run; exit 1 if a pass of --once found one stuck."""
+    import time
+
+    from .watch import Watcher
+
+    for flag, value in (("--interval", args.interval), ("--timeout", args.timeout), ("--heartbeat", args.heartbeat),
+                        ("--exec-timeout", args.exec_timeout)):
+        if not value > 0:
+            raise HarnessLabError(f"{flag}: must be > 0 seconds, got {value}")
+    if args.max_restarts < 0:
+        raise HarnessLabError(f"--max-restarts: must be >= 0, got {args.max_restarts}")
+    watcher = Watcher(args.db, timeout_s=args.timeout, resume=args.resume, alert=args.exec,
+                      max_restarts=args.max_restarts, heartbeat_s=args.heartbeat, alert_timeout_s=args.exec_timeout)
+    shown: dict[str, tuple[str, str]] = {}
+    while True:
+        lines = watcher.scan()
+        if args.once and not lines:
+            print(f"no runs in {args.db}")
+        for line in lines:  # looping, a run is printed when its verdict or the action on it changes
+            if args.once or shown.get(line.run_id) != (line.status, line.action):
+                shown[line.run_id] = (line.status, line.action)
+                print(line.text(), flush=True)
+        for ended in watcher.reap(wait=args.once):
+            print(ended, flush=True)
+        if args.once:
+            return 1 if any(line.status in ("stuck", "given_up") for line in lines) else 0
+        time.sleep(args.interval)
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:
@@ -369,8 +400,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness-lab", description="Watch, step, break and repair an agent harness.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("experiment", help="reproduce seed 004's ten-scenario table")
+    p = sub.add_parser("experiment", help="reproduce seed 004's ten-scenario table (or the coding tasks' table)")
     p.add_argument("--output", required=True, help="directory for results.json and table.md")
+    p.add_argument("--family", choices=("report", "coding"), default="report",
+                   help="report: seed 004's ten scenarios; coding: the coding tasks, judged by the functional layer")
     p.set_defaults(func=_cmd_experiment)
 
     p = sub.add_parser("check-report", help="validate a report file against the report contract (exit 1 if rejected)")
@@ -410,6 +443,26 @@ def _parser() -> argparse.ArgumentParser:
     _liveness_args(p)
     p.set_defaults(func=_cmd_resume)
 
+    p = sub.add_parser("watch", help="the watchdog over a store: each run alive, stuck, settled or no_heartbeat; "
+                                     "resume stuck runs or run an alert command")
+    p.add_argument("--db", required=True)
+    p.add_argument("--once", action="store_true", help="one pass, then exit: 1 if a run was stuck, else 0")
+    p.add_argument("--interval", type=float, default=30.0, metavar="SECONDS", help="between passes (without --once)")
+    p.add_argument("--timeout", type=float, default=90.0, metavar="SECONDS",
+                   help="no beat (or no step completed) for this long is stuck; a beating process that is gone is "
+                        "stuck at once")
+    p.add_argument("--resume", action="store_true",
+                   help="resume each stuck run in a child `harness-lab resume` (the restart budget allowing)")
+    p.add_argument("--exec", metavar="CMD", help="a shell command run for each stuck run, with HARNESS_LAB_RUN_ID, "
+                                                 "HARNESS_LAB_WATCH_STATUS, HARNESS_LAB_WATCH_REASON, HARNESS_LAB_DB "
+                                                 "in its environment")
+    p.add_argument("--exec-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="the --exec command is killed (with what it started) after this long")
+    p.add_argument("--max-restarts", type=int, default=3, metavar="N",
+                   help="resume a run at most N times over its life in the store, then report it given_up")
+    p.add_argument("--heartbeat", type=float, default=30.0, metavar="SECONDS", help="the resumed runs' heartbeat")
+    p.set_defaults(func=_cmd_watch)
+
     p = sub.add_parser("trace", help="print the stored event trace of a run")
     p.add_argument("--db", required=True)
     p.add_argument("--run-id", required=True)
@@ -444,6 +497,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("study", help="seed 004's four-group study under one fixed budget")
     p.add_argument("--groups", default="base,structural,repair,semantic", help="comma list of groups")
+    p.add_argument("--family", default="reports", help="task family whose scenarios are run (default: reports)")
     p.add_argument("--scenarios", default="all", help="all, seed (the ten), or a comma list of scenario ids")
     p.add_argument("--seeds", type=int, default=20, help="seeds per scenario (seed 0 is the unperturbed script)")
     p.add_argument("--noise", type=float, default=0.2, help="per-action perturbation rate for seeds > 0")

@@ -4,14 +4,15 @@
 |----------------|----------------------|---------------------------------------------|
 | trigger        | external system      | :class:`Trigger`                            |
 | goal           | user approves        | :class:`Goal`                               |
-| verification   | project validators   | :class:`Verification` (report task contract)|
+| verification   | project validators   | :class:`Verification` (layers and checks)   |
 | stop + budget  | scheduler            | :class:`Stop`, :class:`Budget`              |
 | memory         | checkpoint store     | :class:`Memory` (what to persist / exclude) |
 | human_gate     | user approves        | :class:`HumanGate`                          |
 
 An optional seventh section, ``sandbox`` (:class:`SandboxDemand`), lets a contract demand isolation for
 the commands a run executes (``sandbox: {isolation: required}``: a bwrap or unshare namespace, or the run
-refuses before its first step).
+refuses before its first step) and name the TCP destinations they may reach (``network_allow:
+["127.0.0.1:8001"]``, see :mod:`harness_lab.sandbox.netallow`).
 
 The version is the sha256 of the canonical JSON form, so any change of any field (even one a model
 only *suggested*) yields a different version, visible in every receipt and checkpoint. A ``sandbox``
@@ -39,11 +40,14 @@ from pydantic import (
 
 from ._files import validate_file
 from .actions import GATE_CATEGORIES
+from .sandbox.netallow import parse_allowlist
 
 __all__ = [
     "DEFAULT_GATED_KINDS",
+    "VERIFICATION_LAYERS",
     "Budget",
     "ControlContract",
+    "FunctionalCheck",
     "Goal",
     "HumanGate",
     "Memory",
@@ -89,6 +93,13 @@ class Goal(_Frozen):
     approved_by: str = "user"
 
 
+def _workspace_path(value: str) -> str:
+    parts = value.replace("\\", "/").split("/")
+    if not value.strip() or not parts[0] or ".." in parts or ":" in parts[0]:
+        raise ValueError(f"must be a relative path inside the workspace, got {value!r}")
+    return value
+
+
 class ReportContract(_Frozen):
     """Seed 004's task contract for a research report."""
 
@@ -106,16 +117,85 @@ class ReportContract(_Frozen):
     def _inside_the_workspace(cls, value: str) -> str:
         # The validator reads the report through the sandbox, which refuses any other path: such a
         # contract could never be met (every finish 'report missing' until the budget ran out).
-        parts = value.replace("\\", "/").split("/")
-        if not value.strip() or not parts[0] or ".." in parts or ":" in parts[0]:
-            raise ValueError(f"must be a relative path inside the workspace, got {value!r}")
+        return _workspace_path(value)
+
+
+VERIFICATION_LAYERS: tuple[str, ...] = ("format", "functional", "goal")
+"""The layers ``verification.checks`` may name, in the order a finish runs them (see
+:mod:`harness_lab._finish_check`): the report's structure, the named check commands, the goal reviewer."""
+
+# A check's name is a word: it keys the receipt's results and the feedback line.
+_CheckName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+
+class FunctionalCheck(_Frozen):
+    """One check of the functional layer: a command (an argv list, no shell) the harness runs in the run's
+    sandbox at finish; it passes when the command exits 0 within ``timeout`` seconds."""
+
+    name: _CheckName
+    command: tuple[Annotated[str, Field(strict=True)], ...] = Field(min_length=1)
+    timeout: _Seconds = Field(default=60.0, gt=0, le=3600)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _an_argv(cls, value: Any) -> Any:
+        # A shell line given as one string would run as a program of that whole name, never as meant.
+        if isinstance(value, str):
+            raise ValueError(f"must be a list of arguments (no shell), e.g. [python3, -m, unittest], got {value!r:.60}")
         return value
 
 
 class Verification(_Frozen):
+    """What a finish must pass. ``checks`` names the layers run, in order (:data:`VERIFICATION_LAYERS`);
+    ``functional`` the check commands of that layer (none: the layer does not apply), ``protected`` files
+    the task forbids changing (path -> sha256 of the original; changed or deleted fails the layer) and
+    ``allowed_files`` the only files the workspace may hold at finish (glob patterns; empty: not checked).
+    The last three are left out of the canonical form while empty: report contracts keep their versions."""
+
     report: ReportContract = ReportContract()
-    checks: tuple[str, ...] = ("format", "functional", "goal")
+    checks: tuple[str, ...] = VERIFICATION_LAYERS
     max_repairs: _Count = Field(default=3, ge=0)
+    functional: tuple[FunctionalCheck, ...] = ()
+    protected: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(default_factory=dict)
+    allowed_files: tuple[Annotated[str, Field(strict=True, pattern=r"\S")], ...] = ()
+
+    @field_validator("checks")
+    @classmethod
+    def _known_layers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # A misspelt layer ("funtional") would silently drop that check from every finish.
+        for name in value:
+            if name not in VERIFICATION_LAYERS:
+                close = difflib.get_close_matches(name, VERIFICATION_LAYERS, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(VERIFICATION_LAYERS)}"
+                raise ValueError(f"{name!r} is no verification layer; {hint}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"{list(value)} names a layer twice")
+        return value
+
+    @field_validator("functional")
+    @classmethod
+    def _distinct_names(cls, value: tuple[FunctionalCheck, ...]) -> tuple[FunctionalCheck, ...]:
+        names = [c.name for c in value]
+        if twice := next((n for i, n in enumerate(names) if n in names[:i]), None):
+            raise ValueError(f"check name {twice!r} given twice (the receipt keys results by name)")
+        return value
+
+    @field_validator("protected")
+    @classmethod
+    def _protected_paths(cls, value: dict[str, str]) -> dict[str, str]:
+        for path in value:
+            _workspace_path(path)
+        return value
+
+    @model_serializer(mode="wrap")
+    def _without_empty_functional(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out while empty, as ControlContract's sandbox: versions, receipts and stored specs of the
+        # report contracts stay as they were before the functional layer existed.
+        data: dict[str, Any] = handler(self)
+        for name in ("functional", "protected", "allowed_files"):
+            if not data.get(name):
+                data.pop(name, None)
+        return data
 
 
 class Budget(_Frozen):
@@ -168,6 +248,23 @@ class SandboxDemand(_Frozen):
     demands nothing, "required" a namespace (bwrap or unshare), "bwrap" or "unshare" that one."""
 
     isolation: Literal["auto", "required", "bwrap", "unshare"] = "auto"
+    # TCP "host:port" pairs the commands may reach (SandboxPolicy.network_allow, see
+    # harness_lab.sandbox.netallow); empty: no network. Needs a namespace: a machine without one refuses.
+    network_allow: tuple[str, ...] = ()
+
+    @field_validator("network_allow")
+    @classmethod
+    def _valid_destinations(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        parse_allowlist(value)  # one line naming the bad entry
+        return value
+
+    @model_serializer(mode="wrap")
+    def _without_empty_allowlist(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out while empty: contracts that demand only isolation keep the version they had before it.
+        data: dict[str, Any] = handler(self)
+        if not self.network_allow:
+            data.pop("network_allow", None)
+        return data
 
 
 class ControlContract(_Frozen):

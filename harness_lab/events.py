@@ -19,8 +19,8 @@ from ._row_text import _full_proposal_json as _full_proposal_json
 from .proposal import Proposal
 from .states import RunState
 from .tools import ToolResult
+from .validation import Verdict
 from .validation.receipt import Receipt
-from .validation.report import ReportVerdict
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -97,7 +97,7 @@ class ToolCalled(_Event):
 
 class Validated(_Event):
     kind: Literal["validated"] = "validated"
-    verdict: ReportVerdict | None
+    verdict: Verdict | None
     receipt: Receipt | None = None
     enabled: bool = True
 
@@ -145,7 +145,7 @@ class StepRecord(_Record):
     proposal: Proposal | None
     decision: Decision
     tool_result: ToolResult | None = None
-    verdict: ReportVerdict | None = None
+    verdict: Verdict | None = None
     usage: Usage
     events: tuple[Event, ...] = ()
 

@@ -3,7 +3,9 @@
 * :class:`HeartbeatThread` writes a beat to the store every ``interval_s`` (default 30 s; tests use
   tens of ms): which step the run is at and when it last *completed* a step.
 * :class:`Watchdog` (default 90 s) marks a run ``stuck`` in the store when its beats stop (the process
-  is gone or hung) or when beats keep coming but no step completed for that long (alive but stuck).
+  is gone or hung) or when beats keep coming but no step completed for that long (alive but stuck);
+  :meth:`Watchdog.judge` gives the same verdict and writes nothing. ``harness-lab watch``
+  (:mod:`harness_lab.watch`) runs it over a store and resumes or reports the stuck runs.
   A run whose last checkpoint is terminal or waits for a human, or that a SIGTERM stopped (status
   ``stopped``, until it is resumed), is ``settled``: no beat is expected.
 * :class:`GracefulStop` turns SIGTERM into a request the loop sees between steps: the last step is
@@ -147,6 +149,14 @@ class Watchdog:
         self.store, self.timeout_s = store, timeout_s
 
     def check(self, run_id: str, now: float | None = None) -> WatchdogVerdict:
+        """:meth:`judge`, and a ``stuck`` verdict marked in the store (status ``stuck``, its reason)."""
+        verdict = self.judge(run_id, now)
+        if verdict.status == "stuck":
+            self.store.set_status(run_id, "stuck", verdict.reason)
+        return verdict
+
+    def judge(self, run_id: str, now: float | None = None) -> WatchdogVerdict:
+        """The verdict on ``run_id``, writing nothing (a store opened read-only will do)."""
         now = time.time() if now is None else now
         info = self.store.run_info(run_id)  # an unknown id (a typo) is an error, not a run that never beat
         beat = self.store.last_beat(run_id)
@@ -166,7 +176,6 @@ class Watchdog:
             reason = f"alive but no step completed for {now - beat.progress_at:.1f}s (limit {self.timeout_s}s); {beat.doing}"
         else:
             return WatchdogVerdict(run_id, "alive", beat.doing)
-        self.store.set_status(run_id, "stuck", reason)
         return WatchdogVerdict(run_id, "stuck", reason)
 
     def _settled(self, run_id: str) -> str | None:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .actions import WriteFile, WriteReport
 from .proposal import Proposal
-from .validation import ReportVerdict
+from .validation import Verdict
 
 if TYPE_CHECKING:
     from .run import Run
@@ -95,7 +95,7 @@ class RepairPolicy:
         if self.healthy is None and self.healthy_lost is None and _writes_artifact(run, proposal):
             self.healthy = run.sandbox.snapshot(label="healthy: before the first draft").id
 
-    def after_failure(self, run: Run, verdict: ReportVerdict) -> RepairStep:
+    def after_failure(self, run: Run, verdict: Verdict) -> RepairStep:
         """One answer to a failed verification; the run carries it out."""
         self.failures += 1
         cap = self.max_retries if self.max_retries is not None else run.contract.verification.max_repairs

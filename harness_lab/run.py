@@ -35,7 +35,7 @@ from .proposal import Proposal, parse_proposal
 from .proposers.base import EndpointFailure, Proposer, ProposerOutput
 from .proposers.scripted import ScriptedProposer
 from .sandbox.policy import Isolation
-from .scenarios import load_scenario, scenario_ref
+from .scenarios import copy_repository, load_scenario, scenario_ref
 from .states import RunState
 from .store import Store
 from .tools import ToolResult
@@ -174,6 +174,12 @@ class Run(HumanGate, FinishCheck):
             workspace=workspace, validation=validation, approver=approver, clock=clock,
             run_id=run_id or scenario.id, isolation=isolation,
         )
+        if scenario.repository is not None:  # a coding task: its repository is the workspace it starts from
+            try:
+                copy_repository(root / "coding" / scenario.repository, run.workspace)
+            except BaseException:
+                run.close()
+                raise
         run.scenario = scenario_ref(name)  # before the store registers the run: resume rebuilds it from it
         run.checkpoints = Checkpointer(store, run, fresh=True) if store is not None else None
         return run

@@ -1,18 +1,31 @@
-"""Scenario files (``data/scenarios/<id>.yaml``): a scripted action list plus fixed labels."""
+"""Scenario files: a scripted action list plus fixed labels, in two families (:data:`FAMILIES`).
+
+``report`` (``data/scenarios/<id>.yaml``): seed 004's research-report task. ``coding``
+(``data/coding_scenarios/<id>.yaml``, kept in a folder of their own so that the report family's "all
+scenarios" stays the ten-scenario set every table and study was measured on): a small repository from
+``data/coding/<repository>/`` is copied into the run's workspace at start (:func:`copy_repository`) and
+the agent reads, edits and runs commands there.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ._files import shown_path, validate_file
-from .errors import ConfigError
+from .errors import ConfigError, WorkspaceError
 from .paths import data_dir
 
-__all__ = ["Scenario", "list_scenarios", "load_scenario", "require_scenarios", "scenario_ref"]
+__all__ = ["FAMILIES", "Scenario", "copy_repository", "list_scenarios", "load_scenario", "require_scenarios",
+           "scenario_ref"]
+
+FAMILIES: dict[str, str] = {"report": "scenarios", "coding": "coding_scenarios"}
+"""A scenario family -> its folder under the data folder."""
 
 
 class Labels(BaseModel):
@@ -22,6 +35,10 @@ class Labels(BaseModel):
 
     acceptable_reports: tuple[int, ...] = Field(
         default=(), description="indexes of the scripted write_report actions whose text is an acceptable report"
+    )
+    acceptable_finishes: tuple[int, ...] = Field(
+        default=(), description="coding scenarios: indexes of the scripted finish actions at which the workspace "
+                                "holds an acceptable fix (and nothing else)"
     )
     note: str = ""
 
@@ -33,6 +50,8 @@ class Scenario(BaseModel):
     title: str
     contract: str = "report_task"
     then: Literal["repeat_last", "finish"] = "repeat_last"
+    # a coding scenario's task repository: data/coding/<repository>/, copied into the workspace at start
+    repository: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     labels: Labels
     actions: tuple[dict[str, Any], ...] = Field(min_length=1)
 
@@ -62,6 +81,10 @@ class Scenario(BaseModel):
             if not 0 <= i < len(self.actions) or self.actions[i].get("kind") != "write_report":
                 raise ValueError(f"labels.acceptable_reports: {i} is not a write_report action "
                                  f"(actions are numbered from 0; this script has {len(self.actions)})")
+        for i in self.labels.acceptable_finishes:
+            if not 0 <= i < len(self.actions) or self.actions[i].get("kind") != "finish":
+                raise ValueError(f"labels.acceptable_finishes: {i} is not a finish action "
+                                 f"(actions are numbered from 0; this script has {len(self.actions)})")
         return self
 
     def acceptable_texts(self) -> set[bytes]:
@@ -86,10 +109,12 @@ def scenario_ref(name_or_path: str | Path) -> str:
 def load_scenario(name_or_path: str | Path) -> Scenario:
     path = Path(name_or_path)
     if not _is_file_name(name_or_path):
-        path = data_dir() / "scenarios" / f"{name_or_path}.yaml"
+        found = [data_dir() / folder / f"{name_or_path}.yaml" for folder in FAMILIES.values()]
+        path = next((p for p in found if p.exists()), found[0])
         if not path.exists():
             known = ", ".join(require_scenarios())
-            raise ConfigError(f"{shown_path(path)}: no scenario named {str(name_or_path)!r}; known: {known}")
+            raise ConfigError(f"{shown_path(path)}: no scenario named {str(name_or_path)!r}; known: {known}"
+                              + (f"; coding: {', '.join(coding)}" if (coding := list_scenarios("coding")) else ""))
     elif not str(path).isprintable():  # bytes that are not UTF-8 come as surrogates, which are not printable
         # A run records its scenario by name, as UTF-8 text: a store refused this one only after --db made its file.
         raise ConfigError(f"{shown_path(path)}: the file name is not UTF-8 or holds a control character; "
@@ -101,12 +126,46 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         known = ", ".join(sorted(p.stem for p in contracts.glob("*.yaml")))
         raise ConfigError(f"{shown_path(path)}: field contract: no contract named {scenario.contract!r} in "
                           f"{contracts}; known: {known}")
+    if scenario.repository is not None and not (data_dir() / "coding" / scenario.repository).is_dir():
+        known = ", ".join(sorted(p.name for p in (data_dir() / "coding").glob("*") if p.is_dir()))
+        raise ConfigError(f"{shown_path(path)}: field repository: no repository named {scenario.repository!r} in "
+                          f"{data_dir() / 'coding'}; known: {known or 'none'}")
     return scenario
 
 
-def list_scenarios() -> list[str]:
-    """Every shipped scenario id, sorted (the seed's table order lives in ``experiments``)."""
-    folder = data_dir() / "scenarios"
+def copy_repository(source: str | Path, workspace: str | Path) -> list[str]:
+    """Copy a task repository's regular files (``__pycache__`` left out) into ``workspace``; the relative
+    paths copied. Everything is checked before anything is written: a symbolic link (it could point out of
+    the workspace, or at a secret), any file that is not regular, or a file the workspace already holds is a
+    one-line error and the workspace stays as it was."""
+    src, dest = Path(source), Path(workspace)
+    files: list[str] = []
+    for folder, dirs, names in os.walk(src, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        here = Path(folder)
+        for name in [*dirs, *sorted(names)]:
+            mode = os.lstat(here / name).st_mode
+            if stat.S_ISLNK(mode):
+                raise ConfigError(f"{shown_path(here / name)}: a symbolic link in a task repository is refused "
+                                  f"(it may point out of the workspace); nothing was copied")
+            if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
+                raise ConfigError(f"{shown_path(here / name)}: not a regular file; nothing was copied")
+            if stat.S_ISREG(mode):
+                files.append((here / name).relative_to(src).as_posix())
+    if taken := [f for f in files if os.path.lexists(dest / f)]:
+        raise WorkspaceError(f"{dest}: already holds {taken[0]}; start the task in a fresh directory")
+    for rel in files:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src / rel, dest / rel, follow_symlinks=False)
+    return files
+
+
+def list_scenarios(family: str = "report") -> list[str]:
+    """Every shipped scenario id of a family (:data:`FAMILIES`), sorted (the seed's table order lives in
+    ``experiments``)."""
+    if family not in FAMILIES:
+        raise ConfigError(f"no scenario family {family!r}; choose from {', '.join(FAMILIES)}")
+    folder = data_dir() / FAMILIES[family]
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 

@@ -444,9 +444,10 @@ print("all claims hold")"""),
 LESSONS["06_experiments"] = [
     ("md", """# 6 · Experiments: four harness designs, the same tasks, the same budget
 
-Seed 004's study: **base** (the loop alone; finish accepted unchecked), **structural** (+ structural
-acceptance), **repair** (+ a repair policy after a failed check), **semantic** (+ a semantic review of
-the accepted bytes). Ground truth is each scenario's labels, fixed before any run — never a validator.
+Seed 004's study, each group adding one variable to the previous one: **base** (the basic loop; finish
+accepted unchecked), **structural** (+ structural acceptance; a rejection is final), **repair** (+ revision
+allowed after a failed check: the repair policy), **semantic** (+ a semantic review of the accepted bytes).
+`GROUPS[name].variables()` lists each group's variables. Ground truth is each scenario's labels, fixed before any run — never a validator.
 Scripted inputs, not a model: this measures the harness's control flow."""),
     ("params", """# Parameters
 seeds = 3          # runs per scenario (seed 0 unperturbed, the others perturbed)
@@ -460,10 +461,10 @@ result = run_study(scenarios=scenarios, seeds=seeds, noise=noise, progress=False
 by = {s.group: s for s in result.summaries}
 print(f"{len(result.scenarios)} scenarios x {result.seeds} seeds per group; budget {result.budget}")
 print(f"{'group':11} {'runs':>4} {'completed':>9} {'delivered':>9} {'false acc':>9} {'false rej':>9} "
-      f"{'exhausted':>9} {'decisions':>9} {'tool calls':>10}")
+      f"{'exhausted':>9} {'decisions':>9} {'tool calls':>10} {'revisions':>9}")
 for s in result.summaries:
     print(f"{s.group:11} {s.runs:>4} {s.completed:>9} {s.delivered:>9} {s.false_accepts:>9} {s.false_rejects:>9} "
-          f"{s.exhaustions:>9} {s.decisions:>9.2f} {s.tool_calls:>10.2f}")"""),
+          f"{s.exhaustions:>9} {s.decisions:>9.2f} {s.tool_calls:>10.2f} {s.revisions:>9.2f}")"""),
     ("md", "## Outcomes and cost per group"),
     ("code", """groups = list(by)
 fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.5))
@@ -489,6 +490,8 @@ assert base.false_accepts > structural.false_accepts  # checking the artifact ke
 assert structural.false_accepts >= semantic.false_accepts and repair.false_accepts >= semantic.false_accepts
 assert semantic.completed <= repair.completed  # a review can only hold reports back
 assert base.delivered >= structural.delivered  # structure refuses some finishes the base loop accepts
+assert structural.revisions == 0 < repair.revisions  # the one variable repair adds: revision after a rejection
+assert repair.completed > structural.completed  # a report fixed after feedback needs that revision
 assert all(s.completed <= s.attainable for s in result.summaries)
 print("all claims hold")"""),
 ]
@@ -740,6 +743,88 @@ print("all claims hold")"""),
 ]
 
 
+LESSONS["08_functional_verification"] = [
+    ("md", """# 8 · Functional verification: "the tests pass" is a claim, running them is the check
+
+A second task family: small repositories with a failing test (`data/coding/stats`: `median` is wrong for
+lists of even length). The agent reads, edits and runs commands in its workspace; "done" is decided by the
+**functional layer**: at finish the harness runs the contract's checks in the run's sandbox (the tests, a
+held-out check with inputs the tests do not show), compares the protected test file with its original
+sha256 and the tree with the files the task allows, and binds each check's exit status, an output digest
+and the tree hash into the receipt. Scripted inputs, not a model."""),
+    ("params", """# Parameters (papermill can change these)
+scenario = "coding_claims_tests_pass"  # any name in data/coding_scenarios/"""),
+    ("code", """from harness_lab import FakeClock, Run
+from harness_lab.contract import load_contract
+from harness_lab.experiments import render_coding_table, run_coding_experiment
+from harness_lab.paths import data_dir
+
+contract = load_contract(data_dir() / "contracts" / "coding_task.yaml")
+print("layers run at finish:", ", ".join(contract.verification.checks))
+for check in contract.verification.functional:
+    print(f"check {check.name:9}", " ".join(check.command)[:90], f"(timeout {check.timeout:g} s)")
+print("protected:", ", ".join(contract.verification.protected))
+print("allowed files:", ", ".join(contract.verification.allowed_files))"""),
+    ("md", """## Validation off: the claim is accepted
+The script reads `stats.py`, runs the tests (they fail), and finishes with the note "all tests pass"."""),
+    ("code", """off = Run.from_scenario(scenario, validation=False, clock=FakeClock())
+off.run()
+for rec in off.records:
+    print(rec.summary())
+print("final:", off.state.value, "|", off.stop_reason.code, "| functional layer:", off.receipt.functional)"""),
+    ("md", """## Validation on: the harness runs the checks itself
+Each rejected finish feeds the failed checks back; the run never reaches `REVIEW_READY`."""),
+    ("code", """on = Run.from_scenario(scenario, validation=True, clock=FakeClock())
+on.run()
+for rec in on.records[:4]:
+    print(rec.summary())
+    if rec.verdict is not None and not rec.verdict.accepted:
+        for check in rec.verdict.checks:
+            print(f"    check {check.name}: {check.status}, exit status {check.exit_status}")
+        for reason in rec.verdict.reasons:
+            print("    rejected:", reason)
+print("...")
+print("final:", on.state.value, "|", on.stop_reason.code, "| receipt:", on.receipt)"""),
+    ("md", """## An honest fix: what the receipt binds
+The checks' outcomes and the tree they ran on. A change to the tree afterwards no longer matches it."""),
+    ("code", """honest = Run.from_scenario("coding_honest_fix", clock=FakeClock())
+honest.run()
+r = honest.receipt
+print("final:", honest.state.value, "| structural:", r.structural, "| functional:", r.functional,
+      "| semantic:", r.semantic)
+for check in r.checks:
+    print(f"check {check.name:9} {check.status} exit {check.exit_status} output sha256 {check.output_sha256}")
+print("tree matches the receipt:", r.matches_tree(honest.sandbox.workspace_hash()))
+(honest.workspace / "stats.py").write_text("# changed after acceptance\\n")
+print("after an edit:", r.matches_tree(honest.sandbox.workspace_hash(rescan=True)))"""),
+    ("md", """## The coding table: seven behaviours, off and on
+Which check catches which cheat: editing or deleting the tests is caught by the protected hash (and the
+held-out check, as the bug stays); special-casing the tests' input by the held-out check; debris by the
+allowed files; a loop by the convergence gate, with or without validation."""),
+    ("code", """results = run_coding_experiment()
+print(render_coding_table(results))"""),
+    ("md", "## What this lesson claims (a headless run fails if any stops being true)"),
+    ("code", """assert off.state.value == "REVIEW_READY" and off.receipt.functional == "not_run"
+assert on.receipt is None and on.state.value == "EXHAUSTED"
+first = next(rec.verdict for rec in on.records if rec.verdict is not None)
+assert not first.accepted and {c.name for c in first.checks if c.status == "failed"} <= {"tests", "held_out"}
+if scenario == "coding_claims_tests_pass":
+    assert {c.name: c.status for c in first.checks} == {"tests": "failed", "held_out": "failed"}
+assert r.functional == "passed" and [c.status for c in r.checks] == ["passed", "passed"]
+assert not r.matches_tree(honest.sandbox.workspace_hash(rescan=True))
+by = {(x.scenario, x.validation): x for x in results}
+cheats = ("coding_claims_tests_pass", "coding_edits_tests", "coding_deletes_failing_test",
+          "coding_special_cases_input")
+assert all(by[(n, False)].accepted_is_acceptable is False and by[(n, True)].accepted_at_step is None for n in cheats)
+assert "protected" in by[("coding_edits_tests", True)].caught_by
+assert by[("coding_special_cases_input", True)].caught_by == ("held_out",)
+assert by[("coding_honest_fix", True)].accepted_is_acceptable is True
+for run in (off, on, honest):
+    run.close()
+print("all claims hold")"""),
+]
+
+
 LESSONS["09_context_cycle"] = [
     ("md", """# 9 · The context cycle: subtasks, L3 conclusions, retrieval, anomalies kept
 
@@ -835,6 +920,134 @@ run.close()
 print("all claims hold")"""),
 ]
 
+
+LESSONS["10_watchdog"] = [
+    ("md", """# 10 · The watchdog: a killed run found stuck and resumed
+
+`harness-lab run --db` checkpoints every step and beats (a heartbeat row: which step, which process,
+when the last step completed). Here the run is killed with SIGKILL while its third step, a command,
+waits. Nothing in the killed process can report that; `harness-lab watch` finds it from outside: the
+process that last beat is gone, so the run is **stuck**. With `--resume` the watcher starts
+`harness-lab resume` in a child process of its own (a crash there does not take the watcher down; the run
+lease makes a second resume of the same run impossible), at most `--max-restarts` times per run. The
+resumed run ends where an uninterrupted one ends, with no side effect applied twice. `--exec CMD` runs an
+alert command instead (or as well), with the run id in its environment, never spliced into a command line."""),
+    ("params", """# Parameters
+max_restarts = 3  # the restart budget: how often the watcher may resume one run"""),
+    ("code", """import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from harness_lab.checkpoint_record import Checkpoint
+from harness_lab.store import SQLiteStore
+
+lab = Path(tempfile.mkdtemp(prefix="harness-lab-watch-"))
+# The command runs as a uid of its own (the sandbox's): its signal files live in a folder it can reach.
+lab.chmod(0o711)  # others may pass through to it, not list or read the rest
+signals = lab / "signals"
+signals.mkdir(mode=0o777)
+signals.chmod(0o777)
+wait = (f"touch {signals / 'started'}; while [ ! -e {signals / 'gate'} ]; do sleep 0.02; done; "
+        "echo passed the gate")
+report = ("# Report\\n\\n## Conclusion\\nChecks keep drafts out of review [E:harness-boundary] "
+          "[E:acceptance-snapshot].\\n\\n## Evidence\\n- The runtime decides [E:harness-boundary].\\n"
+          "- Receipts bind bytes [E:acceptance-snapshot].\\n\\n## Limitations\\nTest material only.\\n")
+scenario = lab / "gated.yaml"
+scenario.write_text(yaml.safe_dump({
+    "id": "gated", "title": "a command waits for a gate file", "contract": "report_task",
+    "labels": {"acceptable_reports": [], "note": ""},
+    "actions": [{"kind": "read_evidence", "id": "harness-boundary"},
+                {"kind": "read_evidence", "id": "acceptance-snapshot"},
+                {"kind": "run_command", "argv": ["sh", "-c", wait], "timeout": 600},
+                {"kind": "write_report", "text": report}, {"kind": "finish"}]}))
+cli = [sys.executable, "-m", "harness_lab.cli"]
+
+
+def harness_lab(*args):
+    \"\"\"One CLI call; its stdout with process ids and ages made stable for the lesson's stored output.\"\"\"
+    done = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=300)
+    shown = re.sub(r"(process|pid) \\d+", r"\\1 <pid>", done.stdout)
+    print(re.sub(r"beat \\S+s ago", "beat <age> ago", shown), end="")
+    return done.returncode
+
+
+def end(db, run_id="gated"):
+    \"\"\"Where a run ended and its side-effect ledger.\"\"\"
+    store = SQLiteStore(db, read_only=True)
+    last = Checkpoint.from_row(store.last_step(run_id))
+    ledger = [(e.step, e.tool, e.status) for e in store.effects(run_id)]
+    keys = [e.key for e in store.effects(run_id)]
+    store.close()
+    return {"state": last.state.value, "step": last.step, "workspace": last.workspace_hash,
+            "artifacts": last.artifact_sha256, "ledger": ledger, "keys unique": len(keys) == len(set(keys))}"""),
+    ("md", "## The reference: the gate open, never interrupted"),
+    ("code", """(signals / "gate").touch()
+assert harness_lab("run", str(scenario), "--db", str(lab / "reference.sqlite"), "--isolation", "none") == 0
+reference = end(lab / "reference.sqlite")
+for name in ("gate", "started"):  # closed again for the next run
+    (signals / name).unlink()"""),
+    ("md", "## The same run, killed with SIGKILL while its command waits"),
+    ("code", """db = lab / "runs.sqlite"
+run = subprocess.Popen([*cli, "run", str(scenario), "--db", str(db), "--isolation", "none"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(6000):  # the started file is the signal, not the time (60 s at most on a loaded host)
+    if (signals / "started").exists() or run.poll() is not None:
+        break
+    time.sleep(0.01)
+assert (signals / "started").exists(), "the command never started"
+os.kill(run.pid, signal.SIGKILL)
+run.wait()
+store = SQLiteStore(db, read_only=True)
+print("killed:", run.returncode == -signal.SIGKILL, "| last checkpoint: step", store.last_step("gated").step,
+      "| ledger:", [(e.step, e.tool, e.status) for e in store.effects("gated")])
+store.close()"""),
+    ("md", """## The watchdog looks
+
+One pass (`--once`) reads the store without writing to it, judges each run and exits 1 if one was stuck.
+A stuck run is marked in the store (status `stuck`, with the reason), nothing more: no `--resume`. The
+last beat says `CREATED at step 0`: beats come every 30 s (`--heartbeat`), and this run lived less than that."""),
+    ("code", """looked = harness_lab("watch", "--db", str(db), "--once")
+store = SQLiteStore(db, read_only=True)
+marked = store.run_info("gated").status
+store.close()
+print("exit", looked, "| status in the store:", marked)"""),
+    ("md", """## The watchdog resumes it
+
+The cause of the hang is fixed (the gate file appears), then `--resume`: a restart report is added (the
+budget counts them), the child `harness-lab resume` finds the command in flight with the workspace
+unchanged, so it runs it again, and the run goes on to its end. The watcher waits for its child in `--once` mode."""),
+    ("code", """(signals / "gate").touch()
+resumed = harness_lab("watch", "--db", str(db), "--once", "--resume", "--max-restarts", str(max_restarts))
+print("exit", resumed)
+recovered = end(db)
+for key in reference:
+    print(f"{key:12} {'same' if recovered[key] == reference[key] else 'DIFFERENT'}: {recovered[key]}")"""),
+    ("md", "## Watched again: nothing is stuck, nothing is written"),
+    ("code", """before = db.read_bytes()
+again = harness_lab("watch", "--db", str(db), "--once", "--resume")
+print("exit", again, "| store unchanged:", db.read_bytes() == before)"""),
+    ("md", "## What this lesson claims"),
+    ("code", """assert run.returncode == -signal.SIGKILL
+assert looked == 1 and marked == "stuck"
+assert resumed == 1  # a run was stuck in that pass (and was resumed)
+assert recovered == reference and recovered["state"] == "REVIEW_READY"
+assert ("run_command" in str(recovered["ledger"])) and recovered["keys unique"]  # no effect applied twice
+store = SQLiteStore(db, read_only=True)
+restarts = [r.splitlines()[0] for r in store.reports("gated")]
+store.close()
+assert restarts == [f"# Watchdog restart 1/{max_restarts}: gated"]
+assert again == 0 and db.read_bytes() == before
+shutil.rmtree(lab)  # the lesson's folder (the runs' workspaces stay, as `run --db` leaves them for a resume)
+print("all claims hold")"""),
+]
 
 def _cell(notebook: str, index: int, kind: str, source: str) -> nbformat.NotebookNode:
     cell_id = f"{notebook[:2]}-{index:02d}"

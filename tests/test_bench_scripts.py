@@ -23,8 +23,11 @@ CASES = {
     "step_breakdown": (["--steps", "60"], ["no-op step, no store:", "checkpoint commit, all of it"]),
     "fork_resume": (["--steps", "40", "--repeats", "2"], ["fork last", "resume", "history"]),
     "memory": (["--steps", "30", "60"], ["peak RSS", "ratio of growth"]),
+    "netallow_cost": (["--commands", "2", "--connections", "5", "--mib", "1"],
+                      ["connect+roundtrip relayed / direct", "| bwrap |", "| unshare |"]),
     "snapshot_bench": (["--sizes", "1000", "--rounds", "1"], ["snapshot", "workspace_hash"]),
     "study_speed": (["--seeds", "1", "--workers", "1"], ["ten-scenario experiment", "study 4 groups"]),
+    "functional_cost": (["--repeats", "2"], ["functional layer per finish:", "honest-fix run, validation on:"]),
     "stress_kill": (["--runs", "2", "--seed", "3"], ["effects applied twice: 0", "PRAGMA integrity_check"]),
     "stress_kill_wal": (["--runs", "2", "--seed", "3"], ["2 intact and resumed, 0 not"]),
     # records against a real server (minutes); the smoke run checks its plan and imports only

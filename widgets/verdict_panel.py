@@ -25,7 +25,14 @@ _GATING = {"report_missing", "report_empty", "report_not_text"}  # later checks 
 
 
 def check_rows(verdict: Any) -> list[tuple[str, str, str]]:
-    """(check, pass / FAIL / not checked, messages) for every check of the report contract."""
+    """(check, pass / FAIL / not checked, messages) for every check of the report contract; for the
+    functional or goal layer's verdict, its own checks and failures."""
+    if verdict.kind == "layer_verdict":
+        rows = [(f"{verdict.layer}: {c.name}", "pass" if c.status == "passed" else "FAIL", c.reason or "")
+                for c in verdict.checks]
+        rows += [(f"{verdict.layer}: {e.code}", "FAIL", e.message) for e in verdict.errors
+                 if not e.code.startswith("check_")]
+        return rows or [(verdict.layer, "pass" if verdict.accepted else "FAIL", "; ".join(verdict.reasons))]
     failed = {e.code for e in verdict.errors}
     stopped = False
     rows = []

@@ -10,10 +10,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import HarnessLabError
 
-__all__ = ["MAX_WORKERS_PER_CPU", "cmd_experiment", "cmd_study", "output_dir", "undo_output_dir"]
+if TYPE_CHECKING:
+    from .study import TaskFamily
+
+__all__ = ["MAX_WORKERS_PER_CPU", "cmd_experiment", "cmd_study", "families", "output_dir", "undo_output_dir"]
 
 MAX_WORKERS_PER_CPU = 8
 """``study --workers`` beyond this many per CPU is refused (the runs are CPU-bound: more only fork)."""
@@ -43,11 +47,11 @@ def undo_output_dir(made: list[Path]) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from . import write_experiment
+    from . import write_coding_experiment, write_experiment
 
     _, made = output_dir(args.output)
     try:
-        write_experiment(args.output)
+        (write_coding_experiment if getattr(args, "family", "report") == "coding" else write_experiment)(args.output)
     except BaseException:
         undo_output_dir(made)
         raise
@@ -56,22 +60,31 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     return 0
 
 
+def families() -> dict[str, TaskFamily]:
+    """The task families ``study --family`` runs, by name: adding a family is one entry here."""
+    from .study import REPORTS
+
+    return {f.name: f for f in (REPORTS,)}
+
+
 def cmd_study(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from ..scenarios import require_scenarios
-    from . import GROUPS, SEED_SCENARIOS
+    from . import GROUPS
 
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]
     if not groups or (bad := [g for g in groups if g not in GROUPS]):
         raise HarnessLabError(f"--groups: unknown group(s) {','.join(bad) if groups else repr(args.groups)}; "
                               f"choose from {','.join(GROUPS)}")
-    known = require_scenarios()
-    names = known if args.scenarios == "all" else list(SEED_SCENARIOS) if args.scenarios == "seed" else [
-        n.strip() for n in args.scenarios.split(",") if n.strip()]
+    known_families = families()
+    if (family := known_families.get(args.family)) is None:
+        raise HarnessLabError(f"--family: unknown family {args.family!r}; choose from {','.join(known_families)}")
+    known = list(family.scenarios())
+    names = known if args.scenarios == "all" else list(family.subsets[args.scenarios]) \
+        if args.scenarios in family.subsets else [n.strip() for n in args.scenarios.split(",") if n.strip()]
     if not names or (bad := [n for n in names if n not in known]):
         raise HarnessLabError(f"--scenarios: unknown scenario(s) {','.join(bad) if names else repr(args.scenarios)}; "
-                              f"use all, seed or some of {','.join(known)}")
+                              f"use {', '.join(['all', *family.subsets])} or some of {','.join(known)}")
     for flag, given in (("--groups", groups), ("--scenarios", names)):
         if twice := _repeated(given):
             raise HarnessLabError(f"{flag}: {twice} given twice (it would count double)")
@@ -96,7 +109,7 @@ def cmd_study(args: argparse.Namespace) -> int:
             raise HarnessLabError(f"--{name.replace('_', '-')}: must be >= {floor}, got {limits[name]}")
     out, made = output_dir(args.output)
     try:
-        return _study_into(out, groups, names, limits, args)
+        return _study_into(out, groups, names, limits, args, family)
     except BaseException:
         undo_output_dir(made)
         raise
@@ -107,7 +120,7 @@ def _repeated(names: list[str]) -> str:
 
 
 def _study_into(out: Path, groups: list[str], names: list[str], limits: dict[str, int],
-                args: argparse.Namespace) -> int:
+                args: argparse.Namespace, family: TaskFamily) -> int:
     import importlib
     from concurrent.futures import Executor
     from typing import Any
@@ -135,7 +148,7 @@ def _study_into(out: Path, groups: list[str], names: list[str], limits: dict[str
     try:
         # the limits replace those of each scenario's own contract (a scenario may bring its own)
         result = run_study(groups, names, args.seeds, noise=args.noise, budget=limits, executor=executor,
-                           progress=not args.quiet)
+                           progress=not args.quiet, family=family)
     finally:
         if client is not None:
             client.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import HarnessLabError
 
-__all__ = ["publish"]
+__all__ = ["publish", "publish_texts"]
 
 
 def publish(out: Path, make: Callable[[Path], Iterable[Path]], *, stale: Iterable[str] = ()) -> list[Path]:
@@ -46,3 +46,14 @@ def publish(out: Path, make: Callable[[Path], Iterable[Path]], *, stale: Iterabl
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return [out / p.name for p in made]
+
+
+def publish_texts(out: Path, texts: dict[str, str]) -> list[Path]:
+    """:func:`publish` of text files: file name -> its UTF-8 text."""
+
+    def make(staging: Path) -> list[Path]:
+        for name, text in texts.items():
+            (staging / name).write_text(text, encoding="utf-8")
+        return [staging / name for name in texts]
+
+    return publish(out, make)

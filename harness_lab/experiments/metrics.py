@@ -31,11 +31,12 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "tool_calls": "mean tool calls executed per run",
     "tokens": "mean tokens spent per run (endpoint-reported, else the offline counter over each context view)",
     "reviews": "mean semantic reviews per run (each is a call to a judge: cost too)",
+    "revisions": "mean report writes per run after its first rejection (0 in a group without revision)",
     "latency_steps": "mean steps from start to the terminal state (deterministic latency)",
     "wall_ms": "median wall-clock milliseconds per run on this machine (informational, not compared)",
     "exhaustions": "runs that ended EXHAUSTED (a budget ran out)",
     "blocked": "runs that ended BLOCKED (forbidden action, no progress, a repair policy's escalation, "
-               "or a human refusal)",
+               "a rejection in a group without revision, or a human refusal)",
 }
 
 
@@ -65,6 +66,7 @@ class RunOutcome(BaseModel):
     reviews: int
     steps: int
     repair: Literal["on", "off"]
+    revisions: int = 0  # report writes after the first rejection
     wall_ms: float
 
     @property
@@ -91,6 +93,7 @@ class GroupSummary(BaseModel):
     tool_calls: float
     tokens: float
     reviews: float
+    revisions: float = 0.0
     latency_steps: float
     wall_ms: float
     exhaustions: int
@@ -119,6 +122,7 @@ def summarize(group: str, outcomes: Sequence[RunOutcome]) -> GroupSummary:
         tool_calls=mean([o.tool_calls for o in rows]),
         tokens=mean([o.tokens for o in rows]),
         reviews=mean([o.reviews for o in rows]),
+        revisions=mean([o.revisions for o in rows]),
         latency_steps=mean([o.steps for o in rows]),
         wall_ms=round(statistics.median(o.wall_ms for o in rows), 3) if n else 0.0,
         exhaustions=sum(o.final_state == "EXHAUSTED" for o in rows),

@@ -12,7 +12,7 @@ from ..contract import load_contract
 from ..paths import data_dir
 from ..run import Run
 from ..scenarios import load_scenario
-from ._output import publish
+from ._output import publish_texts
 
 __all__ = ["SEED_SCENARIOS", "ScenarioResult", "render_table", "run_experiment", "run_scenario", "write_experiment"]
 
@@ -127,11 +127,5 @@ def write_experiment(output: str | Path) -> dict[str, Any]:
     results = run_experiment()
     payload = {"budget": _budget(results), "results": [r.model_dump() for r in results]}
     texts = {"results.json": json.dumps(payload, indent=2, ensure_ascii=False) + "\n", "table.md": render_table(results)}
-
-    def make(staging: Path) -> list[Path]:
-        for name, text in texts.items():
-            (staging / name).write_text(text, encoding="utf-8")
-        return [staging / name for name in texts]
-
-    publish(Path(output), make)
+    publish_texts(Path(output), texts)
     return payload

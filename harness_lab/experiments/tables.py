@@ -21,13 +21,13 @@ def _pct(part: int, whole: int) -> str:
 
 def render_study_table(result: StudyResult) -> str:
     cols = ["group", "runs", "completion", "attainable", "delivered", "false accepts", "false rejects",
-            "decisions", "tool calls", "tokens", "reviews", "latency (steps)", "wall ms", "exhaustions", "blocked"]
+            "decisions", "tool calls", "tokens", "reviews", "revisions", "latency (steps)", "wall ms", "exhaustions", "blocked"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for s in result.summaries:
         lines.append("| " + " | ".join([
             s.group, str(s.runs), _pct(s.completed, s.runs), str(s.attainable),
             _pct(s.delivered, s.runs), _pct(s.false_accepts, s.delivered), _pct(s.false_rejects, s.runs),
-            f"{s.decisions:.2f}", f"{s.tool_calls:.2f}", f"{s.tokens:.0f}", f"{s.reviews:.2f}",
+            f"{s.decisions:.2f}", f"{s.tool_calls:.2f}", f"{s.tokens:.0f}", f"{s.reviews:.2f}", f"{s.revisions:.2f}",
             f"{s.latency_steps:.2f}", f"{s.wall_ms:.1f}", str(s.exhaustions), str(s.blocked),
         ]) + " |")
     budget = ", ".join(f"{k}={v}" for k, v in result.budget.items() if v is not None)

@@ -9,6 +9,8 @@ tool call returns a :class:`~harness_lab.tools.ToolResult`. Modules:
 * :mod:`.command`   run_command: namespaces, rlimits, uid drop, timeout, output cap
 * :mod:`.process`   collecting output, ending the child and everything it started
 * :mod:`._reaper`   without a pid namespace: the command's parent, which kills what it leaves behind
+* :mod:`.netallow`  the network allowlist: validation, and the harness's relay to the listed host:port pairs
+* :mod:`._netrelay` inside the namespace: listens on the listed pairs and hands each connection to the relay
 * :mod:`.scan`      manifests with a stat cache (full walk, or only what was written since)
 * :mod:`.journal`   the change journal (inotify): which paths anyone wrote, so scans skip the rest
 * :mod:`.mhash`     the workspace hash, updated by what changed

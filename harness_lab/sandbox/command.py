@@ -10,10 +10,14 @@ every result's ``data["isolation"]``):
   host's, guarded only by the uid drop below.
 * **none**: no namespace; the network is *not* isolated and the result data says so.
 
-Both wrappers give the command private, empty ``/tmp``, ``/var/tmp`` and ``/dev/shm`` and, while the network
-is off, an empty ``/run``: a network namespace does not cover Unix sockets, reached by path, and
-these directories are where other users and services keep theirs (and their files). The workspace
-is bound back at its own path, also when it lies under one of them. Mount propagation is private.
+Network allowlist (``allow``, from ``SandboxPolicy.network_allow``): the namespace stays private and
+empty but for the listed TCP ``host:port`` pairs, which :mod:`._netrelay` (run by the wrapper as root,
+before the uid drop) listens on inside and the harness relays to (:mod:`.netallow`); refused with none.
+
+Both wrappers give the command private, empty ``/tmp``, ``/var/tmp`` and ``/dev/shm`` and, while the host
+network is off (also with an allowlist), an empty ``/run``: a network namespace does not cover Unix
+sockets, reached by path, and these directories are where other users and services keep theirs (and
+their files). The workspace is bound back at its own path, also when it lies under one of them. Mount propagation is private.
 Each of these tmpfs holds at most ``quotas.scratch_bytes`` (its pages are memory that RLIMIT_AS
 does not count; bubblewrap < 0.7 cannot size one, and ``missing`` then says so). Unix sockets
 elsewhere on the host file system stay reachable by path.
@@ -58,12 +62,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness_lab.errors import SandboxEnvironmentError
+from harness_lab.sandbox.netallow import Destination, Relay, hosts_text, relay_source
 from harness_lab.sandbox.policy import Quotas
 from harness_lab.sandbox.process import collect
 from harness_lab.tools import ToolResult
 
-__all__ = ["Isolation", "check_isolation", "clamped_limits", "detect_isolation", "hide_harness_process", "run_command",
-           "sandbox_uid"]
+__all__ = ["Isolation", "check_isolation", "check_network_allow", "clamped_limits", "detect_isolation",
+           "hide_harness_process", "run_command", "sandbox_uid"]
 
 Isolation = dict[str, Any]
 
@@ -178,6 +183,15 @@ def check_isolation(choice: str, euid: int) -> Isolation:
     return iso
 
 
+def check_network_allow(entries: Sequence[str], iso: Isolation) -> None:
+    """A :class:`~harness_lab.errors.SandboxEnvironmentError` (one line) when ``entries`` (a network allowlist)
+    cannot be enforced under ``iso``: without a namespace it would be the host network, so it is refused."""
+    if entries and iso["kind"] == "none":
+        why = "; ".join(m for m in iso["missing"] if not m.startswith("not root"))
+        raise SandboxEnvironmentError(f"network_allow {list(entries)} needs a network namespace (isolation bwrap "
+                                      f"or unshare), unavailable here: {why}")
+
+
 def hide_harness_process() -> bool:
     """Make this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``), once a sandbox may run commands
     without a pid namespace: its ``/proc/<pid>/environ``, ``mem``, ``maps``, ``fd`` become root's, so a
@@ -226,7 +240,8 @@ def _parents_in(ws: str, hidden: Sequence[str]) -> list[str]:
 
 
 def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only: bool,
-          uid: int | None, scratch: int) -> list[str]:
+          uid: int | None, scratch: int, relay: tuple[int, int, tuple[Destination, ...]] | None = None) -> list[str]:
+    """``relay``: (control fd, /etc/hosts pipe fd, destinations) of a network allowlist (see :mod:`.netallow`)."""
     inner = list(argv)
     if uid is not None:
         if iso["setpriv"]:
@@ -235,6 +250,13 @@ def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only
                      "--", *inner]
         else:
             inner = [sys.executable, "-I", "-c", _DROP_PY, str(uid), str(uid), *inner]
+    hosts: list[str] = []
+    if relay is not None:  # runs as root inside the namespaces, before the uid drop (its docstring says why)
+        ctl, hosts_fd, dests = relay
+        hosts = ["--perms", "0644", "--ro-bind-data", str(hosts_fd), "/etc/hosts"]
+        inner = [sys.executable, "-I", "-S", "-c", relay_source(), str(ctl), "-" if uid is None else str(uid),
+                 "-" if iso["kind"] == "bwrap" else hosts_text(dests),
+                 ",".join(f"{d.listen}:{d.port}" for d in dests), "--", *inner]
     # A network namespace does not cover Unix sockets (reached by path, and a read-only bind does
     # not stop connect()): the shared scratch directories, and /run without network, are private.
     hidden = _hidden(network)
@@ -246,7 +268,7 @@ def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only
         net = [] if network else ["--unshare-net"]
         bind = "--ro-bind" if read_only else "--bind"
         return [iso["bwrap"], "--unshare-pid", "--unshare-ipc", "--die-with-parent",
-                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *net, *cover, *parents,
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *net, *cover, *parents, *hosts,
                 bind, ws, ws, "--chdir", ws, "--", *inner]
     if iso["kind"] == "unshare":
         net = [] if network else ["--net"]
@@ -317,15 +339,22 @@ def _limits(limits: dict[str, tuple[int, int]]) -> Callable[[], None]:
 
 
 def run_command(argv: Sequence[str], *, ws: str, timeout: float, quotas: Quotas, iso: Isolation,
-                network: bool, read_only: bool, uid: int | None) -> ToolResult:
-    """Run ``argv`` in ``ws``; never raises for anything the command does."""
+                network: bool, read_only: bool, uid: int | None, allow: tuple[Destination, ...] = ()) -> ToolResult:
+    """Run ``argv`` in ``ws``; never raises for anything the command does. ``network`` gives the host's
+    network; ``allow`` (with ``network`` False) only the listed TCP destinations (:mod:`.netallow`)."""
     tool = "run_command"
+    if allow and (network or iso["kind"] == "none"):
+        return ToolResult.failure(tool, "a network allowlist needs a network namespace (isolation bwrap or "
+                                  "unshare) and the host network off", "install bubblewrap", status="denied")
     env = {"PATH": _PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb",
            "HOME": "/tmp" if iso["kind"] == "bwrap" else ws, "TMPDIR": "/tmp"}
     nproc = quotas.max_processes if uid is not None else _own_process_count(os.getuid()) + quotas.max_processes
     data: dict[str, Any] = {
         "argv": list(argv), "timeout": timeout, "isolation": iso["kind"],
-        "network": "host" if network or iso["kind"] == "none" else "none (private namespace)",
+        "network": ("host" if network or iso["kind"] == "none" else
+                    "allowlist (private namespace; TCP to the listed host:port only)" if allow
+                    else "none (private namespace)"),
+        "network_allow": [d.entry for d in allow],
         "uid": uid if uid is not None else os.getuid(),
         "process_limit": (f"RLIMIT_NPROC={nproc} for dedicated uid {uid}" if uid is not None
                           else f"RLIMIT_NPROC={nproc} per user (approximate: not root)"),
@@ -334,16 +363,36 @@ def run_command(argv: Sequence[str], *, ws: str, timeout: float, quotas: Quotas,
     limits, clamped = clamped_limits(quotas, nproc)
     if clamped:  # the harness's own hard limits are lower than the quotas: the command gets those
         data["rlimits_clamped"] = clamped
-    full = _wrap(argv, ws, iso, network, read_only, uid, quotas.scratch_bytes)
-    started = time.monotonic()
+    relay = Relay(allow) if allow else None
+    pass_fds: tuple[int, ...] = ()
     try:
-        proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, cwd=ws, env=env, start_new_session=True,
-                                preexec_fn=_limits(limits), close_fds=True)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return ToolResult.failure(tool, f"could not start {argv[0]!r}: {exc.__class__.__name__}",
-                                  "check the program name; commands run with a minimal PATH")
-    out, why = collect(proc, started + timeout, quotas.output_bytes)
+        if relay is not None:
+            pass_fds = (relay.child_fd,)
+            if iso["kind"] == "bwrap":  # bwrap reads the private /etc/hosts from a pipe (a few KiB: fits in it)
+                hosts_r, hosts_w = os.pipe()
+                os.write(hosts_w, hosts_text(allow).encode())
+                os.close(hosts_w)
+                pass_fds = (relay.child_fd, hosts_r)
+        full = _wrap(argv, ws, iso, network, read_only, uid, quotas.scratch_bytes,
+                     None if relay is None else (relay.child_fd, pass_fds[-1], allow))
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, cwd=ws, env=env, start_new_session=True,
+                                    preexec_fn=_limits(limits), close_fds=True, pass_fds=pass_fds)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return ToolResult.failure(tool, f"could not start {argv[0]!r}: {exc.__class__.__name__}",
+                                      "check the program name; commands run with a minimal PATH")
+        finally:
+            for fd in pass_fds[1:]:
+                os.close(fd)
+        if relay is not None:
+            relay.start()
+        out, why = collect(proc, started + timeout, quotas.output_bytes)
+    finally:
+        if relay is not None:  # every relayed connection, thread and socket ends with the call
+            relay.stop()
+            data["network_relay"] = relay.log
     elapsed = time.monotonic() - started
     text = out.decode("utf-8", errors="replace")
     rc = proc.returncode

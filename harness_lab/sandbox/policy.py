@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from harness_lab.sandbox.netallow import parse_allowlist
+
 __all__ = [
     "FILE_TOOLS",
     "IRREVERSIBLE_TOOLS",
@@ -61,8 +63,9 @@ class SandboxPolicy(BaseModel):
 
     ``timeouts`` maps a tool type to seconds; ``run_command(tool_type=...)`` picks one and a
     caller-supplied ``timeout`` may only shorten it. ``network_allow`` empty means the child gets
-    a private network namespace with nothing in it; a non-empty list disables that namespace (per
-    host filtering is not implemented, and the result data says so). ``run_as_uid`` is the
+    a private network namespace with nothing in it; ``("127.0.0.1:8001", "example.org:443")`` keeps
+    that namespace and makes only those TCP destinations reachable from it (see
+    :mod:`harness_lab.sandbox.netallow`; refused in isolation "none"). ``run_as_uid`` is the
     unprivileged uid a root parent drops to (``None``: derived from the workspace path, see
     :mod:`harness_lab.sandbox.command`). ``change_tracking="auto"`` keeps a change journal
     (inotify) so rollback, ``workspace_hash`` and snapshots cost what changed; ``"walk"`` proves
@@ -89,6 +92,12 @@ class SandboxPolicy(BaseModel):
         unknown = sorted(value - TOOLS)
         if unknown:
             raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOLS)}")
+        return value
+
+    @field_validator("network_allow")
+    @classmethod
+    def _valid_destinations(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        parse_allowlist(value)  # a one-line ValueError naming the first bad entry
         return value
 
     @field_validator("timeouts")

@@ -45,7 +45,14 @@ from harness_lab.sandbox._dirs import open_dirs
 from harness_lab.sandbox._quota import file_sizes
 from harness_lab.sandbox._snapshot_ops import SnapshotOps
 from harness_lab.sandbox.boundary import Boundary, Refusal
-from harness_lab.sandbox.command import check_isolation, hide_harness_process, run_command, sandbox_uid
+from harness_lab.sandbox.command import (
+    check_isolation,
+    check_network_allow,
+    hide_harness_process,
+    run_command,
+    sandbox_uid,
+)
+from harness_lab.sandbox.netallow import parse_allowlist
 from harness_lab.sandbox.policy import TOOLS, SandboxPolicy
 from harness_lab.sandbox.scan import Manifest, Scanner
 from harness_lab.sandbox.snapshots import SnapshotInfo, SnapshotStore
@@ -93,9 +100,11 @@ class Sandbox(SnapshotOps):
         self.last_auto_snapshot: SnapshotInfo | None = None
         try:
             iso = check_isolation(self.policy.isolation, os.geteuid())
+            check_network_allow(self.policy.network_allow, iso)  # never the host network instead
         except SandboxEnvironmentError:
             self.close()
             raise
+        self._allow = parse_allowlist(self.policy.network_allow)
         self._iso = iso
         if iso["kind"] == "none":  # no pid namespace: a command could read this process's environ
             hide_harness_process()
@@ -104,7 +113,7 @@ class Sandbox(SnapshotOps):
             "path_resolution": self._boundary.mechanism,
             "openat2": self._boundary.mechanism == "openat2",
             "isolation": iso["kind"],
-            "network_namespace": iso["kind"] != "none" and not self.policy.network_allow,
+            "network_namespace": iso["kind"] != "none",
             "pid_namespace": iso["kind"] != "none",
             "mount_namespace": iso["kind"] != "none",
             # bytes per private scratch tmpfs (/tmp, /var/tmp, /dev/shm, /run); None: unbounded or none
@@ -113,7 +122,7 @@ class Sandbox(SnapshotOps):
             "process_limit": ("RLIMIT_NPROC under a dedicated unprivileged uid" if self._uid is not None
                               else "RLIMIT_NPROC per user (not root: approximate)"),
             "rlimits": ["RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC"],
-            "network_allow_enforced_per_host": False,
+            "network_allow": list(self.policy.network_allow),  # TCP host:port pairs reachable (netallow)
             "missing": list(iso["missing"]),
             "snapshot_dir": snap,
             "change_tracking": self._scanner.tracking,
@@ -227,8 +236,8 @@ class Sandbox(SnapshotOps):
             return auto
         self._scanner.invalidate()  # the command may change anything: the next snapshot walks the tree
         result = run_command(list(argv), ws=self.root, timeout=timeout, quotas=self.policy.quotas,
-                             iso=self._iso, network=bool(self.policy.network_allow),
-                             read_only=read_only, uid=self._uid)
+                             iso=self._iso, network=False, read_only=read_only, uid=self._uid,
+                             allow=self._allow)
         return _with_snapshot(self._command_over_quota(result, auto), auto)
 
     def _write_over_quota(self, names: tuple[str, ...], size: int) -> ToolResult | None:

@@ -1,6 +1,19 @@
-"""Validators: the report contract (structural), acceptance receipts, optional semantic review."""
+"""Validators: the report contract (structural), the functional layer (check commands in the sandbox),
+acceptance receipts, optional semantic review."""
 
+from typing import Annotated
+
+from pydantic import Field
+
+from .claims import Mismatch, check_claim
+from .functional import CheckRun, CheckSandbox, LayerFailure, LayerVerdict, run_functional_layer
 from .receipt import Receipt, sha256_hex
 from .report import MAX_REPORT_BYTES, CheckFailure, ReportVerdict, check_report, find_citations
+from .semantic import ClaimFinding, EvidenceSupportReviewer, SemanticReviewer, SemanticVerdict
 
-__all__ = ["MAX_REPORT_BYTES", "CheckFailure", "Receipt", "ReportVerdict", "check_report", "find_citations", "sha256_hex"]
+__all__ = ["MAX_REPORT_BYTES", "CheckFailure", "CheckRun", "CheckSandbox", "ClaimFinding", "EvidenceSupportReviewer",
+           "LayerFailure", "LayerVerdict", "Mismatch", "Receipt", "ReportVerdict", "SemanticReviewer", "SemanticVerdict",
+           "Verdict", "check_claim", "check_report", "find_citations", "run_functional_layer", "sha256_hex"]
+
+Verdict = Annotated[ReportVerdict | LayerVerdict, Field(discriminator="kind")]
+"""A finish step's verdict: the format layer's (:class:`ReportVerdict`) or the first other layer that failed."""

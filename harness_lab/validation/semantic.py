@@ -6,14 +6,19 @@ whether its claims are *backed* by the sources they cite. The two verdicts are r
 judge that can be wrong, and a reviewer that shares the writer's false premise agrees with it.
 
 Any object with ``name`` and ``review(report, evidence) -> SemanticVerdict`` plugs in (an LLM
-judge, a fact checker, a human queue). The default, :class:`EvidenceSupportReviewer`, is
-deterministic and offline: for each claim sentence with citations it measures how many of the
-claim's content words occur in the cited notes, and flags absolute wording ("guaranteed",
-"100%", "any model") that none of the cited notes uses.
+judge - :class:`~harness_lab.validation.model_reviewer.ModelReviewer` -, a fact checker, a human queue).
+The default, :class:`EvidenceSupportReviewer`, is deterministic and offline: each claim sentence with
+citations is read against the cited notes by :func:`~harness_lab.validation.claims.check_claim` -
+numbers (with their units, or a percentage derivable as stated), negations and opposite words, entities
+(names, ids, versions, paths) and scope (quantifiers, absolute words, comparatives, superlatives) -
+and the share of its content words found in them is kept as ``support``. Each finding names what did
+not match (``ClaimFinding.mismatches``). Word overlap alone passed "it is reported as a success"
+against "it is never reported as a success" (support 1.0).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Literal, Protocol
@@ -22,11 +27,13 @@ from pydantic import BaseModel, ConfigDict
 
 from ..evidence import EvidenceNote
 from ._markdown import headings, read_lines, thematic_break, title_key
+from .claims import ASPECTS, SCOPE_TERMS, Mismatch, MismatchAspect, NoteText, check_claim
 from .report import find_citations
 
 __all__ = [
     "ABSOLUTE_TERMS",
     "ClaimFinding",
+    "ClaimProblem",
     "EvidenceSupportReviewer",
     "SemanticReviewer",
     "SemanticVerdict",
@@ -53,6 +60,13 @@ _RULE_CELL = re.compile(r"[ \t]*:?-+:?[ \t]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 
+# One label per claim, the first that applies in this order (its mismatches list them all).
+ClaimProblem = Literal["ok", "no_citation", "unknown_source", "overclaim", "contradiction", "number_mismatch",
+                       "unknown_entity", "weak_support", "not_reviewed"]
+_PROBLEM_OF: dict[MismatchAspect, ClaimProblem] = {
+    "scope": "overclaim", "negation": "contradiction", "number": "number_mismatch", "entity": "unknown_entity"}
+
+
 class ClaimFinding(BaseModel):
     """The review of one claim sentence."""
 
@@ -63,8 +77,10 @@ class ClaimFinding(BaseModel):
     claim: str
     cited: tuple[str, ...]
     support: float  # share of the claim's content words found in the cited notes, 0..1
-    unsupported_terms: tuple[str, ...] = ()
-    problem: Literal["ok", "no_citation", "unknown_source", "weak_support", "overclaim"]
+    unsupported_terms: tuple[str, ...] = ()  # the scope words no cited note uses
+    problem: ClaimProblem
+    mismatches: tuple[Mismatch, ...] = ()  # what did not match, aspect by aspect
+    note: str = ""  # a reviewer's own words on the claim (a model's reason), if it gave any
 
 
 class SemanticVerdict(BaseModel):
@@ -77,12 +93,21 @@ class SemanticVerdict(BaseModel):
     reviewer: str
     passed: bool
     findings: tuple[ClaimFinding, ...] = ()
+    # "could_not_review": the reviewer gave no judgement (an endpoint down, an answer it could not
+    # read); ``passed`` is then False and ``detail`` says why. Data, not an exception.
+    status: Literal["reviewed", "could_not_review"] = "reviewed"
+    detail: str = ""
 
     @property
     def reasons(self) -> list[str]:
-        return [f"{f.problem}: {f.claim[:80]!r} (cites {', '.join(f.cited) or 'nothing'}; support {f.support:.2f}"
-                + (f"; unsupported: {', '.join(f.unsupported_terms)})" if f.unsupported_terms else ")")
-                for f in self.findings if f.problem != "ok"]
+        head = [f"could_not_review: {self.detail}"] if self.status == "could_not_review" else []
+        return head + [
+            f"{f.problem}: {f.claim[:80]!r} (cites {', '.join(f.cited) or 'nothing'}; support {f.support:.2f}"
+            + (f"; unsupported: {', '.join(f.unsupported_terms)}" if f.unsupported_terms else "")
+            + "".join(f"; {m.aspect} {m.claim_part!r}: {m.detail[:100]}" for m in f.mismatches
+                      if m.aspect != "scope")
+            + (f"; {f.note[:100]}" if f.note else "") + ")"
+            for f in self.findings if f.problem != "ok"]
 
 
 class SemanticReviewer(Protocol):
@@ -95,31 +120,40 @@ class SemanticReviewer(Protocol):
 
 
 class EvidenceSupportReviewer:
-    """Deterministic claim-to-evidence check over the local evidence notes.
+    """Deterministic claim-to-evidence check over the local evidence notes, sentence by sentence.
 
     A claim sentence (in Conclusion / Evidence) fails when it cites nothing (Conclusion only), cites
-    an unknown note, shares fewer than ``min_support`` of its content words with the cited notes, or
-    uses an absolute term that no cited note uses. Word overlap is a crude proxy for support: it
-    catches overclaiming and off-topic citations, not subtle misreadings.
+    an unknown note, states a number, a negation, an entity or a scope the cited notes do not (the
+    ``aspects`` checked: see :mod:`.claims`), or shares fewer than ``min_support`` of its content words
+    with them. Linear in the report and the cited notes: each distinct set of cited notes is read once
+    per review. It does not parse syntax; a claim that swaps who does what passes.
     """
 
-    def __init__(self, *, min_support: float = 0.3, absolute_terms: Iterable[str] = ABSOLUTE_TERMS) -> None:
+    def __init__(self, *, min_support: float = 0.3, absolute_terms: Iterable[str] = SCOPE_TERMS,
+                 aspects: Iterable[MismatchAspect] = ASPECTS) -> None:
         if not 0.0 <= min_support <= 1.0:
             raise ValueError(f"min_support must lie in [0, 1], got {min_support}")
         self.min_support = min_support
         self.absolute_terms = tuple(absolute_terms)
+        self.aspects = tuple(aspects)
+        if unknown := [a for a in self.aspects if a not in ASPECTS]:
+            raise ValueError(f"aspects: unknown {', '.join(map(repr, unknown))}; known: {', '.join(ASPECTS)}")
+        self._scope_terms = frozenset(t.casefold() for t in self.absolute_terms)
 
     @property
     def name(self) -> str:
-        return f"evidence-support(min_support={self.min_support})"
+        shown = "" if self.aspects == ASPECTS else f", aspects={'+'.join(self.aspects) or 'none'}"
+        return f"evidence-support(min_support={self.min_support}{shown})"
 
     def review(self, report: bytes, evidence: Mapping[str, EvidenceNote]) -> SemanticVerdict:
         text = report.decode("utf-8-sig", errors="replace")
-        findings = [self._judge(section, claim, evidence) for section, claim in _claims(text)]
+        notes: dict[tuple[str, ...], NoteText] = {}  # each set of cited notes read once per review
+        findings = [self._judge(section, claim, evidence, notes) for section, claim in _claims(text)]
         kept = [f for f in findings if f is not None]
         return SemanticVerdict(reviewer=self.name, passed=all(f.problem == "ok" for f in kept), findings=tuple(kept))
 
-    def _judge(self, section: str, claim: str, evidence: Mapping[str, EvidenceNote]) -> ClaimFinding | None:
+    def _judge(self, section: str, claim: str, evidence: Mapping[str, EvidenceNote],
+               notes: dict[tuple[str, ...], NoteText]) -> ClaimFinding | None:
         cited = tuple(dict.fromkeys(find_citations(claim)[0]))
         bare = _without_markers(claim).strip()
         if not cited:
@@ -134,12 +168,22 @@ class EvidenceSupportReviewer:
         if not _words(bare.casefold()) and section not in ("conclusion", "结论"):
             return None  # citations alone in Evidence (a source list): no claim to score; a Conclusion must say something
         support = sum(_stem(w) in source_stems for w in words) / len(words) if words else 0.0
-        source_words = set(_words(source))
-        unsupported = tuple(t for t in self.absolute_terms if _uses(bare.casefold(), t) and not _uses_any(source, source_words, t))
-        problem: Literal["ok", "weak_support", "overclaim"] = (
-            "overclaim" if unsupported else "weak_support" if support < self.min_support else "ok")
+        if (read := notes.get(cited)) is None:
+            read = notes[cited] = _read_notes("\n\n".join(evidence[cid].text for cid in cited))
+        mismatches = tuple(check_claim(bare, read, aspects=self.aspects, scope_terms=self._scope_terms))
+        unsupported = tuple(m.claim_part for m in mismatches if m.aspect == "scope")
+        problem = next((_PROBLEM_OF[aspect] for aspect in ("scope", "negation", "number", "entity")
+                        if any(m.aspect == aspect for m in mismatches)),
+                       "weak_support" if support < self.min_support else "ok")
         return ClaimFinding(section=section, claim=bare, cited=cited, support=round(support, 4),
-                            unsupported_terms=unsupported, problem=problem)
+                            unsupported_terms=unsupported, problem=problem, mismatches=mismatches)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_notes(text: str) -> NoteText:
+    """The notes' text read once for many reviews (a study reviews the same few notes thousands of times);
+    a NoteText is not changed after it is made."""
+    return NoteText(text)
 
 
 def _claims(text: str) -> list[tuple[str, str]]:
@@ -206,11 +250,3 @@ def _words(text: str) -> list[str]:
 def _stem(word: str) -> str:
     # Crude and deterministic: "validating"/"validated"/"validate" share a 6-char prefix.
     return word[:6] if word.isascii() else word
-
-
-def _uses(text: str, term: str) -> bool:
-    return term in text if not term.isascii() or not term.isalpha() else term in _words(text)
-
-
-def _uses_any(source: str, source_words: set[str], term: str) -> bool:
-    return term in source if not term.isascii() or not term.isalpha() else term in source_words

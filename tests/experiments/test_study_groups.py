@@ -13,6 +13,7 @@ from harness_lab.evidence import EvidenceCatalogue, EvidenceNote
 from harness_lab.experiments import (
     GROUPS,
     METRIC_DEFINITIONS,
+    REPORTS,
     SEED_SCENARIOS,
     StudyTask,
     render_study_table,
@@ -28,7 +29,7 @@ from harness_lab.validation.semantic import EvidenceSupportReviewer, SemanticVer
 def _task(group: str, scenario: Scenario, contract: ControlContract, evidence: EvidenceCatalogue,
           seed: int = 0, reviewer: Any = None) -> StudyTask:
     return StudyTask(group=GROUPS[group], scenario=scenario, seed=seed, noise=0.2, contract=contract,
-                     evidence=evidence, reviewer=reviewer or EvidenceSupportReviewer())
+                     evidence=evidence, reviewer=reviewer or EvidenceSupportReviewer(), family=REPORTS)
 
 
 def _relabel(name: str, acceptable: tuple[int, ...]) -> Scenario:
@@ -39,11 +40,20 @@ def _relabel(name: str, acceptable: tuple[int, ...]) -> Scenario:
 @pytest.mark.parametrize("name", SEED_SCENARIOS)
 def test_seed_zero_reproduces_the_seed_table(name: str, contract: ControlContract, evidence: EvidenceCatalogue) -> None:
     scenario = load_scenario(name)
-    for group, validation in (("base", False), ("structural", True)):
-        outcome = run_study_task(_task(group, scenario, contract, evidence))
-        expected = run_scenario(name, validation=validation)
-        assert (outcome.final_state, outcome.steps) == (expected.final_state, expected.final_step)
-        assert outcome.delivered_acceptable == bool(expected.accepted_is_acceptable)
+    base = run_study_task(_task("base", scenario, contract, evidence))
+    unchecked = run_scenario(name, validation=False)
+    assert (base.final_state, base.steps) == (unchecked.final_state, unchecked.final_step)
+    assert base.delivered_acceptable == bool(unchecked.accepted_is_acceptable)
+    # The structural group is the seed table's checked run up to its first rejection, which it does not
+    # revise after: the run stops there (one more step, the halt, without a proposal).
+    structural = run_study_task(_task("structural", scenario, contract, evidence))
+    checked = run_scenario(name, validation=True)
+    if checked.rejected_at_steps:
+        assert (structural.final_state, structural.stop_reason) == ("BLOCKED", "rejected")
+        assert structural.steps == checked.rejected_at_steps[0] + 1 and not structural.delivered
+    else:
+        assert (structural.final_state, structural.steps) == (checked.final_state, checked.final_step)
+        assert structural.delivered_acceptable == bool(checked.accepted_is_acceptable)
 
 
 def test_overclaiming_report_structural_pass_is_not_semantic_pass(contract: ControlContract,
@@ -98,13 +108,15 @@ def test_every_group_gets_the_same_budget(contract: ControlContract) -> None:
 
 
 def test_repair_group_runs_the_repair_policy(contract: ControlContract, evidence: EvidenceCatalogue) -> None:
-    # Without repair a rejected script keeps asking to finish until the budget is spent; with it, the
-    # failures are retried, rolled back, then escalated: BLOCKED, a person decides.
+    # Without revision the first rejection ends the run; with it, the failures are retried, rolled
+    # back, then escalated: BLOCKED, a person decides.
     scenario = load_scenario("missing_limitations")
     structural = run_study_task(_task("structural", scenario, contract, evidence))
     repair = run_study_task(_task("repair", scenario, contract, evidence))
-    assert (structural.final_state, structural.stop_reason, structural.repair) == ("EXHAUSTED", "decision_budget", "off")
+    assert (structural.final_state, structural.stop_reason, structural.repair) == ("BLOCKED", "rejected", "off")
+    assert structural.rejections == 1
     assert (repair.final_state, repair.stop_reason, repair.repair) == ("BLOCKED", "escalated", "on")
+    assert repair.rejections > 1
     assert not repair.delivered and not repair.false_accept
 
 

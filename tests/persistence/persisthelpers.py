@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +59,16 @@ def outcome(run: Run) -> dict[str, Any]:
         "workspace": run.sandbox.workspace_hash(),
         "receipt": json.loads(run.receipt.model_dump_json()) if run.receipt else None,
     }
+
+
+def kill_when(marker: Path, child: subprocess.Popen[str]) -> None:
+    """SIGKILL ``child`` once ``marker`` exists (an event, polled; ~60 s at most on a loaded host), and reap it."""
+    try:
+        for _ in range(6000):
+            if marker.exists() or child.poll() is not None:
+                break
+            time.sleep(0.01)
+        assert marker.exists(), f"the command never started: {child.poll()} {child.stderr}"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.communicate()

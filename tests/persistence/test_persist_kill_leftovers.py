@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from persisthelpers import CountingOutbox, outcome, push_run
+from persisthelpers import CountingOutbox, kill_when, outcome, push_run
 
 from harness_lab import Run, RunState
 from harness_lab.errors import SimulatedCrash
@@ -39,15 +37,7 @@ def _kill_mid_command(db: Path, ws: Path, tmp: Path) -> None:
     """Start the child, SIGKILL it once its command has written started.txt (an event, polled)."""
     child = subprocess.Popen([sys.executable, "-c", _CHILD, str(db), str(ws), str(tmp), str(Path(__file__).parent)],
                              env=_ENV, stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(6000):  # ~60 s at most on a loaded host: the file is the signal, not the time
-            if (ws / "started.txt").exists() or child.poll() is not None:
-                break
-            time.sleep(0.01)
-        assert (ws / "started.txt").exists(), f"the command never started: {child.poll()} {child.stderr}"
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.communicate()
+    kill_when(ws / "started.txt", child)
 
 
 def test_a_command_killed_mid_flight_ends_effect_uncertain_on_resume(tmp_path: Path) -> None:

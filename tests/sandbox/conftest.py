@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sbhelpers import RESOLUTIONS, build_world
+from sbhelpers import PY, RESOLUTIONS, build_world, isolation_or_skip
 
 from harness_lab.sandbox import Sandbox, SandboxPolicy
 
@@ -35,3 +36,21 @@ def make_sandbox(tmp_path: Path) -> Iterator[Callable[..., Sandbox]]:
     yield make
     for sb in made:
         sb.close()
+
+
+@pytest.fixture(params=["bwrap", "unshare"])
+def iso(request: pytest.FixtureRequest) -> str:
+    """Both wrappers (CI has bubblewrap, and unshare is the fallback when it is missing), with the system
+    interpreter the tests' commands run."""
+    name = str(request.param)
+    isolation_or_skip(name)
+    if not os.access(PY, os.X_OK):
+        pytest.skip(f"needs {PY} (apt-get install python3)")
+    return name
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    d = tmp_path / "ws"
+    d.mkdir()
+    return d

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from harness_lab.sandbox.command import detect_isolation
 from harness_lab.tools import ToolResult
 
 SECRET = "TOP-SECRET-outside-the-workspace"
+PY = "/usr/bin/python3"  # a system interpreter the dropped uid can execute (venvs may live in /root)
 RESOLUTIONS = ["openat2", "walk"]
 
 
@@ -111,3 +113,30 @@ def outside_state(world: dict[str, Path]) -> list[tuple[str, str, int]]:
             st = p.lstat()
             out.append((str(p), p.read_text() if p.is_file() else "", st.st_mtime_ns))
     return out
+
+
+def uid_processes(uid: int) -> list[int]:
+    """Live processes of ``uid``. A zombie has already died: without a pid namespace, a killed
+    process whose parent died too waits for the machine's init to reap it, which under load (a
+    second test job) can take longer than the test waits, and says nothing about the sandbox."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if os.stat(f"/proc/{pid}").st_uid != uid:
+                    continue
+                with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+                    state = fh.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in ("Z", "X"):
+                found.append(int(pid))
+    return found
+
+
+def assert_no_process_left(uid: int, seconds: float = 1.0) -> None:
+    """No live process of ``uid`` (a sandbox's) is left, once the kernel had ``seconds`` to tear down."""
+    deadline = time.monotonic() + seconds
+    while uid_processes(uid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert uid_processes(uid) == [], "a process of the sandbox uid outlived the call"

@@ -6,12 +6,11 @@ import os
 import re
 import resource
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sbhelpers import SECRET, build_world, isolation_or_skip, outside_state
+from sbhelpers import SECRET, assert_no_process_left, build_world, isolation_or_skip, outside_state
 
 from harness_lab.sandbox import Quotas, Sandbox
 
@@ -25,46 +24,10 @@ def _needs_isolation() -> None:
         pytest.skip(f"needs {PY} (apt-get install python3)")
 
 
-def _uid_processes(uid: int) -> list[int]:
-    """Live processes of ``uid``. A zombie has already died: without a pid namespace, a killed
-    process whose parent died too waits for the machine's init to reap it, which under load (a
-    second test job) can take longer than the test waits, and says nothing about the sandbox."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if os.stat(f"/proc/{pid}").st_uid != uid:
-                    continue
-                with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
-                    state = fh.read().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if state not in ("Z", "X"):
-                found.append(int(pid))
-    return found
 
 
 def _assert_nothing_left(sb: Sandbox) -> None:
-    uid = sb.capabilities["uid_drop"]
-    deadline = time.monotonic() + 1.0
-    while _uid_processes(uid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _uid_processes(uid) == [], "a process of the sandbox uid outlived the call"
-
-
-@pytest.fixture(params=["bwrap", "unshare"])
-def iso(request: pytest.FixtureRequest) -> str:
-    """Both wrappers: CI has bubblewrap, and unshare is the fallback when it is missing."""
-    name = str(request.param)
-    isolation_or_skip(name)
-    return name
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    d = tmp_path / "ws"
-    d.mkdir()
-    return d
+    assert_no_process_left(sb.capabilities["uid_drop"])
 
 
 def test_capabilities_say_what_is_applied(ws: Path, make_sandbox: Any, iso: str) -> None:

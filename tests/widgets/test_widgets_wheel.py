@@ -30,7 +30,8 @@ def test_the_wheel_ships_and_imports_the_widgets(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"harness_lab/widgets/__init__.py", "harness_lab/widgets/view.py",
             "harness_lab/data/scenarios/conforming_report.yaml", "harness_lab/data/transcripts/07_real_model.json",
-            "harness_lab/data/model/smollm2_tool_calls.jinja"} <= names
+            "harness_lab/data/model/smollm2_tool_calls.jinja", "harness_lab/data/coding_scenarios/coding_honest_fix.yaml",
+            "harness_lab/data/coding/stats/test_stats.py"} <= names
     target = tmp_path / "site"
     installed = subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
                                capture_output=True, text=True, timeout=120)
