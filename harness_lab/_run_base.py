@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._context_tools import context_action
 from ._process_id import process_identity
 from ._restorable import Restorable, _Counters
 from ._run_setup import initial_context
@@ -126,6 +127,7 @@ class RunBase(Restorable):
         self.executor = ToolExecutor(
             self.sandbox, evidence, contract.verification.report.path,
             lambda ref, start, end: self.context.read_ref(ref, start, end), effects or Outbox(),
+            context_tool=lambda action: context_action(self.context, action, self.step_no),
         )
         self.state: RunState = RunState.CREATED
         self.stop_reason: StopReason | None = None

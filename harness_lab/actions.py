@@ -15,12 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from ._flat import FlatSpec, flat_spec, json_template
 
 __all__ = [
+    "CONTEXT_KINDS",
     "FORBIDDEN_KINDS",
     "GATE_CATEGORIES",
     "TOOL_KINDS",
     "Action",
+    "BeginSubtask",
     "DeleteFile",
     "Finish",
+    "FinishSubtask",
     "ForbiddenAction",
     "GatedAction",
     "ListDir",
@@ -28,6 +31,7 @@ __all__ = [
     "ReadFile",
     "ReadRef",
     "RunCommand",
+    "SearchHistory",
     "Think",
     "WriteFile",
     "WriteReport",
@@ -142,6 +146,32 @@ class Think(_Action):
     thought: str = Field(min_length=1)
 
 
+class BeginSubtask(_Action):
+    """Open a subtask of the proposer's plan: its goal sits in L2 while its steps run (seed 003, 3.2)."""
+
+    kind: Literal["begin_subtask"] = "begin_subtask"
+    name: str = Field(min_length=1)
+    goal: str = Field(min_length=1)
+
+
+class FinishSubtask(_Action):
+    """Close the open subtask: its process collapses into one L3 conclusion (*conclusion*, or the
+    harness's digest of the process when empty), stamped with round and source."""
+
+    kind: Literal["finish_subtask"] = "finish_subtask"
+    conclusion: str = ""
+
+
+class SearchHistory(_Action):
+    """Find stored history (what left the view, stored outputs) by relevance; hits open with read_ref."""
+
+    kind: Literal["search_history"] = "search_history"
+    query: str = Field(min_length=1)
+    k: int = Field(default=5, ge=1, le=20)
+
+    _k_number = field_validator("k", mode="before")(_number)
+
+
 class GatedAction(_Action):
     """An external side effect (push, release, send_message, ...): runs only after approval."""
 
@@ -163,14 +193,17 @@ class ForbiddenAction(_Action):
 
 Action = Annotated[
     ReadEvidence | WriteReport | Finish | ListDir | ReadFile | WriteFile | DeleteFile | RunCommand | ReadRef | Think | GatedAction
-    | ForbiddenAction,
+    | ForbiddenAction | BeginSubtask | FinishSubtask | SearchHistory,
     Field(discriminator="kind"),
 ]
 _MODELS: dict[str, type[_Action]] = {
     "read_evidence": ReadEvidence, "write_report": WriteReport, "finish": Finish,
     "list_dir": ListDir, "read_file": ReadFile, "write_file": WriteFile, "delete_file": DeleteFile,
     "run_command": RunCommand, "read_ref": ReadRef, "think": Think,
+    "begin_subtask": BeginSubtask, "finish_subtask": FinishSubtask, "search_history": SearchHistory,
 }
+# The actions the run's context answers (the subtask cycle and retrieval), not the sandbox.
+CONTEXT_KINDS = frozenset({"begin_subtask", "finish_subtask", "search_history"})
 _FIELDS = {kind: frozenset(model.model_fields) for kind, model in _MODELS.items()}
 # Kinds whose arguments are all plain strings: parsed, dumped and spelled without pydantic (see _flat)
 _FLAT: dict[str, FlatSpec] = {k: spec for k, m in _MODELS.items() if (spec := flat_spec(m, k)) is not None}
@@ -178,5 +211,5 @@ _FLAT_JSON = {_MODELS[k]: json_template(spec, k) for k, spec in _FLAT.items()}
 _FLAT_SIZE = {_MODELS[k]: len(spec) + 1 for k, spec in _FLAT.items()}  # fields, kind included
 TOOL_KINDS = frozenset(_MODELS) | EXTERNAL_KINDS
 # What a contract's ``human_gate.required_for`` can name: the categories the gate matches actions by (a
-# delete_file is gated as "delete"; finish and forbidden kinds never reach the human gate).
-GATE_CATEGORIES = frozenset(_MODELS) - {"finish", "delete_file"} | EXTERNAL_KINDS | {"delete"}
+# delete_file is gated as "delete"; finish, forbidden kinds and the context's own actions never reach the human gate).
+GATE_CATEGORIES = frozenset(_MODELS) - {"finish", "delete_file"} - CONTEXT_KINDS | EXTERNAL_KINDS | {"delete"}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .actions import (
+    CONTEXT_KINDS,
     DeleteFile,
     GatedAction,
     ListDir,
@@ -61,6 +62,8 @@ class ToolExecutor:
     read_ref: Callable[[str, int, int | None], str]
     effects: ExternalEffects
     observed: dict[str, str] = field(default_factory=dict)  # evidence id -> sha256 read in this run
+    # The run's context answers the subtask cycle and search_history (see harness_lab._context_tools).
+    context_tool: Callable[[_Action], ToolResult] | None = None
 
     def execute(self, action: _Action, idempotency_key: str) -> ToolResult:
         kind = action.kind
@@ -96,6 +99,8 @@ class ToolExecutor:
         if isinstance(action, Think):
             return _NOTED
         kind = action.kind
+        if kind in CONTEXT_KINDS and self.context_tool is not None:
+            return self.context_tool(action)
         return ToolResult.failure(kind, f"{kind} is not a tool", "propose a tool action")
 
     def _read_ref(self, action: ReadRef) -> ToolResult:

@@ -46,6 +46,7 @@ __all__ = ["Run"]
 
 # The two decisions most steps make: frozen records, so one instance each serves every step.
 _EXECUTE = Decision(verdict="execute", reason="allowed tool call within budget")
+_SUBTASK_TOOLS = frozenset({"begin_subtask", "finish_subtask"})
 _VALIDATE = Decision(verdict="validate", reason="finish is a claim: validate the artifact")
 
 
@@ -398,7 +399,10 @@ class Run(HumanGate, FinishCheck):
         if proposal.claims:
             self._emit(Note, topic="claims_ignored", message="claims in the proposal are recorded, never trusted",
                        data=proposal.claims)
-        if result is not None:
+        if result is not None and result.tool in _SUBTASK_TOOLS and result.ok:
+            # The context recorded it itself (the goal in L2, or the conclusion in L3): no interaction too.
+            self._emit(Note, topic=result.tool, message=result.content or result.tool, data=result.data)
+        elif result is not None:
             text = result.content if result.ok else str(result.for_model())
             self.context.add_interaction(self.step_no, proposal.describe(), text or "",
                                          source=f"step {self.step_no}:{result.tool}", key=state_key(proposal, self.contract))

@@ -28,6 +28,12 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
     _fn("read_ref", "Read part of a large stored output by reference.",
         {"ref": _STR, "start": {"type": "integer"}, "end": {"type": "integer"}}, ["ref"]),
     _fn("think", "Write a thought down (no side effect); it stays in the context.", {"thought": _STR}, ["thought"]),
+    _fn("begin_subtask", "Open a subtask of your plan (a name and its goal).", {"name": _STR, "goal": _STR},
+        ["name", "goal"]),
+    _fn("finish_subtask", "Close the open subtask; its steps collapse into your conclusion (L3).",
+        {"conclusion": _STR}, []),
+    _fn("search_history", "Search earlier context that left the view, by relevance; read_ref opens a hit's id.",
+        {"query": _STR, "k": {"type": "integer"}}, ["query"]),
 )
 
 

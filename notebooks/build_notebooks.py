@@ -825,6 +825,102 @@ print("all claims hold")"""),
 ]
 
 
+LESSONS["09_context_cycle"] = [
+    ("md", """# 9 · The context cycle: subtasks, L3 conclusions, retrieval, anomalies kept
+
+Seed 003's cycle: the run opens a subtask from the proposer's plan (`begin_subtask`), does its steps, and
+closes it (`finish_subtask`): the subtask's process (its L2/L4/L5 items) collapses into one **L3
+conclusion stamped with the round it closed in and the rounds and sources of its process**, anomalies
+move to L3 verbatim, and the close compresses (L4 is summarized at this milestone, not only when over
+budget) and is self-checked. What left the view is still **found by relevance** (`search_history`, BM25)
+and opened with `read_ref`. Anomalies are found by more than keywords: numeric mismatches ("0 rows;
+120 expected"), non-zero exit codes, expected/actual lines, traceback frames."""),
+    ("params", """# Parameters
+expected_rows = 120  # what the load log says was expected (it loaded 0)"""),
+    ("code", """from harness_lab.context import Layer, is_anomalous, numeric_mismatch
+from harness_lab.contract import load_contract
+from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.paths import data_dir
+from harness_lab.proposers.scripted import ScriptedProposer
+from harness_lab.run import Run
+
+root = data_dir()
+report = (root / "scenarios" / "conforming_report.yaml").read_text(encoding="utf-8")
+import yaml
+report_text = yaml.safe_load(report)["actions"][2]["text"]
+mismatch = f"0 rows; {expected_rows} expected"
+log = f"loading users from users.csv\\nloaded table users\\n{mismatch}\\ndone in 0.4 s"
+query = "acceptance receipt validated bytes"  # what the proposer looks for in the stored history
+plan = [
+    {"kind": "begin_subtask", "name": "gather", "goal": "read the two evidence notes"},
+    {"kind": "read_evidence", "id": "harness-boundary"},
+    {"kind": "read_evidence", "id": "acceptance-snapshot"},
+    {"kind": "finish_subtask", "conclusion": "both notes read: the runtime decides; acceptance binds the bytes"},
+    {"kind": "begin_subtask", "name": "check", "goal": "check the data load"},
+    {"kind": "write_file", "path": "load.log", "content": log},  # (scripted: a loader would write it)
+    {"kind": "read_file", "path": "load.log"},
+    {"kind": "think", "thought": "the table is empty: say so under Limitations"},
+    {"kind": "finish_subtask"},  # no conclusion given: the harness digests the process
+    {"kind": "begin_subtask", "name": "write", "goal": "write the report"},
+    {"kind": "write_report", "text": report_text},
+    {"kind": "finish_subtask", "conclusion": "report written with three sections and two citations"},
+    {"kind": "search_history", "query": query},
+    {"kind": "finish"},
+]
+contract = load_contract(root / "contracts" / "report_task.yaml").with_budget(max_decisions=30, max_tool_calls=30)
+run = Run(contract=contract, proposer=ScriptedProposer(plan, then="finish"),
+          evidence=EvidenceCatalogue.from_dir(root / "evidence"))
+final = run.run()
+print(final.value)
+for record in run.records:
+    print(record.summary()[:110])"""),
+    ("md", """## The L3 conclusions, stamped with round and source
+Each close is one item in L3: when it closed, which rounds and sources it stands for. The anomaly of
+the `check` subtask moved to L3 whole, next to its conclusion."""),
+    ("code", """view = run.context.view()
+for item in view.items:
+    if item.layer == Layer.L3:
+        print(f"{item.id:>4} {item.role:<11} round {item.round:<2} from {item.source}")
+        print("     " + item.text.replace("\\n", "\\n     "))"""),
+    ("md", """## Each close is self-checked
+The trace notes every close with its report: what it folded (`summarized`), what it made (`created`,
+the conclusion first) and `residual`, the protected items the view lost (must be empty)."""),
+    ("code", """closes = [e for e in run.events if getattr(e, "topic", None) == "finish_subtask"]
+for note in closes:
+    rep = note.data["report"]
+    print(f"{note.data['subtask']:<7} folded {len(rep['summarized'])} item(s) into {rep['created'][0]}; "
+          f"tokens {rep['tokens_before']} -> {rep['tokens_after']}; residual {rep['residual']}")"""),
+    ("md", """## The anomaly is found without a keyword
+"0 rows; 120 expected" holds no error word; it is a numeric mismatch (two different numbers, one named
+the expected one). The same line with equal numbers is no anomaly."""),
+    ("code", """print(is_anomalous(mismatch), numeric_mismatch(f"loaded: {mismatch}."))
+print(is_anomalous(f"{expected_rows} rows; {expected_rows} expected"))
+kept = [i for i in view.items if mismatch in i.text]
+print([(i.id, i.layer.name, i.anomaly) for i in kept])"""),
+    ("md", """## Retrieval by relevance
+The evidence the `gather` subtask read left the view with its process. The proposer's `search_history`
+found it again (its hits are in the context as an interaction); `read_ref` opens a hit's id."""),
+    ("code", """searched = next(r for r in run.records if r.tool_result is not None and r.tool_result.tool == "search_history")
+print(searched.tool_result.content)
+top = searched.tool_result.data["hits"][0]
+print(run.context.read_ref(top["id"])[:160])"""),
+    ("md", "## What this lesson claims"),
+    ("code", """conclusions = [i for i in view.items if i.layer == Layer.L3 and i.role == "conclusion"]
+assert final.value == "REVIEW_READY"
+assert [c.source for c in conclusions] == ["subtask:gather", "subtask:check", "subtask:write"]
+assert conclusions[0].text.startswith("[round 4 conclusion of subtask gather, from rounds 1-3 of ")
+assert all(c.text.startswith(f"[round {c.round} conclusion of subtask ") for c in conclusions)
+assert any(i.layer == Layer.L3 and i.anomaly and mismatch in i.text for i in view.items)
+assert mismatch in view.render()
+assert [n.data["report"]["residual"] for n in closes] == [[], [], []]
+assert top["why"] == "subtask process" and top["source"] == "step 3:read_evidence"
+assert "receipt" in run.context.read_ref(top["id"])
+assert is_anomalous(mismatch) and not is_anomalous(f"{expected_rows} rows; {expected_rows} expected")
+run.close()
+print("all claims hold")"""),
+]
+
+
 LESSONS["10_watchdog"] = [
     ("md", """# 10 · The watchdog: a killed run found stuck and resumed
 

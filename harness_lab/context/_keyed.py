@@ -8,7 +8,7 @@ it. :class:`ContextManager` inherits :class:`KeyedItems` (its methods are the ma
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ._inputs import text_arg, text_or_none_arg
 from .items import ContextItem, Layer
@@ -51,8 +51,10 @@ def feedback(rec: ItemRecord, round: int, text: str, source: str, key: str | Non
     return supersede(rec, item, [rec.archive[i.id] for i in earlier])
 
 
-def close_subtask(rec: ItemRecord, name: str, text: str, round: int) -> ContextItem:
-    """ContextManager.finish_subtask on checked input (the caller keeps its window to the view)."""
+def close_subtask(rec: ItemRecord, name: str, text: str, round: int,
+                  summarize: Callable[[list[ContextItem]], str]) -> ContextItem:
+    """ContextManager.finish_subtask on checked input (the caller keeps its window to the view). An empty
+    *text* is replaced by *summarize* of the process (the harness's own conclusion of it)."""
     process: list[ContextItem] = []
     refs: list[str] = []
     for item in list(rec.live.values()):
@@ -68,7 +70,9 @@ def close_subtask(rec: ItemRecord, name: str, text: str, round: int) -> ContextI
         if item.ref_id:
             refs.append(item.ref_id)
         rec.remove(item.id)
-    text = f"[round {round} conclusion of subtask {name}] {text}"
+    if not text.strip():
+        text = summarize(process) if process else "(no process recorded)"
+    text = f"{_stamp(name, round, process)} {text}"
     if refs:
         text += f"\n(stored outputs: {', '.join(refs)})"
     key = f"subtask:{name}"
@@ -77,6 +81,19 @@ def close_subtask(rec: ItemRecord, name: str, text: str, round: int) -> ContextI
     item = supersede(rec, item, current_with_key(rec, key, exclude=item.id))
     rec.segment += 1
     return item
+
+
+def _stamp(name: str, round: int, process: list[ContextItem]) -> str:
+    """``[round 9 conclusion of subtask s, from rounds 3-8 of step 3:read_evidence, ...]``: when, and
+    from what, so a reader can find the process again (search_history, read_ref)."""
+    if not process:
+        return f"[round {round} conclusion of subtask {name}]"
+    rounds = [i.round for i in process]
+    first, last = min(rounds), max(rounds)
+    span = f"round {first}" if first == last else f"rounds {first}-{last}"
+    sources = list(dict.fromkeys(i.source for i in process))
+    shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
+    return f"[round {round} conclusion of subtask {name}, from {span} of {shown}]"
 
 
 def summary(rec: ItemRecord, text: str, round: int, source: str, key: str | None,
@@ -124,25 +141,15 @@ class KeyedItems:
                         text_or_none_arg("key", key))
 
     def begin_subtask(self, name: str, goal: str, *, round: int) -> ContextItem:
-        """Open a subtask: its goal sits in L2 until :meth:`finish_subtask` collapses it."""
+        """Open a subtask: its goal sits in L2 until :meth:`finish_subtask` collapses it with the items
+        added since (its process)."""
         self._rec.maybe_retire()
         name, goal = text_arg("name", name), text_arg("goal", goal)
         self._subtask = name
+        # A span of its own: what came before (exploration, an earlier subtask) is not its process.
+        self._rec.segment += 1
         return self._rec.new(layer=Layer.L2, text=goal, source=f"subtask:{name}", round=round, role="subtask",
                              key=f"subtask:{name}")
-
-    def finish_subtask(self, name: str, conclusion: str, *, round: int) -> ContextItem:
-        """Collapse the current subtask's process into one L3 conclusion (keep conclusion, drop process).
-
-        The process is every unprotected L2/L4/L5 item added since the previous subtask ended;
-        anomalies and pinned items of that span move to L3 verbatim; stored outputs it referenced
-        are named in the conclusion so they stay fetchable.
-        """
-        self._rec.maybe_retire()
-        item = close_subtask(self._rec, text_arg("name", name), text_arg("conclusion", conclusion), round)
-        self._window = [i for i in self._window if i in self._rec.live]
-        self._subtask = None
-        return item
 
     def summarize(
         self,

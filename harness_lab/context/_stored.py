@@ -23,7 +23,8 @@ class StoredOutputs:
     output_cap_bytes: int
 
     def read_ref(self, ref_id: str, start: int = 0, end: int | None = None) -> str:
-        """Characters ``[start:end]`` of a stored large output, unchanged (Python slice semantics); if
+        """Characters ``[start:end]`` of a stored large output, or of a recorded context item's text by its
+        id (``c12``, as :meth:`search_history` names it), unchanged (Python slice semantics); if
         its source was marked stale (:meth:`mark_stale`), after a first line that says so. An unknown id is a
         ``KeyError``; a known one whose text cannot be loaded (its store lacks it) a
         :class:`~harness_lab.errors.StoreError`."""
@@ -31,9 +32,15 @@ class StoredOutputs:
             raise ValueError(f"ref_id must be a str, got {ref_id!r} ({type(ref_id).__name__})")
         require_int("start", start)
         require_int("end", end, or_none=True)
+        if ref_id not in self._refs and (item_text := self._archived_text(ref_id)) is not None:
+            return item_text[start:end]  # an item id from search_history: its recorded text
         text = self._refs.read(ref_id, start, end)
         note = self._refs.stale.get(ref_id)
         return text if note is None else f"{note}\n{text}"
+
+    def _archived_text(self, item_id: str) -> str | None:
+        """The recorded text of a context item by id (None: no such item); the manager's."""
+        return None
 
     def ref_text(self, ref_id: str) -> str:
         """The whole stored output exactly as stored, stale or not (a checkpoint's blob holds this)."""

@@ -27,6 +27,12 @@ Behaviour worth knowing:
   (:meth:`item`) while anything can still need them: items that left the view for good, and that no
   retained summary covers or carries, are retired once the record has grown by ``max(128, live)``
   items, so memory and :meth:`state` are bounded by the view, not by the run's length;
+* a subtask (:meth:`begin_subtask` .. :meth:`finish_subtask`) closes into one L3 conclusion stamped
+  with its round and the rounds and sources of its process; anomalies of the span move to L3 verbatim;
+  the close is a compression of its own (then L4 is summarized, as at any milestone), self-checked:
+  ``last_report`` lists what it folded and any protected item lost;
+* :meth:`search_history` ranks what left the view (and every stored output) by relevance, with ids
+  :meth:`read_ref` opens (see :mod:`~harness_lab.context.retrieval`);
 * :meth:`take_changes` gives what changed since it was last called (a checkpoint's change log);
   :func:`~harness_lab.context.changes.apply_changes` replays it onto a state;
 * :meth:`view` compresses only when over budget, and then down to ``low_water`` x budget (0.8 by
@@ -53,13 +59,14 @@ from ._inputs import (
     text_arg,
     text_or_none_arg,
 )
-from ._keyed import KeyedItems
+from ._keyed import KeyedItems, close_subtask
 from ._stored import StoredOutputs
 from .anomaly import is_anomalous
 from .compress import Summarizer, default_summarizer, run_pass
 from .items import ContextItem, ContextView, Layer
 from .record import ItemRecord
 from .refs import RefInfo, RefStore, describe_large_output
+from .retrieval import HistoryDoc, HistoryHit, HistoryIndex
 from .selfcheck import CompressionReport, find_losses
 from .tokens import approx_token_count
 
@@ -101,6 +108,7 @@ class ContextManager(Checkpointing, StoredOutputs, Freshness, KeyedItems):
         self._view_version = self._view_budget = -1  # what the cached view was built for
         self._logged_scalars: tuple[Any, ...] | None = None  # as the change log last gave them (None: not yet)
         self._plain_ids = True  # every id and window entry plain (changes.plain_ids): the record makes c123
+        self._history: tuple[tuple[int, int, int, int], HistoryIndex] | None = None  # built by a search
 
     @property
     def counter(self) -> Callable[[str], int]:
@@ -221,6 +229,78 @@ class ContextManager(Checkpointing, StoredOutputs, Freshness, KeyedItems):
         latest = self._rec.archive.get
         still = [i for i in before.items if (now := latest(i.id)) is None or now.protected or not i.protected]
         return find_losses(still, after.items, latest).all()
+
+    # ------------------------------------------------------------------ the subtask cycle
+
+    @property
+    def current_subtask(self) -> str | None:
+        """The name of the open subtask (None: none is open)."""
+        return self._subtask
+
+    def finish_subtask(self, name: str, conclusion: str = "", *, round: int) -> ContextItem:
+        """Close the current subtask: its process collapses into one L3 conclusion (keep the conclusion,
+        drop the process), and L4 is summarized as at any milestone, not only when over budget.
+
+        The process is every unprotected L2/L4/L5 item added since the previous subtask ended; anomalies
+        and pinned items of that span move to L3 verbatim; stored outputs it referenced are named in
+        the conclusion so they stay fetchable. An empty *conclusion* is the summarizer's digest of the
+        process. The close is self-checked like a compression pass: ``last_report`` (``created``: the
+        conclusion first; ``residual``: anything protected the view lost, which must stay empty).
+        """
+        self._rec.maybe_retire()
+        name, conclusion = text_arg("name", name), text_arg("conclusion", conclusion)
+        rec = self._rec
+        before, tokens_before = rec.ordered(), rec.total
+        item = close_subtask(rec, name, conclusion, round, self.summarizer)
+        self._window = [i for i in self._window if i in rec.live]
+        self._subtask = None
+        folded = self._compress(self._low_water_target(), proactive=True)
+        after = rec.ordered()
+        # The whole close (collapse and pass) against the view before it: the self-check of seed 003 3.3.
+        latest = rec.archive.get
+        still = [i for i in before if (now := latest(i.id)) is None or now.protected or not i.protected]
+        residual = find_losses(still, after, latest)
+        self.last_report = CompressionReport(
+            tokens_before=tokens_before, tokens_after=rec.total, budget_tokens=self._budget,
+            target_tokens=folded.target_tokens, summarized=(*item.covers, *folded.summarized),
+            dropped=folded.dropped, created=(item.id, *folded.created), repinned=folded.repinned,
+            lost_anomalies=folded.lost_anomalies, lost_pinned=folded.lost_pinned,
+            lost_failures=folded.lost_failures, residual=tuple(residual.all()), over_budget=rec.total > self._budget,
+        )  # fmt: skip
+        return rec.archive[item.id]
+
+    def search_history(self, query: str, k: int = 5) -> list[HistoryHit]:
+        """Stored history ranked by relevance to *query* (BM25; see :mod:`~harness_lab.context.retrieval`):
+        items no longer in the view whole (summarized, dropped, a closed subtask's process, superseded) and
+        every stored output. Each hit's id opens with :meth:`read_ref`."""
+        query = text_arg("query", query)
+        if not query.strip():
+            raise ValueError("query: empty; name what to look for (words of the item or output)")
+        require_positive_int("k", k)
+        return self._history_index().search(query, k)
+
+    def _history_index(self) -> HistoryIndex:
+        rec, refs = self._rec, self._refs
+        stamp = (rec.version, rec.next, len(rec.archive), len(refs))
+        if self._history is not None and self._history[0] == stamp:
+            return self._history[1]
+        live = rec.live
+        why: dict[str, str] = {}
+        for holder in live.values():
+            for covered in holder.covers:
+                why[covered] = "subtask process" if holder.role == "conclusion" else "summarized"
+        docs = [HistoryDoc(i.id, i.source, i.round, i.text,
+                           "superseded" if i.status == "superseded" else why.get(i.id, "dropped"))
+                for i in rec.archive.values() if i.id not in live]
+        docs += [HistoryDoc(info.ref_id, info.source, info.round, refs.text(info.ref_id), "stored output")
+                 for info in (refs.info(r) for r in refs.ids())]
+        index = HistoryIndex(docs)
+        self._history = (stamp, index)
+        return index
+
+    def _archived_text(self, item_id: str) -> str | None:
+        item = self._rec.archive.get(item_id)
+        return None if item is None else item.text
 
     @classmethod
     def from_state(

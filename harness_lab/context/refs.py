@@ -65,6 +65,10 @@ class RefStore:
     def __contains__(self, ref_id: object) -> bool:
         return ref_id in self._infos
 
+    def ids(self) -> list[str]:
+        """Every stored output's id, in order of storage."""
+        return list(self._infos)
+
     def put(self, text: str, *, source: str, round: int, key: str | None = None) -> RefInfo:
         ref_id = f"ref_{len(self._infos) + 1:03d}"
         data = text.encode("utf-8")

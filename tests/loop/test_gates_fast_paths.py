@@ -30,8 +30,9 @@ def _slow_paths() -> Any:
         yield
 
 
-_FLAT_KINDS = ["read_evidence", "write_report", "finish", "list_dir", "read_file", "write_file", "delete_file", "think"]
-_NAMES = ["kind", "id", "text", "path", "content", "thought", "argv", "verified", "reason"]
+_FLAT_KINDS = ["read_evidence", "write_report", "finish", "list_dir", "read_file", "write_file", "delete_file", "think",
+               "begin_subtask", "finish_subtask"]
+_NAMES = ["kind", "id", "text", "path", "content", "thought", "argv", "verified", "reason", "name", "goal", "conclusion"]
 _text = st.one_of(
     st.text(max_size=6),
     st.text(alphabet=st.characters(codec="ascii"), max_size=6),

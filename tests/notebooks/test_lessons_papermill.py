@@ -30,6 +30,7 @@ PARAMETERS: dict[str, dict[str, object]] = {
     "05_crash_resume": {"scenario": "missing_section_then_fixed", "crash_step": 5},
     "06_experiments": {"seeds": 2, "noise": 0.1},
     "08_functional_verification": {"scenario": "coding_special_cases_input"},
+    "09_context_cycle": {"expected_rows": 250},
     "10_watchdog": {"max_restarts": 1},
 }
 
@@ -45,6 +46,7 @@ EXPECTED: dict[str, str] = {
     "07_real_model": "REPLAY: no server is asked; replaying a transcript recorded from the real server",
     # special-casing the tests' input: the task's tests pass, the held-out check does not
     "08_functional_verification": "check tests: passed, exit status 0",
+    "09_context_cycle": "True 0 rows; 250 expected",
     "10_watchdog": "-> resuming (restart 1/1, pid <pid>)",
 }
 
@@ -65,7 +67,7 @@ def outputs_text(path: Path) -> str:
 def test_the_lessons_exist_in_order():
     assert LESSONS == ["01_finish_validation", "02_context_layers", "03_sandbox_snapshots", "04_gates_faults",
                        "05_crash_resume", "06_experiments", "07_real_model", "08_functional_verification",
-                       "10_watchdog"]
+                       "09_context_cycle", "10_watchdog"]
 
 
 @pytest.mark.notebook

@@ -8,9 +8,12 @@ from harness_lab.proposal import parse_proposal
 
 _EXPECTED = {"write_file": "redoable", "write_report": "redoable", "delete_file": "workspace",
              "run_command": "workspace", "read_file": "read", "read_evidence": "read", "think": "read",
-             "list_dir": "read", "read_ref": "read", "finish": "read", **dict.fromkeys(EXTERNAL_KINDS, "external")}
+             "list_dir": "read", "read_ref": "read", "finish": "read",
+             # the context's own actions change only the context, which a checkpoint restores
+             "begin_subtask": "read", "finish_subtask": "read", "search_history": "read", **dict.fromkeys(EXTERNAL_KINDS, "external")}
 # Enough arguments for every kind (what a kind does not take is kept as a claim).
-_ARGS = {"path": "a", "content": "x", "text": "x", "argv": ["ls"], "id": "e", "thought": "t", "ref": "r"}
+_ARGS = {"path": "a", "content": "x", "text": "x", "argv": ["ls"], "id": "e", "thought": "t", "ref": "r",
+         "name": "s", "goal": "g", "query": "q"}
 
 
 def test_every_kind_is_classified_the_same_by_type_and_by_name() -> None:
