@@ -307,7 +307,7 @@ def test_the_command_lines_run_and_write_what_they_say(tmp_path: Path) -> None:
     section = _section("A short tour")
     commands = _commands(section)
     assert [c.argv[len(_harness_lab())] for c in commands] == [
-        "experiment", "run", "run", "check-report", "faults", "run", "resume", "resume", "trace", "replay"]
+        "experiment", "run", "run", "check-report", "faults", "run", "resume", "resume", "trace", "replay", "watch"]
     # The inputs the lines name: a report (the shipped sample) and a scenario file with a gated action.
     shutil.copy(REPO / "data" / "reports" / "conforming.md", tmp_path / "report.md")
     (tmp_path / "my_scenario.yaml").write_text(
@@ -347,6 +347,8 @@ def test_the_command_lines_run_and_write_what_they_say(tmp_path: Path) -> None:
             assert out and all(re.match(r"step \d+: ", line) for line in out)
         elif sub == "replay":
             assert out[-1].startswith("identical: ")
+        elif sub == "watch":  # "find stuck runs": R1 has ended, so nothing is stuck and nothing is resumed
+            assert any("R1" in line and "settled" in line for line in out) and not any("resum" in line for line in out), out
         if db_sha is not None:
             assert _sha256(tmp_path / db) == db_sha, f"`{cmd.line}` changed the store it reads"
     # The ten-scenario table is what `experiment` reproduces (the README keeps each cell's states and steps).
