@@ -149,7 +149,7 @@ def test_the_cli_knows_its_families_and_refuses_an_unknown_one(capsys: pytest.Ca
     assert main(["study", "--family", "codin", "--seeds", "1", "--no-plots", "--quiet",
                  "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["harness-lab: error: --family: unknown family 'codin'; choose from reports"]
+    assert err == ["harness-lab: error: --family: unknown family 'codin'; choose from reports,coding"]
     assert not (tmp_path / "out").exists()
 
 
