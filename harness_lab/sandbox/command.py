@@ -239,6 +239,18 @@ def _parents_in(ws: str, hidden: Sequence[str]) -> list[str]:
     return []
 
 
+@functools.lru_cache(maxsize=1)
+def _namespace_python() -> str:
+    """An interpreter the command's namespace still sees, for the scripts that run in it after the scratch
+    directories are covered: a virtual environment's python may lie under /tmp (a clone there), so it is
+    resolved to the interpreter it links to; those scripts run with -I (-S) and need only its standard library."""
+    covered = tuple(f"{d}/" for d in _hidden(True) + _hidden(False))
+    for candidate in (os.path.realpath(sys.executable), shutil.which("python3"), "/usr/bin/python3"):
+        if candidate and not os.path.realpath(candidate).startswith(covered) and os.access(candidate, os.X_OK):
+            return os.path.realpath(candidate)
+    return os.path.realpath(sys.executable)
+
+
 def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only: bool,
           uid: int | None, scratch: int, relay: tuple[int, int, tuple[Destination, ...]] | None = None) -> list[str]:
     """``relay``: (control fd, /etc/hosts pipe fd, destinations) of a network allowlist (see :mod:`.netallow`)."""
@@ -249,12 +261,12 @@ def _wrap(argv: Sequence[str], ws: str, iso: Isolation, network: bool, read_only
                      "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", *_keep_pdeathsig(iso["setpriv"]),
                      "--", *inner]
         else:
-            inner = [sys.executable, "-I", "-c", _DROP_PY, str(uid), str(uid), *inner]
+            inner = [_namespace_python(), "-I", "-c", _DROP_PY, str(uid), str(uid), *inner]
     hosts: list[str] = []
     if relay is not None:  # runs as root inside the namespaces, before the uid drop (its docstring says why)
         ctl, hosts_fd, dests = relay
         hosts = ["--perms", "0644", "--ro-bind-data", str(hosts_fd), "/etc/hosts"]
-        inner = [sys.executable, "-I", "-S", "-c", relay_source(), str(ctl), "-" if uid is None else str(uid),
+        inner = [_namespace_python(), "-I", "-S", "-c", relay_source(), str(ctl), "-" if uid is None else str(uid),
                  "-" if iso["kind"] == "bwrap" else hosts_text(dests),
                  ",".join(f"{d.listen}:{d.port}" for d in dests), "--", *inner]
     # A network namespace does not cover Unix sockets (reached by path, and a read-only bind does

@@ -9,7 +9,10 @@ no process of the sandbox uid.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -396,3 +399,24 @@ def test_connections_beyond_the_limit_are_closed(ws: Path, make_sandbox: Any, is
     assert result.data["network_relay"]["connections"] == MAX_CONNECTIONS
     assert result.data["network_relay"]["refused_over_limit"] == extra
     assert silent.accepted == MAX_CONNECTIONS
+
+
+def test_the_relay_runs_when_the_harness_python_lies_under_tmp(tmp_path: Path, iso: str,
+                                                                servers: tuple[Server, Server]) -> None:
+    """A clone (and its .venv) under /tmp: the namespace covers /tmp, so the relay's interpreter must be one it
+    still sees (CI's fresh clone in /tmp failed every allowlisted command with 'execvp ...: No such file')."""
+    allowed, _ = servers
+    venv = tmp_path / "venv"  # this test's own virtual environment under /tmp: a copy of ours, by links
+    (venv / "bin").mkdir(parents=True)
+    shutil.copy(Path(sys.prefix) / "pyvenv.cfg", venv / "pyvenv.cfg")
+    (venv / "lib").symlink_to(Path(sys.prefix) / "lib")
+    venv_python = venv / "bin" / "python"
+    venv_python.symlink_to(os.path.realpath(sys.executable))
+    script = ("import sys\nfrom harness_lab.sandbox import Sandbox, SandboxPolicy\n"
+              f"sb = Sandbox(sys.argv[1], policy=SandboxPolicy(isolation={iso!r}, network_allow=(sys.argv[2],)))\n"
+              "r = sb.call('run_command', argv=['true'])\nprint(r.ok, r.exit_status, r.content[:200])\nsb.close()\n")
+    (tmp_path / "ws").mkdir()
+    done = subprocess.run([str(venv_python), "-c", script, str(tmp_path / "ws"), f"127.0.0.1:{allowed.port}"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 0 and done.stdout.startswith("True 0"), (done.stdout, done.stderr)
