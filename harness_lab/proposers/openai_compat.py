@@ -54,7 +54,7 @@ from ..tool_specs import TOOL_SCHEMAS
 from ._counts import whole_count
 from .base import EndpointFailure, ProposerOutput
 
-__all__ = ["ENV_PREFIX", "MAX_REPLY_BYTES", "TOOL_SCHEMAS", "OpenAICompatConfig", "OpenAICompatProposer", "ToolChoice", "Transport",
+__all__ = ["ENV_PREFIX", "MAX_REPLY_BYTES", "TOOL_SCHEMAS", "ChatReply", "OpenAICompatConfig", "OpenAICompatProposer", "ToolChoice", "Transport", "post_chat",
            "urllib_transport"]
 
 ToolChoice = Literal["auto", "required", "none"]
@@ -207,6 +207,44 @@ def _left(conn: http.client.HTTPConnection, deadline: float) -> None:
         conn.sock.settimeout(left)
 
 
+@dataclass(frozen=True)
+class ChatReply:
+    """What :func:`post_chat` got: ``status`` 200 and the reply's bytes, or the last status (0: no reply) and
+    ``problem``, one masked line; ``attempts``: the calls made."""
+
+    status: int
+    payload: bytes
+    problem: str
+    attempts: int
+
+
+def post_chat(config: OpenAICompatConfig, body: bytes, *, transport: Transport, sleep: Callable[[float], None],
+              mask: SecretMask) -> ChatReply:
+    """POST ``body`` to the endpoint's chat completions, retrying what may heal (no reply, 408/409/425/429,
+    5xx) with backoff; the one HTTP loop of the proposer and the model reviewer."""
+    headers = {"Content-Type": "application/json"}
+    if config.api_key:
+        headers["Authorization"] = f"Bearer {config.api_key}"
+    url = f"{config.base_url}/chat/completions"
+    attempt, problem, status = 0, "", 0
+    for attempt in range(config.max_retries + 1):
+        try:
+            status, payload = transport(url, body, headers, config.timeout_s)
+        except (OSError, http.client.HTTPException) as exc:  # no reply, a deadline, or bytes that are not HTTP
+            status, payload = 0, (f"no reply within {config.timeout_s:g}s" if isinstance(exc, TimeoutError)
+                                  else f"{type(exc).__name__}: {exc}").encode()
+        if status == 200:
+            return ChatReply(200, payload, "", attempt + 1)
+        # Masked before it is cut short: a cut through the key would leave a part the mask cannot find.
+        text = mask(payload.decode("utf-8", "replace"))
+        problem = f"HTTP {status}: {' '.join(text.split())[:200]}" if status else text
+        if status not in _RETRY_STATUSES and status < 500:
+            break  # a client error (a wrong key, an unknown model or path) will not heal by asking again
+        if attempt < config.max_retries:
+            sleep(min(2.0**attempt * 0.5, 8.0))
+    return ChatReply(status, b"", mask(problem), attempt + 1)
+
+
 class OpenAICompatProposer:
     """Maps each context view to one chat-completions call; the first tool call is the proposal."""
 
@@ -231,30 +269,13 @@ class OpenAICompatProposer:
         return self._config.model
 
     def propose(self, view: ContextView) -> ProposerOutput | EndpointFailure:
-        body = json.dumps(self._request(view)).encode()
-        headers = {"Content-Type": "application/json"}
-        if self._config.api_key:
-            headers["Authorization"] = f"Bearer {self._config.api_key}"
-        url = f"{self._config.base_url}/chat/completions"
-        attempt, problem, status = 0, "", 0
-        for attempt in range(self._config.max_retries + 1):
-            self.calls += 1
-            try:
-                status, payload = self._transport(url, body, headers, self._config.timeout_s)
-            except (OSError, http.client.HTTPException) as exc:  # no reply, a deadline, or bytes that are not HTTP
-                status, payload = 0, (f"no reply within {self._config.timeout_s:g}s" if isinstance(exc, TimeoutError)
-                                      else f"{type(exc).__name__}: {exc}").encode()
-            if status == 200:
-                return self._parse(self._unstream(payload) if self._config.stream else payload, attempt + 1)
-            # Masked before it is cut short: a cut through the key would leave a part the mask cannot find.
-            text = self._mask(payload.decode("utf-8", "replace"))
-            problem = f"HTTP {status}: {' '.join(text.split())[:200]}" if status else text
-            if status not in _RETRY_STATUSES and status < 500:
-                break  # a client error (a wrong key, an unknown model or path) will not heal by asking again
-            if attempt < self._config.max_retries:
-                self._sleep(min(2.0**attempt * 0.5, 8.0))
-        retryable = status in _RETRY_STATUSES or status >= 500
-        return EndpointFailure(reason=self._mask(problem), status=status or None, attempts=attempt + 1,
+        reply = post_chat(self._config, json.dumps(self._request(view)).encode(), transport=self._transport,
+                          sleep=self._sleep, mask=self._mask)
+        self.calls += reply.attempts
+        if reply.status == 200:
+            return self._parse(self._unstream(reply.payload) if self._config.stream else reply.payload, reply.attempts)
+        retryable = reply.status in _RETRY_STATUSES or reply.status >= 500
+        return EndpointFailure(reason=reply.problem, status=reply.status or None, attempts=reply.attempts,
                                retryable=retryable)
 
     def _request(self, view: ContextView) -> dict[str, Any]:

@@ -23,7 +23,6 @@ verdict is kept apart from the structural one like any other.
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
 import time
@@ -31,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from ..evidence import EvidenceNote
-from ..proposers.openai_compat import OpenAICompatConfig, Transport, urllib_transport
+from ..proposers.openai_compat import OpenAICompatConfig, Transport, post_chat, urllib_transport
 from ..redaction import SecretMask
 from .report import find_citations
 from .semantic import ClaimFinding, ClaimProblem, SemanticVerdict, _claims, _without_markers
@@ -47,7 +46,6 @@ REVIEW_SYSTEM_PROMPT = (
     "a claim broader or stronger than the notes."
 )
 _VERDICTS: dict[str, ClaimProblem] = {"supported": "ok", "not_supported": "weak_support", "contradicted": "contradiction"}
-_RETRY_STATUSES = frozenset({0, 408, 409, 425, 429})  # and any 5xx: the endpoint may heal
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 _ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -170,27 +168,11 @@ class ModelReviewer:
 
     def _post(self, body: bytes) -> tuple[int, str]:
         """(200, the reply's text) or (status, why the endpoint gave none), retrying what may heal."""
-        headers = {"Content-Type": "application/json"}
-        if self._config.api_key:
-            headers["Authorization"] = f"Bearer {self._config.api_key}"
-        url = f"{self._config.base_url}/chat/completions"
-        problem = ""
-        for attempt in range(self._config.max_retries + 1):
-            self.calls += 1
-            try:
-                status, raw = self._transport(url, body, headers, self._config.timeout_s)
-            except (OSError, http.client.HTTPException) as exc:  # no reply, a deadline, bytes that are not HTTP
-                status, raw = 0, (f"no reply within {self._config.timeout_s:g}s" if isinstance(exc, TimeoutError)
-                                  else f"{type(exc).__name__}: {exc}").encode()
-            text = self._mask(raw.decode("utf-8", "replace"))
-            if status == 200:
-                return 200, text
-            problem = f"endpoint: HTTP {status}: {' '.join(text.split())[:200]}" if status else f"endpoint: {text[:200]}"
-            if status not in _RETRY_STATUSES and status < 500:
-                break  # a wrong key, an unknown model or path will not heal by asking again
-            if attempt < self._config.max_retries:
-                self._sleep(min(2.0**attempt * 0.5, 8.0))
-        return status or 0, self._mask(problem)
+        reply = post_chat(self._config, body, transport=self._transport, sleep=self._sleep, mask=self._mask)
+        self.calls += reply.attempts
+        if reply.status == 200:
+            return 200, self._mask(reply.payload.decode("utf-8", "replace"))
+        return reply.status, f"endpoint: {reply.problem if reply.status else reply.problem[:200]}"
 
     def _parse(self, payload: str) -> tuple[ClaimProblem, str] | str:
         try:
