@@ -17,12 +17,15 @@ from typing import Any, NamedTuple
 
 from pydantic_core import to_json
 
-from .context import ContextItem, ContextManager
-from .context.items import _LAYER_NAMES, _compact_json
+from .context import ContextItem, ContextManager, Layer
+from .context.items import compact_json
 from .redaction import Redactor
 from .store import Store
 
 __all__ = ["ContextRow", "ContextRows"]
+
+# A layer's name by dict lookup, as context.items spells it (Enum.name is a slow descriptor)
+_LAYER_NAMES = {layer: layer.name for layer in Layer}
 
 
 class ContextRows:
@@ -128,7 +131,7 @@ class ContextRows:
                     cache[i.id] = (i, derived)  # otherwise demoted since its text was written (by this step)
                 else:
                     missing.append(i)
-                    raw.append(_compact_json(i) or _dumps(i.to_dict(compact=True)))
+                    raw.append(compact_json(i) or _dumps(i.to_dict(compact=True)))
         return ContextRow(items, missing, raw, whole, head), blobs, base
 
     def _stubs_text(self, stubs: list[list[Any]]) -> tuple[str, bool]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from json.encoder import encode_basestring as _encode
 from math import isfinite
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from pydantic_core import to_json
@@ -18,10 +17,10 @@ from .proposal import Proposal
 from .states import RunState
 from .tools import ToolResult
 
-if TYPE_CHECKING:
-    from .events import Decision, Usage
-
 __all__: list[str] = []  # private: harness_lab.events uses and re-exports what it needs
+
+# events.py's Usage and Decision are typed as BaseModel here: this module only reads their fields and
+# compares them by identity, and naming them would import events back (an import cycle, even type-only).
 
 
 def _name_json(name: str) -> str:
@@ -76,7 +75,7 @@ def _full_proposal_json(proposal: Proposal) -> str:
     return "".join(out)
 
 
-def _usage_json(usage: Usage) -> str:
+def _usage_json(usage: BaseModel) -> str:
     u = usage.__dict__
     elapsed = u["elapsed_s"]
     if not isfinite(elapsed):  # no JSON number spells these
@@ -94,18 +93,18 @@ class _Pieces:
 
     def __init__(self) -> None:
         self._texts: dict[int, tuple[BaseModel, str]] = {}
-        self._usage: tuple[Usage | None, str] = (None, "")
-        self._outcomes: dict[tuple[int, int], tuple[Decision, ToolResult | None, str]] = {}
-        self.last: tuple[Decision | None, ToolResult | None, str] = (None, None, "")  # the latest outcome
+        self._usage: tuple[BaseModel | None, str] = (None, "")
+        self._outcomes: dict[tuple[int, int], tuple[BaseModel, ToolResult | None, str]] = {}
+        self.last: tuple[BaseModel | None, ToolResult | None, str] = (None, None, "")  # the latest outcome
 
-    def usage(self, usage: Usage) -> str:
+    def usage(self, usage: BaseModel) -> str:
         """``_usage_json(usage)``; a run's usage record is new only when a step spent something, and
         its step record and checkpoint both write it."""
         if self._usage[0] is not usage:
             self._usage = (usage, _usage_json(usage))
         return self._usage[1]
 
-    def outcome(self, decision: Decision, result: ToolResult | None) -> str:
+    def outcome(self, decision: BaseModel, result: ToolResult | None) -> str:
         """The row's ``,"decision":...`` and ``,"tool_result":...`` (when there is one): a step of a run
         pairs one of its few decision objects with one of its few results, so a pair is usually met before."""
         key = (id(decision), id(result))

@@ -20,6 +20,7 @@ __all__ = [
     "GATE_CATEGORIES",
     "TOOL_KINDS",
     "Action",
+    "ActionBase",
     "BeginSubtask",
     "DeleteFile",
     "Finish",
@@ -58,6 +59,11 @@ class _Action(BaseModel):
     @property
     def is_tool_call(self) -> bool:
         return True
+
+
+# The base class of every action, by a public name for other packages' annotations (faults/); the
+# run's own modules still say _Action (issue 20 moves them and can drop the private name).
+ActionBase = _Action
 
 
 class ReadEvidence(_Action):

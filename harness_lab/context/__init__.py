@@ -8,10 +8,11 @@ policy in :mod:`harness_lab.context.compress`, retrieval of stored history by re
 
 from __future__ import annotations
 
+from ._view import ContextView
 from .anomaly import ANOMALY_PATTERN, anomaly_lines, is_anomalous, numeric_mismatch
 from .changes import apply_changes
 from .compress import COMPRESSION_ORDER, Summarizer, default_summarizer
-from .items import ContextItem, ContextView, Freshness, Layer, Role, Status
+from .items import ContextItem, Freshness, Layer, Role, Status
 from .manager import INTERACTION_WINDOW, ContextManager
 from .refs import RefInfo, RefStore
 from .retrieval import HistoryHit, HistoryIndex

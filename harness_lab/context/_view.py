@@ -1,31 +1,18 @@
-"""The frozen view a model sees at one step (:class:`ContextView`), and the order it shows items in.
+"""The frozen view a model sees at one step (:class:`ContextView`).
 
-Kept apart from the item records (:mod:`~harness_lab.context.items`, which re-exports both names): a view
-is built every step from the manager's items and read, ordered and rendered only when someone asks.
+Kept apart from the item records (:mod:`~harness_lab.context.items`, which holds the order a view shows
+items in, :func:`~harness_lab.context.items.view_order`): a view is built every step from the manager's
+items and read, ordered and rendered only when someone asks. Import it from :mod:`harness_lab.context`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from operator import attrgetter
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-if TYPE_CHECKING:  # (items imports this module: the view is part of its public face)
-    from .items import ContextItem, Layer
+from .items import ContextItem, Layer, view_order
 
-__all__ = ["ContextView", "view_order"]
-
-# Stable sort by (layer, seq); ties keep insertion order, which the state preserves.
-_ORDER = attrgetter("layer", "seq")
-
-
-def view_order(items: Iterable[ContextItem]) -> tuple[ContextItem, ...]:
-    """Items in view order: the current resume note first, then by layer and position."""
-    ordered = sorted(items, key=_ORDER)
-    resume = [i for i in ordered if i.role == "resume" and i.status == "current"]
-    if resume:
-        ordered = resume + [i for i in ordered if i not in resume]
-    return tuple(ordered)
+__all__ = ["ContextView"]
 
 
 class ContextView:
@@ -141,8 +128,6 @@ class ContextView:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ContextView:
-        from .items import ContextItem  # (not at the top: items imports this module)
-
         return cls(
             items=tuple(ContextItem.from_dict(d) for d in data["items"]),
             total_tokens=int(data["total_tokens"]),

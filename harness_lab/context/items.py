@@ -11,7 +11,8 @@ Layers (seed 003, section 3.2), highest priority first::
 
 Items are immutable; the manager replaces an item (``dataclasses.replace`` + a recount) when its
 layer, freshness or status changes, so a view taken earlier never changes under its reader. That frozen
-view, :class:`ContextView`, is defined in :mod:`~harness_lab.context._view`, importable from here.
+view, :class:`~harness_lab.context.ContextView`, is defined in :mod:`~harness_lab.context._view` (which
+imports this module; the order a view shows items in, :func:`view_order`, is here).
 
 Rendering (what the model reads) is each item's header line, ``[L2 | round 3 | from ... | c7]``, then
 its text. A header is the only line that begins with ``[L``: a line of item text that begins with
@@ -27,7 +28,7 @@ no ``[L`` at all, and rendering them costs one ``in`` test (:func:`shown_text`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from enum import IntEnum
 from itertools import compress
@@ -36,16 +37,15 @@ from operator import attrgetter, is_not
 from typing import Any, Literal, get_args
 
 from ._escape import HEADERLIKE, escape_field, header_field, shown_text
-from ._view import ContextView, view_order
 
 __all__ = [
     "COMPRESSION_SOURCE_PREFIX",
     "ContextItem",
-    "ContextView",
     "Freshness",
     "Layer",
     "Role",
     "Status",
+    "compact_json",
     "item_header",
     "shown_text",
     "view_order",
@@ -210,7 +210,7 @@ class ContextItem:
         return made
 
 
-def _compact_json(item: ContextItem) -> str | None:
+def compact_json(item: ContextItem) -> str | None:
     """The compact JSON of ``item.to_dict(compact=True)`` (as pydantic_core's ``to_json`` spells it) for
     the usual item, else None: ASCII strings (no surrogate, which ``to_json`` refuses), plain ints,
     every optional field but the role at its default. A step dumps its new interaction: ~1.9 -> ~1 µs."""
@@ -249,6 +249,18 @@ assert _DEFAULT_NAMES[0] == "role" and _DEFAULT_VALUES[0] == "note"  # to_dict(c
 _LAYER_BY_NAME = {layer.name: layer for layer in Layer}  # Layer[name] is a Python-level lookup: ~0.3 µs
 
 _LAYER_NAMES = {layer: layer.name for layer in Layer}  # Enum.name is a Python-level descriptor: ~0.4 µs
+
+# Stable sort by (layer, seq); ties keep insertion order, which the state preserves.
+_ORDER = attrgetter("layer", "seq")
+
+
+def view_order(items: Iterable[ContextItem]) -> tuple[ContextItem, ...]:
+    """Items in view order: the current resume note first, then by layer and position."""
+    ordered = sorted(items, key=_ORDER)
+    resume = [i for i in ordered if i.role == "resume" and i.status == "current"]
+    if resume:
+        ordered = resume + [i for i in ordered if i not in resume]
+    return tuple(ordered)
 
 
 def item_header(item: ContextItem) -> str:

@@ -61,9 +61,10 @@ from ._inputs import (
 )
 from ._keyed import KeyedItems, close_subtask
 from ._stored import StoredOutputs
+from ._view import ContextView
 from .anomaly import is_anomalous
 from .compress import Summarizer, default_summarizer, run_pass
-from .items import ContextItem, ContextView, Layer
+from .items import ContextItem, Layer
 from .record import ItemRecord
 from .refs import RefInfo, RefStore, describe_large_output
 from .retrieval import HistoryDoc, HistoryHit, HistoryIndex

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..actions import _Action
+from ..actions import ActionBase
 from ..context import ContextManager
 from ..contract import ControlContract
 from ..errors import SimulatedCrash
@@ -43,7 +43,7 @@ from ..tools import ToolResult
 __all__ = ["CrashPoint", "Fault", "FaultHook", "FaultRecord", "FaultSchedule", "FaultTarget", "ToolImpl"]
 
 FaultHook = Literal["before_step", "proposal", "tool", "after_validate", "crash"]
-ToolImpl = Callable[[_Action], ToolResult]
+ToolImpl = Callable[[ActionBase], ToolResult]
 
 
 class CrashPoint(str, Enum):
@@ -99,11 +99,11 @@ class Fault(BaseModel):
     def replace_proposal(self, run: FaultTarget, proposal: Proposal) -> tuple[object, str]:
         return proposal.raw, "nothing"
 
-    def applies_to(self, action: _Action) -> bool:
+    def applies_to(self, action: ActionBase) -> bool:
         """Tool faults: whether this tool call is the one to break (others pass untouched)."""
         return action.is_tool_call
 
-    def tool(self, action: _Action) -> ToolImpl:
+    def tool(self, action: ActionBase) -> ToolImpl:
         raise NotImplementedError
 
     def hang_seconds(self) -> float:
@@ -151,13 +151,13 @@ class _FaultyExecutor(ToolExecutor):
 
     impl: ToolImpl | None = None
 
-    def _dispatch(self, action: _Action, key: str) -> ToolResult:
+    def _dispatch(self, action: ActionBase, key: str) -> ToolResult:
         assert self.impl is not None
         return self.impl(action)
 
 
 def _hanging(impl: ToolImpl, gates: LoopGates, seconds: float) -> ToolImpl:
-    def call(action: _Action) -> ToolResult:
+    def call(action: ActionBase) -> ToolResult:
         gates.charge(seconds)
         return impl(action)
 
@@ -227,7 +227,7 @@ class FaultSchedule:
             self._fired_note(fault, "proposal", effect)
         return proposal
 
-    def executor_for(self, run: FaultTarget, action: _Action, executor: ToolExecutor) -> ToolExecutor:
+    def executor_for(self, run: FaultTarget, action: ActionBase, executor: ToolExecutor) -> ToolExecutor:
         if not self.armed:  # the usual step: no closure to make
             return executor
         due = self._take(run.step_no, "tool", lambda f: f.applies_to(action))

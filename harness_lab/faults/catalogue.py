@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from ..actions import _Action
+from ..actions import ActionBase
 from ..context import ContextItem
 from ..context.anomaly import anomaly_lines
 from ..executor import READ_TOOLS
@@ -54,8 +54,8 @@ class ToolException(Fault):
     hook: ClassVar[FaultHook] = "tool"
     message: str = "connection reset by peer"
 
-    def tool(self, action: _Action) -> ToolImpl:
-        def impl(_: _Action) -> ToolResult:
+    def tool(self, action: ActionBase) -> ToolImpl:
+        def impl(_: ActionBase) -> ToolResult:
             raise RuntimeError(self.message)
 
         return impl
@@ -75,8 +75,8 @@ class ToolTimeout(Fault):
     def hang_seconds(self) -> float:
         return self.seconds
 
-    def tool(self, action: _Action) -> ToolImpl:
-        def impl(a: _Action) -> ToolResult:
+    def tool(self, action: ActionBase) -> ToolImpl:
+        def impl(a: ActionBase) -> ToolResult:
             return ToolResult.failure(
                 a.kind, f"no answer within {self.seconds:g}s; the call was killed",
                 "retry later, ask for less, or try another source", status="timeout", retryable=True,
@@ -95,10 +95,10 @@ class EmptyResult(Fault):
     name: Literal["empty_result"] = "empty_result"
     hook: ClassVar[FaultHook] = "tool"
 
-    def applies_to(self, action: _Action) -> bool:
+    def applies_to(self, action: ActionBase) -> bool:
         return action.kind in READ_TOOLS
 
-    def tool(self, action: _Action) -> ToolImpl:
+    def tool(self, action: ActionBase) -> ToolImpl:
         return lambda a: ToolResult.success(a.kind, "")
 
 

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness_lab.errors import SandboxEnvironmentError
 from harness_lab.sandbox.boundary import Boundary
 from harness_lab.sandbox.restore import apply_manifest
 from harness_lab.sandbox.scan import Manifest, Scanner
 from harness_lab.sandbox.snapshots import SnapshotDiff, SnapshotInfo, SnapshotStore, diff_manifests
-
-if TYPE_CHECKING:
-    from harness_lab.sandbox.sandbox import Sandbox
 
 __all__ = ["SnapshotOps"]
 
@@ -30,6 +27,7 @@ class SnapshotOps:
     _store: SnapshotStore
     _state_provider: Callable[[], dict[str, Any]] | None
     _uid: int | None
+    manifest: Callable[[], Manifest]  # Sandbox.manifest (declared, not imported: sandbox.py imports this module)
 
     def _owner(self) -> tuple[int, int] | None:
         return (self._uid, self._uid) if self._uid is not None else None
@@ -101,7 +99,7 @@ class SnapshotOps:
         assert info is not None
         return info
 
-    def adopt_blobs(self, source: Sandbox, snapshot_id: str | None = None) -> int:
+    def adopt_blobs(self, source: SnapshotOps, snapshot_id: str | None = None) -> int:
         """Share the stored contents of ``source``'s files (its current manifest, or snapshot
         ``snapshot_id``) with this sandbox's snapshot store, e.g. after copying its workspace here
         for a fork. The next scan still reads and hashes every file here (nothing is taken on

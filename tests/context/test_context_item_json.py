@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from harness_lab.checkpoint import _dumps
 from harness_lab.context import ContextManager, Layer
 from harness_lab.context._versions import build
-from harness_lab.context.items import _compact_json
+from harness_lab.context.items import compact_json
 
 _ascii = st.text(st.characters(max_codepoint=127), max_size=12)
 _texts = st.one_of(st.text(max_size=12), _ascii,
@@ -31,7 +31,7 @@ _items = st.builds(
 @settings(max_examples=1500, deadline=None)
 @given(_items)
 def test_the_direct_json_of_an_item_is_the_json_of_its_compact_dict(item: object) -> None:
-    fast = _compact_json(item)  # type: ignore[arg-type]
+    fast = compact_json(item)  # type: ignore[arg-type]
     if fast is not None:
         assert fast == _dumps(item.to_dict(compact=True))  # type: ignore[attr-defined]
 
@@ -44,7 +44,7 @@ def test_items_of_the_usual_shapes_take_the_direct_path_and_others_not() -> None
                      rng.choice(["step 1:think", "read_file:a.txt", "ü"]), n, rng.randint(0, 99), n,
                      role=rng.choice(["note", "interaction", "summary"]), pinned=rng.random() < 0.1,
                      key=rng.choice([None] * 9 + ["k"]), freshness=rng.choice(["fresh"] * 9 + ["stale"]))
-        fast = _compact_json(item)
+        fast = compact_json(item)
         assert (fast or _dumps(item.to_dict(compact=True))) == _dumps(item.to_dict(compact=True))
         usual = not (item.pinned or item.key or item.freshness == "stale") and (item.text + item.source).isascii()
         assert (fast is not None) == usual
@@ -55,6 +55,6 @@ def test_items_of_the_usual_shapes_take_the_direct_path_and_others_not() -> None
 def test_a_step_s_interaction_takes_the_direct_path() -> None:
     ctx = ContextManager()
     item = ctx.add_interaction(7, "read_file notes.txt", 'line "one"\n\tline two', source="read_file:notes.txt")
-    assert _compact_json(item) == _dumps(item.to_dict(compact=True))
+    assert compact_json(item) == _dumps(item.to_dict(compact=True))
     note = ctx.add(Layer.L1, "task: fix config", source="task", round=0)
-    assert _compact_json(note) == _dumps(note.to_dict(compact=True))
+    assert compact_json(note) == _dumps(note.to_dict(compact=True))

@@ -11,7 +11,7 @@ import pytest
 from loophelpers import CONFORMING, READ_A, READ_B, contract, evidence, make_run
 from pydantic import ValidationError
 
-from harness_lab.actions import _Action
+from harness_lab.actions import ActionBase
 from harness_lab.clock import FakeClock
 from harness_lab.errors import SimulatedCrash
 from harness_lab.faults import Fault, FaultHook, ProcessCrash, RepeatedActionLoop, ToolTimeout
@@ -68,8 +68,8 @@ class _CtrlCTool(Fault):
     name: str = "ctrl_c_tool"
     hook: ClassVar[FaultHook] = "tool"
 
-    def tool(self, action: _Action) -> ToolImpl:
-        def impl(_: _Action) -> ToolResult:
+    def tool(self, action: ActionBase) -> ToolImpl:
+        def impl(_: ActionBase) -> ToolResult:
             raise KeyboardInterrupt
 
         return impl
