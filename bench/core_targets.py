@@ -1,0 +1,362 @@
+"""Issue 20's targets for the run core, side by side in one process, interleaved, as ratios.
+
+    .venv/bin/python bench/core_targets.py [--steps 2000] [--rounds 7] [--memory-steps 10000] [--no-peers]
+
+Every contender does the same per step as ``bench/step_overhead.py`` (propose an action, decide, run a
+no-op tool, record the step). Each round runs every contender once for ``--steps`` steps (a quarter of
+them at ``synchronous=FULL``: an fsync per commit), in an order that rotates from round to round, so a
+busy machine disturbs all of them alike; a ratio is taken *within* a round and the median of the rounds'
+ratios is printed with their range. Contenders:
+
+* ``harness-lab``               - ``Run.step()``, no store (the no-store step);
+* ``pydantic-graph 1.x``        - a one-node ``pydantic_graph.Graph`` looping N times (``run_sync``, its
+  default in-memory persistence), the peer the no-store step is measured against;
+* ``harness-lab+store(NORMAL|FULL)`` - ``Run(store=SQLiteStore(..., synchronous=...))``: the real
+  per-step checkpoint (the stored step);
+* ``commit-only(NORMAL|FULL)``  - a bare SQLite loop at the store's pragmas (WAL, ``wal_autocheckpoint=0``,
+  the same ``synchronous``) committing one row per step (a real step row's text) and nothing else:
+  the floor a stored step is measured against;
+* ``langgraph`` / ``langgraph+sqlite(NORMAL|FULL)`` - a one-node ``StateGraph`` as in step_overhead.py,
+  with ``SqliteSaver`` and ``durability="sync"`` at the same ``synchronous``.
+
+Also: the memory a 10,000-step run without a store gains once warmed up (in a fresh process: resident
+memory, and what Python still holds by ``tracemalloc``). The peers are installed by this script into their own venvs under
+``~/.cache/harness-lab-bench`` (never into the project) and run in one long-lived worker process each,
+which takes "contender steps" lines and answers µs per step; ``--no-peers`` skips them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from step_overhead import noop_run, sqlite_store_class  # noqa: E402
+
+from harness_lab.events import dump_step_row  # noqa: E402
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "harness-lab-bench"
+PYDANTIC_GRAPH = ["pydantic-graph>=1,<2"]
+LANGGRAPH = ["langgraph", "langgraph-checkpoint-sqlite"]
+
+# The targets issue 20 names, printed beside the figures.
+TARGETS = {
+    "no-store": "<= 1x pydantic-graph 1.x (and <= 15 µs on an idle core)",
+    "stored": "<= 3x commit-only",
+    "langgraph": ">= 10x under LangGraph SqliteSaver (sync)",
+    "memory": "<= 5 MiB",
+}
+
+
+def bench_venv(name: str, packages: list[str]) -> Path:
+    """The python of a venv of the bench's own under the cache, made and filled once."""
+    venv = CACHE / name
+    python = venv / "bin" / "python"
+    if not (venv / ".installed").exists():
+        print(f"installing {' '.join(packages)} into {venv} (benchmark only) ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True)
+        (venv / ".installed").touch()
+    return python
+
+
+# One worker per peer venv: reads "<contender> <steps>" lines, answers {"us": µs per step} lines.
+_WORKER = r'''
+import json, os, sqlite3, sys, tempfile, time, warnings
+from dataclasses import dataclass, field
+# pydantic-graph 1.x says its BaseNode Graph goes away in 2.x: that Graph is the 1.x peer measured here
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+runners = {}
+tmp = tempfile.mkdtemp(prefix="harness-lab-peer-")
+
+def propose(step):                       # the same work per step as the other loops
+    action = {"kind": "send_message" if step % 2 else "push"}
+    return {"action": action, "decision": "execute", "result": {"tool": action["kind"], "ok": True}}
+
+try:
+    from pydantic_graph import BaseNode, End, Graph, GraphRunContext
+except ImportError:
+    pass
+else:
+    @dataclass
+    class PState:
+        n: int
+        step: int = 0
+        last: dict = field(default_factory=dict)
+
+    @dataclass
+    class Step(BaseNode[PState, None, int]):
+        async def run(self, ctx: GraphRunContext[PState]) -> "Step | End[int]":
+            ctx.state.last = propose(ctx.state.step)
+            ctx.state.step += 1
+            return End(ctx.state.step) if ctx.state.step >= ctx.state.n else Step()
+
+    pgraph = Graph(nodes=[Step])
+
+    def pydantic_graph_run(n):
+        t = time.perf_counter()
+        result = pgraph.run_sync(Step(), state=PState(n=n))
+        t = time.perf_counter() - t
+        assert result.output == n, result  # it ran every step
+        return t
+
+    pydantic_graph_run(20)
+    runners["pydantic-graph"] = pydantic_graph_run
+    import importlib.metadata as md
+    VERSION = "pydantic-graph " + md.version("pydantic-graph")
+
+try:
+    from typing import TypedDict
+    from langgraph.graph import StateGraph, END
+    from langgraph.checkpoint.sqlite import SqliteSaver
+except ImportError:
+    pass
+else:
+    class S(TypedDict):
+        step: int
+        n: int
+        last: dict
+
+    def node(state):
+        return {"step": state["step"] + 1, "last": propose(state["step"])}
+
+    def route(state):
+        return END if state["step"] >= state["n"] else "step"
+
+    def graph(checkpointer):
+        g = StateGraph(S)
+        g.add_node("step", node)
+        g.set_entry_point("step")
+        g.add_conditional_edges("step", route)
+        return g.compile(checkpointer=checkpointer)
+
+    def langgraph_runner(synchronous):
+        if synchronous is None:
+            compiled, durability = graph(None), {}
+        else:
+            conn = sqlite3.connect(os.path.join(tmp, f"lg-{synchronous}.db"), check_same_thread=False)
+            saver = SqliteSaver(conn)
+            saver.setup()  # sets WAL; the PRAGMA must come after it
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            compiled, durability = graph(saver), {"durability": "sync"}
+        count = iter(range(10**9))
+        def run(n):
+            cfg = {"recursion_limit": 10**9, "configurable": {"thread_id": f"t{next(count)}"}}
+            t = time.perf_counter()
+            out = compiled.invoke({"step": 0, "n": n, "last": {}}, cfg, **durability)
+            t = time.perf_counter() - t
+            assert out["step"] == n, out  # it ran every step
+            return t
+        run(20)
+        return run
+
+    runners["langgraph"] = langgraph_runner(None)
+    runners["langgraph+sqlite(NORMAL)"] = langgraph_runner("NORMAL")
+    runners["langgraph+sqlite(FULL)"] = langgraph_runner("FULL")
+    import importlib.metadata as md
+    VERSION = "langgraph " + md.version("langgraph")
+
+print(json.dumps({"contenders": sorted(runners), "version": VERSION}), flush=True)
+for line in sys.stdin:
+    name, n = line.split()
+    print(json.dumps({"us": runners[name](int(n)) / int(n) * 1e6}), flush=True)
+'''
+
+
+class Peer:
+    """A worker process in a peer's venv; ``timer(name)`` measures one of its contenders."""
+
+    def __init__(self, python: Path) -> None:
+        self.proc = subprocess.Popen([str(python), "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        hello = json.loads(self._line())
+        self.contenders: list[str] = hello["contenders"]
+        self.version: str = hello["version"]
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"bench: the peer worker {self.proc.args[0]} exited ({self.proc.wait()})")
+        return line
+
+    def timer(self, name: str) -> Callable[[int], float]:
+        def run(steps: int) -> float:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(f"{name} {steps}\n")
+            self.proc.stdin.flush()
+            us: float = json.loads(self._line())["us"]
+            return us
+        return run
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def ours(tmp: Path, synchronous: str | None) -> Callable[[int], float]:
+    """``Run.step()`` timed per window; ``synchronous`` None: no store. The run lives across rounds."""
+    store = None if synchronous is None else sqlite_store_class()(tmp / f"store-{synchronous}.sqlite",
+                                                                   synchronous=synchronous)
+    run = noop_run(tmp / f"ws-{synchronous}", store=store)
+    for _ in range(50):  # warm-up: first view, first compression
+        run.step()
+
+    def window(steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            run.step()
+        return (time.perf_counter() - start) / steps * 1e6
+    return window
+
+
+def step_row_text(tmp: Path) -> str:
+    """The row a no-op step's record is stored as (what the commit-only loop writes each step)."""
+    run = noop_run(tmp / "ws-row")
+    text = dump_step_row(run.step())
+    run.close()
+    return text
+
+
+def commit_only(tmp: Path, synchronous: str, row: str) -> Callable[[int], float]:
+    """One autocommitted INSERT per step (a lone statement is one transaction, as the store commits a
+    step with nothing else to write), at the store's pragmas; the step's work left out entirely."""
+    conn = sqlite3.connect(tmp / f"commit-{synchronous}.sqlite", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA wal_autocheckpoint=0")  # the store copies the log back off the step's path
+    conn.execute("CREATE TABLE steps (id INTEGER PRIMARY KEY, record TEXT)")
+    counter = iter(range(10**12))
+    insert = "INSERT INTO steps (id, record) VALUES (?, ?)"
+
+    def window(steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            conn.execute(insert, (next(counter), row))
+        return (time.perf_counter() - start) / steps * 1e6
+    return window
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def memory_child(steps: int, traced: bool) -> None:
+    """In a fresh process: what ``steps`` no-store steps add once warmed up, as resident memory or
+    (``traced``) as memory Python still holds by ``tracemalloc``, started after the warm-up so it counts
+    only what the steps kept (its own bookkeeping inflates the resident figure: one or the other)."""
+    import gc
+    import tracemalloc
+
+    with tempfile.TemporaryDirectory() as d:
+        run = noop_run(Path(d) / "ws")
+        for _ in range(50):
+            run.step()
+        gc.collect()
+        rss = _rss_kib()
+        if traced:
+            tracemalloc.start()
+        for _ in range(steps):
+            run.step()
+        gc.collect()
+        grew = tracemalloc.get_traced_memory()[0] / 1024 if traced else _rss_kib() - rss
+        print(json.dumps({"kib": grew, "records": len(run.records), "events": len(run.events)}))
+        run.close()
+
+
+def memory_growth(steps: int, traced: bool) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--memory-child", str(steps), *(["--traced"] if traced else [])],
+                         capture_output=True, text=True, check=True).stdout
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):9.1f}  ({min(values):.1f}-{max(values):.1f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--memory-steps", type=int, default=10000)
+    parser.add_argument("--no-peers", action="store_true", help="skip pydantic-graph and LangGraph")
+    parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child is not None:
+        memory_child(args.memory_child, args.traced)
+        return
+    full_steps = max(args.steps // 4, 1)
+    peers: list[Peer] = []
+    if not args.no_peers:
+        peers = [Peer(bench_venv("pydantic-graph-1-venv", PYDANTIC_GRAPH)),
+                 Peer(bench_venv("langgraph-venv", LANGGRAPH))]
+    with tempfile.TemporaryDirectory(prefix="harness-lab-core-") as d:
+        tmp = Path(d)
+        row = step_row_text(tmp)
+        # name -> (timer, steps per window)
+        contenders: dict[str, tuple[Callable[[int], float], int]] = {
+            "harness-lab": (ours(tmp, None), args.steps),
+            "harness-lab+store(NORMAL)": (ours(tmp, "NORMAL"), args.steps),
+            "commit-only(NORMAL)": (commit_only(tmp, "NORMAL", row), args.steps),
+            "harness-lab+store(FULL)": (ours(tmp, "FULL"), full_steps),
+            "commit-only(FULL)": (commit_only(tmp, "FULL", row), full_steps),
+        }
+        for peer in peers:
+            for name in peer.contenders:
+                label = "pydantic-graph 1.x" if name == "pydantic-graph" else name
+                contenders[label] = (peer.timer(name), full_steps if "FULL" in name else args.steps)
+        names = list(contenders)
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[:r % len(names)]  # rotate: no contender always first
+            for name in order:
+                timer, steps = contenders[name]
+                times[name].append(timer(steps))
+        for peer in peers:
+            peer.close()
+    memory, held = memory_growth(args.memory_steps, False), memory_growth(args.memory_steps, True)
+
+    print(f"run core targets (issue 20): {args.rounds} interleaved rounds of {args.steps} steps "
+          f"({full_steps} at FULL), no-op tool; µs/step, median (range over rounds); lower is better")
+    for name in names:
+        print(f"  {name:<28} {spread(times[name])}")
+    versions = "".join(f"; {p.version}" for p in peers)
+    print(f"  (commit-only writes one {len(row)}-byte step row per step{versions})")
+
+    def ratio(label: str, top: str, bottom: str, target: str) -> None:
+        if top in times and bottom in times:
+            per_round = [a / b for a, b in zip(times[top], times[bottom], strict=True)]
+            print(f"  {label:<52} {statistics.median(per_round):6.2f}x  ({min(per_round):.2f}-{max(per_round):.2f})"
+                  f"   target {target}")
+
+    print("ratios (median of the rounds' ratios, range):")
+    ratio("no-store step / pydantic-graph 1.x", "harness-lab", "pydantic-graph 1.x", "<= 1x")
+    ratio("stored step / commit-only, NORMAL", "harness-lab+store(NORMAL)", "commit-only(NORMAL)", TARGETS["stored"])
+    ratio("stored step / commit-only, FULL", "harness-lab+store(FULL)", "commit-only(FULL)", TARGETS["stored"])
+    ratio("LangGraph SqliteSaver(sync) / stored step, NORMAL", "langgraph+sqlite(NORMAL)",
+          "harness-lab+store(NORMAL)", ">= 10x")
+    ratio("LangGraph SqliteSaver(sync) / stored step, FULL", "langgraph+sqlite(FULL)",
+          "harness-lab+store(FULL)", ">= 10x")
+    ratio("LangGraph (no checkpointer) / no-store step", "langgraph", "harness-lab", "(for reference)")
+    print(f"  no-store step, absolute: {statistics.median(times['harness-lab']):.1f} µs   target {TARGETS['no-store']}")
+    print(f"memory: a {args.memory_steps}-step run without a store (after 50 warm-up steps, fresh process) grew "
+          f"{memory['kib'] / 1024:.1f} MiB resident; Python holds {held['kib'] / 1024:.1f} MiB more (tracemalloc; "
+          f"records={memory['records']} events={memory['events']})   target {TARGETS['memory']}")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""Which serializer the one-row-per-step store should use: stdlib ``json``, ``orjson``, ``msgspec``.
+
+    .venv/bin/python bench/serializer.py [--steps 400] [--repeats 7] [--no-peers]
+
+The rows are real: two runs of ``bench/step_overhead.py``'s no-op loop (``think`` steps, and the
+external-effect variant) with an ``SQLiteStore`` attached, and every text its ``steps`` table holds, by
+shape: the step record (``harness_lab.events.dump_step_row``), the checkpoint, the context change log
+(``ContextManager.take_changes``) and the whole context state (every ``FULL_EVERY`` steps). Each text is
+read back to plain data (``json.loads``) and each serializer encodes that data and decodes its own
+output, µs per row (median of ``--repeats`` passes over all rows, the serializers interleaved within a
+pass) and bytes per row; every round trip is checked to give the data back. ``pydantic_core``
+(``to_json``/``from_json``, what the runtime spells rows with today) is shown for reference.
+
+``orjson``, ``msgspec`` and ``pydantic-core`` are installed by this script into a venv of its own under
+``~/.cache/harness-lab-bench`` (never into the project), where a worker process times all of them on the
+same interpreter; ``--no-peers`` times the standard library in this process only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from core_targets import bench_venv  # noqa: E402
+from step_overhead import noop_run, sqlite_store_class  # noqa: E402
+
+PACKAGES = ["orjson", "msgspec", "pydantic-core"]
+SHAPES = ("step record", "checkpoint", "context change log", "context full state")
+
+# Times every serializer the interpreter has on the rows in argv[1] (JSON: shape -> list of texts).
+_WORKER = r'''
+import json, statistics, sys, time
+codecs = {"json": (lambda d: json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode(), json.loads)}
+try:
+    import orjson
+    codecs["orjson"] = (orjson.dumps, orjson.loads)
+except ImportError:
+    pass
+try:
+    import msgspec
+    enc, dec = msgspec.json.Encoder(), msgspec.json.Decoder()
+    codecs["msgspec"] = (enc.encode, dec.decode)
+except ImportError:
+    pass
+try:
+    import pydantic_core
+    codecs["pydantic_core"] = (pydantic_core.to_json, pydantic_core.from_json)
+except ImportError:
+    pass
+rows = json.load(open(sys.argv[1]))
+repeats = int(sys.argv[2])
+out = {}
+for shape, texts in rows.items():
+    data = [json.loads(t) for t in texts]
+    times = {name: {"encode": [], "decode": []} for name in codecs}
+    sizes = {}
+    for name, (encode, decode) in codecs.items():
+        blobs = [encode(d) for d in data]
+        back = [decode(b) for b in blobs]
+        assert back == data, f"{name}: a {shape} row does not read back the same"
+        sizes[name] = sum(len(b) for b in blobs) / len(blobs)
+    order = list(codecs)
+    for r in range(repeats):
+        for name in order[r % len(order):] + order[:r % len(order)]:  # interleaved, rotating: each pass times every codec
+            encode, decode = codecs[name]
+            t = time.perf_counter()
+            blobs = [encode(d) for d in data]
+            t1 = time.perf_counter()
+            for b in blobs:
+                decode(b)
+            t2 = time.perf_counter()
+            times[name]["encode"].append((t1 - t) / len(data) * 1e6)
+            times[name]["decode"].append((t2 - t1) / len(data) * 1e6)
+    out[shape] = {"rows": len(data), "codecs": {
+        name: {"encode": statistics.median(v["encode"]), "decode": statistics.median(v["decode"]),
+               "bytes": sizes[name]} for name, v in times.items()}}
+import importlib.metadata as md
+versions = {}
+for pkg in ("orjson", "msgspec", "pydantic-core"):
+    try:
+        versions[pkg] = md.version(pkg)
+    except md.PackageNotFoundError:
+        pass
+print(json.dumps({"shapes": out, "versions": versions}))
+'''
+
+
+def collect_rows(tmp: Path, steps: int) -> dict[str, list[str]]:
+    """Every JSON text two stored no-op runs wrote to their ``steps`` table, by shape."""
+    rows: dict[str, list[str]] = {shape: [] for shape in SHAPES}
+    for external in (False, True):
+        path = tmp / f"rows-{external}.sqlite"
+        run = noop_run(tmp / f"ws-{external}", store=sqlite_store_class()(path), external=external)
+        for _ in range(steps):
+            run.step()
+        run.close()
+        db = sqlite3.connect(path)
+        for record, checkpoint, context in db.execute("SELECT record, checkpoint, context FROM steps ORDER BY id"):
+            if record and record != "null":
+                rows["step record"].append(record)
+            if checkpoint:
+                rows["checkpoint"].append(checkpoint)
+            if context:
+                kind = json.loads(context).get("kind")
+                rows["context full state" if kind == "context_state" else "context change log"].append(context)
+        db.close()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=400, help="steps per run (two runs)")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--no-peers", action="store_true", help="the standard library only, in this process")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="harness-lab-serializer-") as d:
+        tmp = Path(d)
+        rows = collect_rows(tmp, args.steps)
+        (tmp / "rows.json").write_text(json.dumps(rows), encoding="utf-8")
+        python = sys.executable if args.no_peers else str(bench_venv("serializer-venv", PACKAGES))
+        out = subprocess.run([python, "-c", _WORKER, str(tmp / "rows.json"), str(args.repeats)],
+                             capture_output=True, text=True, check=True).stdout
+    result: dict[str, Any] = json.loads(out)
+    shapes = result["shapes"]
+    names = list(next(iter(shapes.values()))["codecs"])
+    print(f"serializers on real row shapes ({2 * args.steps} steps of two stored no-op runs); "
+          f"µs per row, median of {args.repeats} interleaved passes; bytes per row "
+          f"({', '.join(f'{k} {v}' for k, v in result['versions'].items()) or 'stdlib only'})")
+    print(f"  {'shape':<20} {'rows':>5} {'codec':<14} {'encode':>8} {'decode':>8} {'bytes':>8}"
+          f"   {'enc+dec vs json':>15}")
+    per_step: dict[str, float] = dict.fromkeys(names, 0.0)
+    for shape, s in shapes.items():
+        base = s["codecs"]["json"]["encode"] + s["codecs"]["json"]["decode"]
+        for name in names:
+            c = s["codecs"][name]
+            print(f"  {shape:<20} {s['rows']:>5} {name:<14} {c['encode']:8.2f} {c['decode']:8.2f} {c['bytes']:8.0f}"
+                  f"   {base / (c['encode'] + c['decode']):14.2f}x")
+    # A step writes a record, a checkpoint and a context change log or (every FULL_EVERY steps) the
+    # whole state: weight the shapes by how often rows of each were written.
+    context = sum(shapes[shape]["rows"] for shape in ("context change log", "context full state")) or 1
+    for shape, s in shapes.items():
+        weight = 1.0 if shape in ("step record", "checkpoint") else s["rows"] / context
+        for name in names:
+            c = s["codecs"][name]
+            per_step[name] += weight * (c["encode"] + c["decode"])
+    print("per stored step (a record, a checkpoint and its context text, weighted as written), encode+decode:")
+    for name in names:
+        print(f"  {name:<14} {per_step[name]:7.2f} µs   {per_step['json'] / per_step[name]:5.2f}x faster than json")
+    best = min(per_step, key=per_step.__getitem__)
+    print(f"winner: {best} ({per_step['json'] / per_step[best]:.2f}x json per stored step)")
+
+
+if __name__ == "__main__":
+    main()
