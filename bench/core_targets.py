@@ -1,12 +1,13 @@
 """Issue 20's targets for the run core, side by side in one process, interleaved, as ratios.
 
-    .venv/bin/python bench/core_targets.py [--steps 2000] [--rounds 7] [--memory-steps 10000] [--no-peers]
+    .venv/bin/python bench/core_targets.py [--steps 1000] [--rounds 11] [--memory-steps 10000] [--no-peers]
 
 Every contender does the same per step as ``bench/step_overhead.py`` (propose an action, decide, run a
 no-op tool, record the step). Each round runs every contender once for ``--steps`` steps (a quarter of
 them at ``synchronous=FULL``: an fsync per commit), in an order that rotates from round to round, so a
 busy machine disturbs all of them alike; a ratio is taken *within* a round and the median of the rounds'
-ratios is printed with their range. Contenders:
+ratios is printed with their range, of wall-clock time and of the CPU time of the contender's process
+(steadier on a shared machine; at FULL the fsync wait, not CPU, is the cost). Contenders:
 
 * ``harness-lab``               - ``Run.step()``, no store (the no-store step);
 * ``pydantic-graph 1.x``        - a one-node ``pydantic_graph.Graph`` looping N times (``run_sync``, its
@@ -51,9 +52,9 @@ LANGGRAPH = ["langgraph", "langgraph-checkpoint-sqlite"]
 
 # The targets issue 20 names, printed beside the figures.
 TARGETS = {
-    "no-store": "<= 1x pydantic-graph 1.x (and <= 15 µs on an idle core)",
-    "stored": "<= 3x commit-only",
-    "langgraph": ">= 10x under LangGraph SqliteSaver (sync)",
+    "no-store": "<= 1x (and <= 15 µs on an idle core)",
+    "stored": "<= 3x",
+    "langgraph": ">= 10x",
     "memory": "<= 5 MiB",
 }
 
@@ -70,12 +71,12 @@ def bench_venv(name: str, packages: list[str]) -> Path:
     return python
 
 
-# One worker per peer venv: reads "<contender> <steps>" lines, answers {"us": µs per step} lines.
+# One worker per peer venv: reads "<contender> <steps>" lines, answers µs per step (wall, CPU) lines.
 _WORKER = r'''
 import json, os, sqlite3, sys, tempfile, time, warnings
 from dataclasses import dataclass, field
 # pydantic-graph 1.x says its BaseNode Graph goes away in 2.x: that Graph is the 1.x peer measured here
-warnings.filterwarnings("ignore", category=DeprecationWarning)
+warnings.filterwarnings("ignore", message="Importing `Graph` from `pydantic_graph` is deprecated")
 
 runners = {}
 tmp = tempfile.mkdtemp(prefix="harness-lab-peer-")
@@ -105,11 +106,11 @@ else:
     pgraph = Graph(nodes=[Step])
 
     def pydantic_graph_run(n):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         result = pgraph.run_sync(Step(), state=PState(n=n))
-        t = time.perf_counter() - t
+        t, c = time.perf_counter() - t, time.process_time() - c
         assert result.output == n, result  # it ran every step
-        return t
+        return t, c
 
     pydantic_graph_run(20)
     runners["pydantic-graph"] = pydantic_graph_run
@@ -153,11 +154,11 @@ else:
         count = iter(range(10**9))
         def run(n):
             cfg = {"recursion_limit": 10**9, "configurable": {"thread_id": f"t{next(count)}"}}
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             out = compiled.invoke({"step": 0, "n": n, "last": {}}, cfg, **durability)
-            t = time.perf_counter() - t
+            t, c = time.perf_counter() - t, time.process_time() - c
             assert out["step"] == n, out  # it ran every step
-            return t
+            return t, c
         run(20)
         return run
 
@@ -170,8 +171,22 @@ else:
 print(json.dumps({"contenders": sorted(runners), "version": VERSION}), flush=True)
 for line in sys.stdin:
     name, n = line.split()
-    print(json.dumps({"us": runners[name](int(n)) / int(n) * 1e6}), flush=True)
+    wall, cpu = runners[name](int(n))
+    print(json.dumps({"wall": wall / int(n) * 1e6, "cpu": cpu / int(n) * 1e6}), flush=True)
 '''
+
+
+# Times ``steps`` steps of one contender: µs per step, (wall clock, CPU time of its process).
+Timer = Callable[[int], tuple[float, float]]
+
+
+def _clocks() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _per_step(start: tuple[float, float], steps: int) -> tuple[float, float]:
+    wall, cpu = _clocks()
+    return (wall - start[0]) / steps * 1e6, (cpu - start[1]) / steps * 1e6
 
 
 class Peer:
@@ -191,13 +206,13 @@ class Peer:
             raise SystemExit(f"bench: the peer worker {self.proc.args[0]} exited ({self.proc.wait()})")
         return line
 
-    def timer(self, name: str) -> Callable[[int], float]:
-        def run(steps: int) -> float:
+    def timer(self, name: str) -> Timer:
+        def run(steps: int) -> tuple[float, float]:
             assert self.proc.stdin is not None
             self.proc.stdin.write(f"{name} {steps}\n")
             self.proc.stdin.flush()
-            us: float = json.loads(self._line())["us"]
-            return us
+            answer = json.loads(self._line())
+            return answer["wall"], answer["cpu"]
         return run
 
     def close(self) -> None:
@@ -206,7 +221,7 @@ class Peer:
         self.proc.wait()
 
 
-def ours(tmp: Path, synchronous: str | None) -> Callable[[int], float]:
+def ours(tmp: Path, synchronous: str | None) -> Timer:
     """``Run.step()`` timed per window; ``synchronous`` None: no store. The run lives across rounds."""
     store = None if synchronous is None else sqlite_store_class()(tmp / f"store-{synchronous}.sqlite",
                                                                    synchronous=synchronous)
@@ -214,11 +229,11 @@ def ours(tmp: Path, synchronous: str | None) -> Callable[[int], float]:
     for _ in range(50):  # warm-up: first view, first compression
         run.step()
 
-    def window(steps: int) -> float:
-        start = time.perf_counter()
+    def window(steps: int) -> tuple[float, float]:
+        start = _clocks()
         for _ in range(steps):
             run.step()
-        return (time.perf_counter() - start) / steps * 1e6
+        return _per_step(start, steps)
     return window
 
 
@@ -230,7 +245,7 @@ def step_row_text(tmp: Path) -> str:
     return text
 
 
-def commit_only(tmp: Path, synchronous: str, row: str) -> Callable[[int], float]:
+def commit_only(tmp: Path, synchronous: str, row: str) -> Timer:
     """One autocommitted INSERT per step (a lone statement is one transaction, as the store commits a
     step with nothing else to write), at the store's pragmas; the step's work left out entirely."""
     conn = sqlite3.connect(tmp / f"commit-{synchronous}.sqlite", isolation_level=None)
@@ -241,11 +256,11 @@ def commit_only(tmp: Path, synchronous: str, row: str) -> Callable[[int], float]
     counter = iter(range(10**12))
     insert = "INSERT INTO steps (id, record) VALUES (?, ?)"
 
-    def window(steps: int) -> float:
-        start = time.perf_counter()
+    def window(steps: int) -> tuple[float, float]:
+        start = _clocks()
         for _ in range(steps):
             conn.execute(insert, (next(counter), row))
-        return (time.perf_counter() - start) / steps * 1e6
+        return _per_step(start, steps)
     return window
 
 
@@ -290,8 +305,8 @@ def spread(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--memory-steps", type=int, default=10000)
     parser.add_argument("--no-peers", action="store_true", help="skip pydantic-graph and LangGraph")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
@@ -309,7 +324,7 @@ def main() -> None:
         tmp = Path(d)
         row = step_row_text(tmp)
         # name -> (timer, steps per window)
-        contenders: dict[str, tuple[Callable[[int], float], int]] = {
+        contenders: dict[str, tuple[Timer, int]] = {
             "harness-lab": (ours(tmp, None), args.steps),
             "harness-lab+store(NORMAL)": (ours(tmp, "NORMAL"), args.steps),
             "commit-only(NORMAL)": (commit_only(tmp, "NORMAL", row), args.steps),
@@ -321,42 +336,49 @@ def main() -> None:
                 label = "pydantic-graph 1.x" if name == "pydantic-graph" else name
                 contenders[label] = (peer.timer(name), full_steps if "FULL" in name else args.steps)
         names = list(contenders)
-        times: dict[str, list[float]] = {name: [] for name in names}
+        wall: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
         for r in range(args.rounds):
             order = names[r % len(names):] + names[:r % len(names)]  # rotate: no contender always first
             for name in order:
                 timer, steps = contenders[name]
-                times[name].append(timer(steps))
+                w, c = timer(steps)
+                wall[name].append(w)
+                cpu[name].append(c)
         for peer in peers:
             peer.close()
     memory, held = memory_growth(args.memory_steps, False), memory_growth(args.memory_steps, True)
 
     print(f"run core targets (issue 20): {args.rounds} interleaved rounds of {args.steps} steps "
           f"({full_steps} at FULL), no-op tool; µs/step, median (range over rounds); lower is better")
+    print(f"  {'':<28} {'wall clock':>24}   {'CPU time (its process)':>24}")
     for name in names:
-        print(f"  {name:<28} {spread(times[name])}")
+        print(f"  {name:<28} {spread(wall[name])}   {spread(cpu[name])}")
     versions = "".join(f"; {p.version}" for p in peers)
-    print(f"  (commit-only writes one {len(row)}-byte step row per step{versions})")
+    print(f"  (commit-only writes one {len(row)}-byte step row per step{versions}; CPU time leaves out the "
+          "waits: on a busy machine it is the steadier figure, except at FULL, where the fsync wait is the cost)")
 
     def ratio(label: str, top: str, bottom: str, target: str) -> None:
-        if top in times and bottom in times:
-            per_round = [a / b for a, b in zip(times[top], times[bottom], strict=True)]
-            print(f"  {label:<52} {statistics.median(per_round):6.2f}x  ({min(per_round):.2f}-{max(per_round):.2f})"
-                  f"   target {target}")
+        if top in wall and bottom in wall:
+            shown = []
+            for times in (wall, cpu):
+                per_round = [a / b for a, b in zip(times[top], times[bottom], strict=True)]
+                shown.append(f"{statistics.median(per_round):6.2f}x ({min(per_round):.2f}-{max(per_round):.2f})")
+            print(f"  {label:<50} {shown[0]:>20}   {shown[1]:>20}   target {target}")
 
-    print("ratios (median of the rounds' ratios, range):")
-    ratio("no-store step / pydantic-graph 1.x", "harness-lab", "pydantic-graph 1.x", "<= 1x")
+    print(f"ratios, median of the rounds' ratios (range): {'wall':>28}   {'CPU':>20}")
+    ratio("no-store step / pydantic-graph 1.x", "harness-lab", "pydantic-graph 1.x", TARGETS["no-store"])
     ratio("stored step / commit-only, NORMAL", "harness-lab+store(NORMAL)", "commit-only(NORMAL)", TARGETS["stored"])
     ratio("stored step / commit-only, FULL", "harness-lab+store(FULL)", "commit-only(FULL)", TARGETS["stored"])
     ratio("LangGraph SqliteSaver(sync) / stored step, NORMAL", "langgraph+sqlite(NORMAL)",
-          "harness-lab+store(NORMAL)", ">= 10x")
+          "harness-lab+store(NORMAL)", TARGETS["langgraph"])
     ratio("LangGraph SqliteSaver(sync) / stored step, FULL", "langgraph+sqlite(FULL)",
-          "harness-lab+store(FULL)", ">= 10x")
+          "harness-lab+store(FULL)", TARGETS["langgraph"])
     ratio("LangGraph (no checkpointer) / no-store step", "langgraph", "harness-lab", "(for reference)")
-    print(f"  no-store step, absolute: {statistics.median(times['harness-lab']):.1f} µs   target {TARGETS['no-store']}")
     print(f"memory: a {args.memory_steps}-step run without a store (after 50 warm-up steps, fresh process) grew "
           f"{memory['kib'] / 1024:.1f} MiB resident; Python holds {held['kib'] / 1024:.1f} MiB more (tracemalloc; "
           f"records={memory['records']} events={memory['events']})   target {TARGETS['memory']}")
+
 
 if __name__ == "__main__":
     main()

@@ -7,8 +7,8 @@ external-effect variant) with an ``SQLiteStore`` attached, and every text its ``
 shape: the step record (``harness_lab.events.dump_step_row``), the checkpoint, the context change log
 (``ContextManager.take_changes``) and the whole context state (every ``FULL_EVERY`` steps). Each text is
 read back to plain data (``json.loads``) and each serializer encodes that data and decodes its own
-output, µs per row (median of ``--repeats`` passes over all rows, the serializers interleaved within a
-pass) and bytes per row; every round trip is checked to give the data back. ``pydantic_core``
+output, µs of CPU time per row (median of ``--repeats`` passes over all rows, the serializers interleaved
+within a pass, the garbage collector off while timing, as ``timeit`` does) and bytes per row; every round trip is checked to give the data back. ``pydantic_core``
 (``to_json``/``from_json``, what the runtime spells rows with today) is shown for reference.
 
 ``orjson``, ``msgspec`` and ``pydantic-core`` are installed by this script into a venv of its own under
@@ -36,8 +36,11 @@ SHAPES = ("step record", "checkpoint", "context change log", "context full state
 
 # Times every serializer the interpreter has on the rows in argv[1] (JSON: shape -> list of texts).
 _WORKER = r'''
-import json, statistics, sys, time
-codecs = {"json": (lambda d: json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode(), json.loads)}
+import gc, json, statistics, sys, time
+# stdlib json at its best: one encoder made once (json.dumps with options makes one per call), compact
+# and UTF-8 as the others write; decoded from bytes, as the others are
+_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+codecs = {"json": (lambda d: _json(d).encode(), json.loads)}
 try:
     import orjson
     codecs["orjson"] = (orjson.dumps, orjson.loads)
@@ -67,17 +70,19 @@ for shape, texts in rows.items():
         assert back == data, f"{name}: a {shape} row does not read back the same"
         sizes[name] = sum(len(b) for b in blobs) / len(blobs)
     order = list(codecs)
+    gc.disable()  # as timeit does: a collection of the rows held here would land in one codec's pass
     for r in range(repeats):
         for name in order[r % len(order):] + order[:r % len(order)]:  # interleaved, rotating: each pass times every codec
             encode, decode = codecs[name]
-            t = time.perf_counter()
+            t = time.process_time()
             blobs = [encode(d) for d in data]
-            t1 = time.perf_counter()
+            t1 = time.process_time()
             for b in blobs:
                 decode(b)
-            t2 = time.perf_counter()
+            t2 = time.process_time()
             times[name]["encode"].append((t1 - t) / len(data) * 1e6)
             times[name]["decode"].append((t2 - t1) / len(data) * 1e6)
+    gc.enable()
     out[shape] = {"rows": len(data), "codecs": {
         name: {"encode": statistics.median(v["encode"]), "decode": statistics.median(v["decode"]),
                "bytes": sizes[name]} for name, v in times.items()}}
@@ -131,7 +136,7 @@ def main() -> None:
     shapes = result["shapes"]
     names = list(next(iter(shapes.values()))["codecs"])
     print(f"serializers on real row shapes ({2 * args.steps} steps of two stored no-op runs); "
-          f"µs per row, median of {args.repeats} interleaved passes; bytes per row "
+          f"CPU µs per row, median of {args.repeats} interleaved passes; bytes per row "
           f"({', '.join(f'{k} {v}' for k, v in result['versions'].items()) or 'stdlib only'})")
     print(f"  {'shape':<20} {'rows':>5} {'codec':<14} {'encode':>8} {'decode':>8} {'bytes':>8}"
           f"   {'enc+dec vs json':>15}")
@@ -152,7 +157,7 @@ def main() -> None:
             per_step[name] += weight * (c["encode"] + c["decode"])
     print("per stored step (a record, a checkpoint and its context text, weighted as written), encode+decode:")
     for name in names:
-        print(f"  {name:<14} {per_step[name]:7.2f} µs   {per_step['json'] / per_step[name]:5.2f}x faster than json")
+        print(f"  {name:<14} {per_step[name]:7.2f} µs   json / {name}: {per_step['json'] / per_step[name]:5.2f}x")
     best = min(per_step, key=per_step.__getitem__)
     print(f"winner: {best} ({per_step['json'] / per_step[best]:.2f}x json per stored step)")
 
