@@ -1,6 +1,6 @@
 """Which serializer the one-row-per-step store should use: stdlib ``json``, ``orjson``, ``msgspec``.
 
-    .venv/bin/python bench/serializer.py [--steps 400] [--repeats 7] [--no-peers]
+    .venv/bin/python bench/serializer.py [--steps 400] [--repeats 15] [--no-peers]
 
 The rows are real: two runs of ``bench/step_overhead.py``'s no-op loop (``think`` steps, and the
 external-effect variant) with an ``SQLiteStore`` attached, and every text its ``steps`` table holds, by
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,7 +37,7 @@ SHAPES = ("step record", "checkpoint", "context change log", "context full state
 
 # Times every serializer the interpreter has on the rows in argv[1] (JSON: shape -> list of texts).
 _WORKER = r'''
-import gc, json, statistics, sys, time
+import gc, json, sys, time
 # stdlib json at its best: one encoder made once (json.dumps with options makes one per call), compact
 # and UTF-8 as the others write; decoded from bytes, as the others are
 _json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -84,8 +85,7 @@ for shape, texts in rows.items():
             times[name]["decode"].append((t2 - t1) / len(data) * 1e6)
     gc.enable()
     out[shape] = {"rows": len(data), "codecs": {
-        name: {"encode": statistics.median(v["encode"]), "decode": statistics.median(v["decode"]),
-               "bytes": sizes[name]} for name, v in times.items()}}
+        name: {"encode": v["encode"], "decode": v["decode"], "bytes": sizes[name]} for name, v in times.items()}}
 import importlib.metadata as md
 versions = {}
 for pkg in ("orjson", "msgspec", "pydantic-core"):
@@ -122,7 +122,7 @@ def collect_rows(tmp: Path, steps: int) -> dict[str, list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=400, help="steps per run (two runs)")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--no-peers", action="store_true", help="the standard library only, in this process")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="harness-lab-serializer-") as d:
@@ -140,26 +140,39 @@ def main() -> None:
           f"({', '.join(f'{k} {v}' for k, v in result['versions'].items()) or 'stdlib only'})")
     print(f"  {'shape':<20} {'rows':>5} {'codec':<14} {'encode':>8} {'decode':>8} {'bytes':>8}"
           f"   {'enc+dec vs json':>15}")
-    per_step: dict[str, float] = dict.fromkeys(names, 0.0)
+    med = statistics.median
     for shape, s in shapes.items():
-        base = s["codecs"]["json"]["encode"] + s["codecs"]["json"]["decode"]
+        j = s["codecs"]["json"]
+        base = med(j["encode"]) + med(j["decode"])
         for name in names:
             c = s["codecs"][name]
-            print(f"  {shape:<20} {s['rows']:>5} {name:<14} {c['encode']:8.2f} {c['decode']:8.2f} {c['bytes']:8.0f}"
-                  f"   {base / (c['encode'] + c['decode']):14.2f}x")
+            both = med(c["encode"]) + med(c["decode"])
+            print(f"  {shape:<20} {s['rows']:>5} {name:<14} {med(c['encode']):8.2f} {med(c['decode']):8.2f} "
+                  f"{c['bytes']:8.0f}   {base / both:14.2f}x")
     # A step writes a record, a checkpoint and a context change log or (every FULL_EVERY steps) the
-    # whole state: weight the shapes by how often rows of each were written.
+    # whole state: the shapes weighted by how often rows of each were written, pass by pass (the codecs
+    # of one pass ran side by side, so their ratio is taken within the pass).
     context = sum(shapes[shape]["rows"] for shape in ("context change log", "context full state")) or 1
-    for shape, s in shapes.items():
-        weight = 1.0 if shape in ("step record", "checkpoint") else s["rows"] / context
-        for name in names:
-            c = s["codecs"][name]
-            per_step[name] += weight * (c["encode"] + c["decode"])
-    print("per stored step (a record, a checkpoint and its context text, weighted as written), encode+decode:")
+    weight = {shape: 1.0 if shape in ("step record", "checkpoint") else s["rows"] / context
+              for shape, s in shapes.items()}
+    passes = len(next(iter(shapes.values()))["codecs"]["json"]["encode"])
+    per_step = {op: {name: [sum(weight[shape] * s["codecs"][name][op][i] for shape, s in shapes.items())
+                            for i in range(passes)] for name in names} for op in ("encode", "decode")}
+
+    def ratio(op: str, top: str, bottom: str) -> str:
+        r = [a / b for a, b in zip(per_step[op][top], per_step[op][bottom], strict=True)]
+        return f"{med(r):5.2f}x ({min(r):.2f}-{max(r):.2f})"
+
+    print("per stored step (a record, a checkpoint and its context text, weighted as written); "
+          "ratios: median of the passes' (range)")
+    print(f"  {'codec':<14} {'encode (write path)':>20} {'json / it':>20}   {'decode (restore)':>18} {'json / it':>20}")
     for name in names:
-        print(f"  {name:<14} {per_step[name]:7.2f} µs   json / {name}: {per_step['json'] / per_step[name]:5.2f}x")
-    best = min(per_step, key=per_step.__getitem__)
-    print(f"winner: {best} ({per_step['json'] / per_step[best]:.2f}x json per stored step)")
+        print(f"  {name:<14} {med(per_step['encode'][name]):17.2f} µs {ratio('encode', 'json', name):>20}   "
+              f"{med(per_step['decode'][name]):15.2f} µs {ratio('decode', 'json', name):>20}")
+    for op in ("encode", "decode"):
+        best = min(names, key=lambda n: med(per_step[op][n]))
+        others = [n for n in names if n != best]
+        print(f"winner, {op}: {best}" + "".join(f"; {n} / {best} {ratio(op, n, best)}" for n in others))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ CASES = {
     "core_targets": (["--steps", "40", "--rounds", "2", "--memory-steps", "60", "--no-peers"],
                      ["stored step / commit-only, NORMAL", "commit-only(FULL)", "memory: a 60-step run"]),
     "serializer": (["--steps", "20", "--repeats", "1", "--no-peers"],
-                   ["context change log", "per stored step", "winner:"]),
+                   ["context change log", "per stored step", "winner, encode:"]),
     "step_breakdown": (["--steps", "60"], ["no-op step, no store:", "checkpoint commit, all of it"]),
     "fork_resume": (["--steps", "40", "--repeats", "2"], ["fork last", "resume", "history"]),
     "memory": (["--steps", "30", "60"], ["peak RSS", "ratio of growth"]),
