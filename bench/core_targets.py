@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from step_overhead import noop_run, sqlite_store_class  # noqa: E402
+from step_overhead import LANGGRAPH_LOOP, noop_run, sqlite_store_class  # noqa: E402
 
 from harness_lab.events import dump_step_row  # noqa: E402
 
@@ -71,8 +71,9 @@ def bench_venv(name: str, packages: list[str]) -> Path:
     return python
 
 
-# One worker per peer venv: reads "<contender> <steps>" lines, answers µs per step (wall, CPU) lines.
-_WORKER = r'''
+# One worker per peer venv: reads "<contender> <steps>" lines, answers µs per step (wall, CPU) lines. Its
+# source is this head, the peer's part (which fills ``runners``) and _TAIL.
+_HEAD = r'''
 import json, os, sqlite3, sys, tempfile, time, warnings
 from dataclasses import dataclass, field
 # pydantic-graph 1.x says its BaseNode Graph goes away in 2.x: that Graph is the 1.x peer measured here
@@ -81,93 +82,68 @@ warnings.filterwarnings("ignore", message="Importing `Graph` from `pydantic_grap
 runners = {}
 tmp = tempfile.mkdtemp(prefix="harness-lab-peer-")
 
-def propose(step):                       # the same work per step as the other loops
-    action = {"kind": "send_message" if step % 2 else "push"}
-    return {"action": action, "decision": "execute", "result": {"tool": action["kind"], "ok": True}}
+def timed(run, n, steps_done):
+    t, c = time.perf_counter(), time.process_time()
+    out = run(n)
+    t, c = time.perf_counter() - t, time.process_time() - c
+    assert steps_done(out) == n, out  # it ran every step
+    return t, c
+'''
 
-try:
-    from pydantic_graph import BaseNode, End, Graph, GraphRunContext
-except ImportError:
-    pass
-else:
-    @dataclass
-    class PState:
-        n: int
-        step: int = 0
-        last: dict = field(default_factory=dict)
+_PYDANTIC_GRAPH = r'''
+from pydantic_graph import BaseNode, End, Graph, GraphRunContext
 
-    @dataclass
-    class Step(BaseNode[PState, None, int]):
-        async def run(self, ctx: GraphRunContext[PState]) -> "Step | End[int]":
-            ctx.state.last = propose(ctx.state.step)
-            ctx.state.step += 1
-            return End(ctx.state.step) if ctx.state.step >= ctx.state.n else Step()
+@dataclass
+class PState:
+    n: int
+    step: int = 0
+    last: dict = field(default_factory=dict)
 
-    pgraph = Graph(nodes=[Step])
+@dataclass
+class Step(BaseNode[PState, None, int]):
+    async def run(self, ctx: GraphRunContext[PState]) -> "Step | End[int]":
+        step = ctx.state.step                                                  # as step_overhead's LangGraph node:
+        action = {"kind": "send_message" if step % 2 else "push"}              # propose
+        decision = "execute"                                                   # decide
+        result = {"tool": action["kind"], "ok": True}                          # no-op tool
+        ctx.state.last = {"action": action, "decision": decision, "result": result}
+        ctx.state.step = step + 1
+        return End(ctx.state.step) if ctx.state.step >= ctx.state.n else Step()
 
-    def pydantic_graph_run(n):
-        t, c = time.perf_counter(), time.process_time()
-        result = pgraph.run_sync(Step(), state=PState(n=n))
-        t, c = time.perf_counter() - t, time.process_time() - c
-        assert result.output == n, result  # it ran every step
-        return t, c
+pgraph = Graph(nodes=[Step])
+runners["pydantic-graph"] = lambda n: timed(lambda k: pgraph.run_sync(Step(), state=PState(n=k)), n,
+                                            lambda result: result.output)
+runners["pydantic-graph"](20)
+import importlib.metadata as md
+VERSION = "pydantic-graph " + md.version("pydantic-graph")
+'''
 
-    pydantic_graph_run(20)
-    runners["pydantic-graph"] = pydantic_graph_run
-    import importlib.metadata as md
-    VERSION = "pydantic-graph " + md.version("pydantic-graph")
+_LANGGRAPH = LANGGRAPH_LOOP + r'''
+def langgraph_runner(synchronous):
+    if synchronous is None:
+        compiled, durability = graph(None), {}
+    else:
+        conn = sqlite3.connect(os.path.join(tmp, f"lg-{synchronous}.db"), check_same_thread=False)
+        saver = SqliteSaver(conn)
+        saver.setup()  # sets WAL; the PRAGMA must come after it
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        compiled, durability = graph(saver), {"durability": "sync"}
+    count = iter(range(10**9))
+    def invoke(n):
+        cfg = {"recursion_limit": 10**9, "configurable": {"thread_id": f"t{next(count)}"}}
+        return compiled.invoke({"step": 0, "n": n, "last": {}}, cfg, **durability)
+    run = lambda n: timed(invoke, n, lambda out: out["step"])
+    run(20)
+    return run
 
-try:
-    from typing import TypedDict
-    from langgraph.graph import StateGraph, END
-    from langgraph.checkpoint.sqlite import SqliteSaver
-except ImportError:
-    pass
-else:
-    class S(TypedDict):
-        step: int
-        n: int
-        last: dict
+runners["langgraph"] = langgraph_runner(None)
+runners["langgraph+sqlite(NORMAL)"] = langgraph_runner("NORMAL")
+runners["langgraph+sqlite(FULL)"] = langgraph_runner("FULL")
+import importlib.metadata as md
+VERSION = "langgraph " + md.version("langgraph")
+'''
 
-    def node(state):
-        return {"step": state["step"] + 1, "last": propose(state["step"])}
-
-    def route(state):
-        return END if state["step"] >= state["n"] else "step"
-
-    def graph(checkpointer):
-        g = StateGraph(S)
-        g.add_node("step", node)
-        g.set_entry_point("step")
-        g.add_conditional_edges("step", route)
-        return g.compile(checkpointer=checkpointer)
-
-    def langgraph_runner(synchronous):
-        if synchronous is None:
-            compiled, durability = graph(None), {}
-        else:
-            conn = sqlite3.connect(os.path.join(tmp, f"lg-{synchronous}.db"), check_same_thread=False)
-            saver = SqliteSaver(conn)
-            saver.setup()  # sets WAL; the PRAGMA must come after it
-            conn.execute(f"PRAGMA synchronous={synchronous}")
-            compiled, durability = graph(saver), {"durability": "sync"}
-        count = iter(range(10**9))
-        def run(n):
-            cfg = {"recursion_limit": 10**9, "configurable": {"thread_id": f"t{next(count)}"}}
-            t, c = time.perf_counter(), time.process_time()
-            out = compiled.invoke({"step": 0, "n": n, "last": {}}, cfg, **durability)
-            t, c = time.perf_counter() - t, time.process_time() - c
-            assert out["step"] == n, out  # it ran every step
-            return t, c
-        run(20)
-        return run
-
-    runners["langgraph"] = langgraph_runner(None)
-    runners["langgraph+sqlite(NORMAL)"] = langgraph_runner("NORMAL")
-    runners["langgraph+sqlite(FULL)"] = langgraph_runner("FULL")
-    import importlib.metadata as md
-    VERSION = "langgraph " + md.version("langgraph")
-
+_TAIL = r'''
 print(json.dumps({"contenders": sorted(runners), "version": VERSION}), flush=True)
 for line in sys.stdin:
     name, n = line.split()
@@ -192,9 +168,9 @@ def _per_step(start: tuple[float, float], steps: int) -> tuple[float, float]:
 class Peer:
     """A worker process in a peer's venv; ``timer(name)`` measures one of its contenders."""
 
-    def __init__(self, python: Path) -> None:
-        self.proc = subprocess.Popen([str(python), "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
+    def __init__(self, python: Path, part: str) -> None:
+        self.proc = subprocess.Popen([str(python), "-c", _HEAD + part + _TAIL], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
         hello = json.loads(self._line())
         self.contenders: list[str] = hello["contenders"]
         self.version: str = hello["version"]
@@ -318,8 +294,8 @@ def main() -> None:
     full_steps = max(args.steps // 4, 1)
     peers: list[Peer] = []
     if not args.no_peers:
-        peers = [Peer(bench_venv("pydantic-graph-1-venv", PYDANTIC_GRAPH)),
-                 Peer(bench_venv("langgraph-venv", LANGGRAPH))]
+        peers = [Peer(bench_venv("pydantic-graph-1-venv", PYDANTIC_GRAPH), _PYDANTIC_GRAPH),
+                 Peer(bench_venv("langgraph-venv", LANGGRAPH), _LANGGRAPH)]
     with tempfile.TemporaryDirectory(prefix="harness-lab-core-") as d:
         tmp = Path(d)
         row = step_row_text(tmp)

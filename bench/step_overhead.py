@@ -139,8 +139,8 @@ def ours(steps: int, tmp: Path | None, workdir: Path, *, real_store: bool = Fals
     return elapsed
 
 
-_PEER = r'''
-import json, sqlite3, sys, tempfile, time, os
+# The peer's loop (bench/core_targets.py runs it too): one node looping N times, the same work per step.
+LANGGRAPH_LOOP = r'''
 from typing import TypedDict
 from langgraph.graph import StateGraph, END
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -165,7 +165,10 @@ def graph(checkpointer):
     g.set_entry_point("step")
     g.add_conditional_edges("step", route)
     return g.compile(checkpointer=checkpointer)
+'''
 
+_PEER = LANGGRAPH_LOOP + r'''
+import json, sqlite3, sys, tempfile, time, os
 n = int(sys.argv[1])
 out = {}
 plain = graph(None)
