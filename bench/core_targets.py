@@ -42,11 +42,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from step_overhead import LANGGRAPH_LOOP, noop_run, sqlite_store_class  # noqa: E402
+from step_overhead import LANGGRAPH_LOOP, bench_venv, noop_run, sqlite_store_class  # noqa: E402
 
 from harness_lab.events import dump_step_row  # noqa: E402
 
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "harness-lab-bench"
 PYDANTIC_GRAPH = ["pydantic-graph>=1,<2"]
 LANGGRAPH = ["langgraph", "langgraph-checkpoint-sqlite"]
 
@@ -57,18 +56,6 @@ TARGETS = {
     "langgraph": ">= 10x",
     "memory": "<= 5 MiB",
 }
-
-
-def bench_venv(name: str, packages: list[str]) -> Path:
-    """The python of a venv of the bench's own under the cache, made and filled once."""
-    venv = CACHE / name
-    python = venv / "bin" / "python"
-    if not (venv / ".installed").exists():
-        print(f"installing {' '.join(packages)} into {venv} (benchmark only) ...", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True)
-        (venv / ".installed").touch()
-    return python
 
 
 # One worker per peer venv: reads "<contender> <steps>" lines, answers µs per step (wall, CPU) lines. Its

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from core_targets import bench_venv  # noqa: E402
-from step_overhead import noop_run, sqlite_store_class  # noqa: E402
+from step_overhead import bench_venv, noop_run, sqlite_store_class  # noqa: E402
 
 PACKAGES = ["orjson", "msgspec", "pydantic-core"]
 SHAPES = ("step record", "checkpoint", "context change log", "context full state")

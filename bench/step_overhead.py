@@ -204,15 +204,21 @@ print(json.dumps(out))
 '''
 
 
-def peer_python() -> Path:
-    venv = CACHE / "langgraph-venv"
+def bench_venv(name: str, packages: list[str]) -> Path:
+    """The python of a venv of the bench's own under the cache, made and filled once (core_targets.py and
+    serializer.py keep their peers there too)."""
+    venv = CACHE / name
     python = venv / "bin" / "python"
     if not (venv / ".installed").exists():
-        print(f"installing {' '.join(PEER_PACKAGES)} into {venv} (benchmark only) ...", file=sys.stderr)
+        print(f"installing {' '.join(packages)} into {venv} (benchmark only) ...", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True)
         (venv / ".installed").touch()
     return python
+
+
+def peer_python() -> Path:
+    return bench_venv("langgraph-venv", PEER_PACKAGES)
 
 
 def langgraph(steps: int) -> dict[str, Any]:
