@@ -36,7 +36,7 @@ _FORKS_NAMED: weakref.WeakKeyDictionary[Run, int] = weakref.WeakKeyDictionary()
 def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
              workspace: str | Path | None = None, budget: BudgetChoice = "keep") -> Run:
     """See :meth:`Run.fork <harness_lab.run.Run.fork>` and the module docstring."""
-    store = run.checkpoints.store if run.checkpoints is not None else None
+    store = run.checkpoints.store if run.checkpoints is not None else run._travel_store  # Run.open's
     check_budget(budget)
     match = _CHECKPOINT_ID.match(checkpoint_id)
     # What can be refused is refused before anything is made.
@@ -110,7 +110,7 @@ def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
         fork.usage = spend(fork.usage, budget)
         fork.gates.started_at = fork.clock.now() - fork.usage.elapsed_s
     fork.run_id = fork_id
-    if store is not None:
+    if store is not None and not getattr(store, "read_only", False):  # Run.open(path) opened it read-only
         fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=items, like=run.checkpoints,
                                         context_from=source)
     return fork
