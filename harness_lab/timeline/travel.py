@@ -79,10 +79,11 @@ def step_range(run: Run, store: Store) -> tuple[int, int]:
     return segments[0][1], segments[-1][2]
 
 
-def check_step(run: Run, store: Store, n: object) -> tuple[int, str]:
+def check_step(run: Run, store: Store, n: object,
+               segments: list[tuple[str, int, int]] | None = None) -> tuple[int, str]:
     """``n`` as a step of the run and the run whose row holds it, or one line naming ``n`` and the range
-    (nothing read beyond the range)."""
-    segments = lineage(store, run.run_id)
+    (nothing read beyond the range). ``segments``: the run's :func:`lineage`, when read already."""
+    segments = segments if segments is not None else lineage(store, run.run_id)
     first, last = segments[0][1], segments[-1][2]
     if not isinstance(n, int) or isinstance(n, bool) or not first <= n <= last:
         raise RunStateError(f"step {n!r} is out of range: run {run.run_id} has steps {first}..{last}")
@@ -104,7 +105,7 @@ def step_view(run: Run, n: int) -> StepView:
     """See :meth:`Run.at <harness_lab.run.Run.at>`."""
     store = travel_store(run)
     segments = lineage(store, run.run_id)
-    n, owner = check_step(run, store, n)
+    n, owner = check_step(run, store, n, segments)
     first = segments[0][1]
     earlier_owner = _owner(segments, n - 1) if n > first else None
     row = store.step(owner, n)
