@@ -151,17 +151,22 @@ def _diff(path: str, old: str | None, new: str | None, data: Callable[[str], byt
 
 def restore_files(sandbox: Sandbox, files: dict[str, str], store: Store, what: str) -> None:
     """Make the workspace's regular files exactly ``files`` (path -> sha256), the bytes from the store,
-    through the sandbox's file tools (never outside the workspace); other files are deleted."""
+    through the sandbox's file tools (never outside the workspace); other files are deleted. Every byte
+    needed is read first: a file the store does not hold is refused before the workspace is touched."""
+    sandbox.workspace_hash(rescan=True)  # what is there now, outside writes included
     current = sandbox.manifest()
-    for path, entry in sorted(current.items(), reverse=True):
-        if entry[0] != "d" and files.get(path) != entry[1]:
-            _done(sandbox.call("delete_file", path=path), path, what)
+    wanted: dict[str, bytes] = {}
     for path, sha in sorted(files.items()):
         if current.get(path, ("", "", 0))[1] == sha:
             continue
         data = store.file_data(sha)
         if data is None:
             raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
+        wanted[path] = data
+    for path, entry in sorted(current.items(), reverse=True):
+        if entry[0] != "d" and files.get(path) != entry[1]:
+            _done(sandbox.call("delete_file", path=path), path, what)
+    for path, data in wanted.items():
         # surrogateescape: the sandbox encodes it back to exactly these bytes, text or not
         _done(sandbox.call("write_file", path=path, content=data.decode("utf-8", "surrogateescape")), path, what)
 

@@ -277,3 +277,15 @@ def test_a_run_of_another_proposer_opens_and_its_fork_needs_one(tmp_path: Path) 
     assert record.decision.verdict == "block" and "pass Run.open(..., proposer=)" in record.decision.reason
     given = Run.open(store, "M", proposer=FunctionProposer(lambda view: READ_B)).fork(at_step=1, workspace=tmp_path / "given")
     assert given.step().proposal == parse_proposal(READ_B)
+
+
+def test_a_rollback_to_a_step_whose_file_was_withheld_touches_nothing(tmp_path: Path) -> None:
+    run = make_run(tmp_path, [{"kind": "write_file", "path": ".env", "content": "password=hunter2hunter2\n"},
+                              {"kind": "write_file", "path": ".env", "content": "password=(none)\n"},
+                              {"kind": "write_file", "path": "notes.txt", "content": "plain\n"}], store=InMemoryStore())
+    run.run(max_steps=3)
+    with pytest.raises(RunStateError, match=r"^step 1 of run run: the bytes of .env .* are not in the store \(withheld"):
+        run.rollback(to_step=1)
+    assert (run.workspace / "notes.txt").read_text() == "plain\n"
+    assert (run.workspace / ".env").read_text() == "password=(none)\n"
+    assert run.step_no == 3 and run.state is RunState.RUNNING
