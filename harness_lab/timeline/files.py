@@ -185,12 +185,15 @@ def write_files(root: Path, files: Mapping[str, str], store: Store, what: str) -
         parts = path.split("/")
         if path.startswith("/") or "\0" in path or any(p in ("", ".", "..") for p in parts):
             raise RunStateError(f"{what}: the stored file path {path!r} is not a path inside the workspace")
+    made = {root}
     for path, sha in sorted(files.items()):
         data = store.file_data(sha)
         if data is None:
             raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
         target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.parent not in made:  # one mkdir per folder, not per file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
         with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644),
                        "wb") as out:
             out.write(data)
