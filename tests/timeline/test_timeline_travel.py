@@ -289,3 +289,18 @@ def test_a_rollback_to_a_step_whose_file_was_withheld_touches_nothing(tmp_path: 
     assert (run.workspace / "notes.txt").read_text() == "plain\n"
     assert (run.workspace / ".env").read_text() == "password=(none)\n"
     assert run.step_no == 3 and run.state is RunState.RUNNING
+
+
+def test_an_l5_reference_opens_at_the_step_that_stored_it_and_after(tmp_path: Path) -> None:
+    big = "\n".join(f"line {i} of a long log" for i in range(3000))
+    run = make_run(tmp_path, [{"kind": "write_file", "path": "log.txt", "content": big},
+                              {"kind": "read_file", "path": "log.txt"}, {"kind": "list_dir", "path": "."}],
+                   store=InMemoryStore())
+    run.run(max_steps=3)
+    view = run.at(3)
+    assert view.context is not None and "output stored as ref_001" in view.context.render()
+    assert view.ref("ref_001") == big == run.at(2).ref("ref_001")  # step 2's result stored it
+    with pytest.raises(RunStateError, match=r"^no reference 'ref_009' in run run's context at step 3$"):
+        view.ref("ref_009")
+    with pytest.raises(RunStateError, match=r"^no reference 'ref_001' in run run's context at step 0$"):
+        run.at(0).ref("ref_001")
