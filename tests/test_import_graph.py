@@ -36,9 +36,11 @@ ROOT = Path(__file__).resolve().parents[1] / "harness_lab"
 
 # issue 20: the mixin tower around run.py and its persistence, one cycle counting type-only and
 # function-level imports; dissolved when Run is composed of collaborators (docs/core-redesign.md).
+# Time travel (issue 19) joined it the way resume and fork did: Run's thin methods import
+# timeline.travel / timeline.branch inside functions, and those name Run for its type.
 RUN_TOWER = frozenset(f"harness_lab.{m}" for m in (
     "run", "_run_base", "_restorable", "checkpoint", "_checkpoint_row", "resume", "fork", "heartbeat",
-    "repair", "_human_gate", "_finish_check"))
+    "repair", "_human_gate", "_finish_check", "timeline.travel", "timeline.branch"))
 
 
 @dataclass(frozen=True)
