@@ -95,7 +95,9 @@ def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
         _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
         # Its own rows were redacted under this contract (the fork's): their item texts stand as they
         # are, and its first row can name the checkpoint instead of storing the context again.
-        own = checkpoint.run_id == run.run_id and context is not None
+        # A checkpoint of another run (a fork's source, from the fork's timeline) was checked above to be
+        # under this very contract: its rows were redacted the same way.
+        own = checkpoint.contract_version == fork.contract.version and context is not None
         items = texts if own else None
         source = checkpoint.id if own else None
     else:

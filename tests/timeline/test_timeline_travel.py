@@ -221,3 +221,18 @@ def test_an_older_store_gains_the_file_tables_on_open(tmp_path: Path) -> None:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"files", "manifests"} <= tables
         assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 7
+
+
+def test_a_forks_timeline_starts_with_its_sources_steps_before_the_fork_point(tmp_path: Path) -> None:
+    run = _exhausted(InMemoryStore(), tmp_path)
+    fork = run.fork(at_step=3, budget="fresh", workspace=tmp_path / "fork")
+    fork.edit_pending({"kind": "write_report", "text": run.at(3).file_text("report.md") + LIMITATIONS})
+    fork.run()
+    points = fork.history
+    assert [(p.run_id, p.step) for p in points] == [
+        *((run.run_id, n) for n in range(3)), *((fork.run_id, n) for n in range(3, fork.step_no + 1))]
+    assert points[3].spent == Usage() and points[2] == run.history[2]
+    assert fork.at(2).context == run.at(2).context and fork.at(1).decision == run.at(1).decision
+    assert [(c.path, c.change) for c in fork.at(4).changes] == [("report.md", "modified")]
+    again = fork.fork(at_step=1, workspace=tmp_path / "again")  # a step of the source, from the fork
+    assert again.step_no == 1 and [p.run_id for p in again.history] == [run.run_id, again.run_id]
