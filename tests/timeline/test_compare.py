@@ -66,6 +66,19 @@ def test_a_fork_compared_with_its_source_starts_at_the_fork_point(tmp_path: Path
             assert "-## Limitations" in back.file_changes[0].diff
 
 
+def test_a_run_and_its_fork_before_any_own_step_share_every_row(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    with _run(store, "A") as a:
+        a.run()
+        same = compare(a, a)
+        assert same.first_difference is None and same.compared == 0 and "share every step" in same.summary()
+        with a.fork(at_step=3) as fork:  # its own first row (step 3) decided nothing: files only, the same
+            result = compare(a, fork)
+            assert result.start == 3 and result.compared == 2
+            assert result.first_difference == 4 and result.differs == ("length",), "only A has step 4"
+            assert result.file_changes == [] and result.context_diff == "", "the fork's files stand as at step 3"
+
+
 def test_the_same_scenario_under_two_contracts_differs_in_the_context_it_saw(tmp_path: Path) -> None:
     result = _compared(tmp_path, contract="report_task_tight_tokens")
     assert result.first_difference == 1 and result.differs == ("context",)
@@ -79,6 +92,7 @@ def test_runs_that_agree_until_one_stops_differ_at_the_step_only_one_has(tmp_pat
     result = _compared(tmp_path, a_steps=5)
     assert result.first_difference == 6 and result.differs == ("length",)
     assert result.decision_diff[0] is None and (result.decision_diff[1] or "").startswith("validate: finish()")
+    assert result.file_changes == [], "A's files stand as at its last step: the same report"
 
 
 def test_different_reports_differ_in_the_call_and_the_files(tmp_path: Path) -> None:
