@@ -6,7 +6,8 @@
                         file written), ``--steps`` steps each, identical: every step is read back
                         (``run.at(n)`` on both) and compared, the worst case; CPU per step compared;
 * ``compare, fork``   - the first run against a fork of it 10 steps before its end that ran 10 steps of
-                        its own: the steps before the fork point are shared rows, never read;
+                        its own: the steps before the fork point are shared rows, found by bisection
+                        (O(log n) steps read), not compared;
 * ``run() per step``  - a storeless think loop: ``step()`` in a loop, ``run(max_steps=)`` and
                         ``run(until=[step, verdict, budget, a callable])``: what checking breakpoints adds.
 

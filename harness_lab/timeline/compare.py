@@ -1,6 +1,6 @@
 """Two runs side by side: the first step where they differ, and what differs there.
 
-``compare(a, b)`` walks both runs' steps (``run.history`` / ``run.at(n)``, so both need a store, live
+``compare(a, b)`` walks both runs' steps (``run.at(n)``, so both need a store, live
 or reopened with ``Run.open``) from the first step they do not share: a fork's timeline starts with its
 source's rows up to the fork point, so a fork compared with its source compares from there. At a
 step where either run decided nothing (its first row: a registration, or a fork's) only the workspace
@@ -60,15 +60,30 @@ class RunComparison(BaseModel):
 
 def compare(a: Run, b: Run) -> RunComparison:
     """The first step where ``a`` and ``b`` differ in context, decision or files (see the module)."""
-    points_a, points_b = a.history, b.history
-    last = min(points_a[-1].step, points_b[-1].step)
-    # A fork's timeline starts with its source's rows: the steps both read from the same row are shared
-    # (the same run's row, committed at the same time: two stores may hold runs of the same id).
-    shared = {_row(p) for p in points_a} & {_row(p) for p in points_b}
-    start = next((p.step for p in points_a if p.step <= last and _row(p) not in shared), last + 1)
+    end_a, end_b = a.step_no, b.step_no
+    last = min(end_a, end_b)
+    views: dict[tuple[int, int], StepView] = {}
+
+    def at(which: int, n: int, *, keep: bool = False) -> StepView:  # the steps the search read, read once
+        view = views.pop((which, n), None) or (a if which == 0 else b).at(n)
+        if keep:
+            views[which, n] = view
+        return view
+
+    # A fork's timeline starts with its source's rows: the steps both read from the same row (the same
+    # run's row, committed at the same time: two stores may hold runs of one id) are shared, and only
+    # as a prefix, so the first step not shared is found by bisection: O(log n) steps read, not n.
+    low, high = 0, last + 1
+    while low < high:
+        mid = (low + high) // 2
+        if _row(at(0, mid, keep=True).point) == _row(at(1, mid, keep=True).point):
+            low = mid + 1
+        else:
+            high = mid
+    start = low
     base = {"a": a.run_id, "b": b.run_id, "start": start}
     for n in range(start, last + 1):
-        view_a, view_b = a.at(n), b.at(n)
+        view_a, view_b = at(0, n), at(1, n)
         differs: list[_Aspect] = []
         if view_a.decision is not None and view_b.decision is not None:  # a first row decides nothing: files only
             if _context(view_a) != _context(view_b):
@@ -79,10 +94,10 @@ def compare(a: Run, b: Run) -> RunComparison:
             differs.append("files")
         if differs:
             return _found(base, n - start + 1, n, tuple(differs), view_a, view_b)
-    if points_a[-1].step != points_b[-1].step:  # one went on: its next step is the difference
+    if end_a != end_b:  # one went on: its next step is the difference
         n = last + 1
-        longer = a if points_a[-1].step > last else b
-        view, ended = longer.at(n), (b if longer is a else a).at(last)
+        longer = a if end_a > last else b
+        view, ended = longer.at(n), at(1 if longer is a else 0, last)
         only_a, only_b = (view, None) if longer is a else (None, view)
         return _found(base, n - start + 1, n, ("length",), only_a, only_b, ended=ended)
     return RunComparison(**base, compared=last - start + 1, first_difference=None)
