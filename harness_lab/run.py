@@ -285,13 +285,16 @@ class Run(HumanGate, FinishCheck):
         return step_view(self, n)
 
     @classmethod
-    def open(cls, db: str | Path | Store, run_id: str) -> Run:
+    def open(cls, db: str | Path | Store, run_id: str, *, proposer: Proposer | None = None) -> Run:
         """A stored run reopened read-only, for inspection: ``history``, ``at`` and ``fork`` work; nothing
         is written, no lease taken, no workspace needed; ``step`` and the like refuse in one line
-        (``Run.resume`` continues it). Works after kill -9 and resume: every step of every process shows."""
+        (``Run.resume`` continues it). Works after kill -9 and resume: every step of every process shows.
+        A path is opened read-only (a fork of the run is then not registered in it); a ``Store`` object as
+        it is (forks register there). ``proposer``: what its forks propose with (default: the recorded
+        script; a run of another proposer needs one before a fork of it steps)."""
         from .timeline.travel import open_run
 
-        return open_run(cls, db, run_id)
+        return open_run(cls, db, run_id, proposer)
 
     def snapshot(self, label: str = "manual") -> SnapshotInfo:
         """Snapshot now: the workspace files and the run's state, for :meth:`rollback` or :meth:`fork`."""

@@ -151,17 +151,22 @@ def _diff(path: str, old: str | None, new: str | None, data: Callable[[str], byt
 
 def restore_files(sandbox: Sandbox, files: dict[str, str], store: Store, what: str) -> None:
     """Make the workspace's regular files exactly ``files`` (path -> sha256), the bytes from the store,
-    through the sandbox's file tools (never outside the workspace); other files are deleted."""
+    through the sandbox's file tools (never outside the workspace); other files are deleted. Every byte
+    needed is read first: a file the store does not hold is refused before the workspace is touched."""
+    sandbox.workspace_hash(rescan=True)  # what is there now, outside writes included
     current = sandbox.manifest()
-    for path, entry in sorted(current.items(), reverse=True):
-        if entry[0] != "d" and files.get(path) != entry[1]:
-            _done(sandbox.call("delete_file", path=path), path, what)
+    wanted: dict[str, bytes] = {}
     for path, sha in sorted(files.items()):
         if current.get(path, ("", "", 0))[1] == sha:
             continue
         data = store.file_data(sha)
         if data is None:
             raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
+        wanted[path] = data
+    for path, entry in sorted(current.items(), reverse=True):
+        if entry[0] != "d" and files.get(path) != entry[1]:
+            _done(sandbox.call("delete_file", path=path), path, what)
+    for path, data in wanted.items():
         # surrogateescape: the sandbox encodes it back to exactly these bytes, text or not
         _done(sandbox.call("write_file", path=path, content=data.decode("utf-8", "surrogateescape")), path, what)
 
@@ -180,12 +185,15 @@ def write_files(root: Path, files: Mapping[str, str], store: Store, what: str) -
         parts = path.split("/")
         if path.startswith("/") or "\0" in path or any(p in ("", ".", "..") for p in parts):
             raise RunStateError(f"{what}: the stored file path {path!r} is not a path inside the workspace")
+    made = {root}
     for path, sha in sorted(files.items()):
         data = store.file_data(sha)
         if data is None:
             raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
         target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.parent not in made:  # one mkdir per folder, not per file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
         with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644),
                        "wb") as out:
             out.write(data)

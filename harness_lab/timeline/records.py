@@ -75,7 +75,8 @@ class StepView(BaseModel):
     result: ToolResult | None
     verdict: Verdict | None
     stop: StopReason | None
-    files: dict[str, str]  # path -> sha256 of every workspace file after the step
+    files: dict[str, str]  # path -> sha256 of every workspace file after the step (empty: the store kept
+    # none for it, as a store written before schema 7)
     changes: list[FileChange]  # against step n-1
     _file_bytes: Callable[[str], bytes | None] | None = PrivateAttr(default=None)
     _ref: Callable[[str], str] | None = PrivateAttr(default=None)

@@ -7,6 +7,7 @@ resume does) and the manifest rows of steps n-1 and n (see :mod:`harness_lab.tim
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -17,7 +18,8 @@ from ..errors import RunStateError
 from ..events import Note, Restored, StepRecord, StopReason, Usage, load_step_row
 from ..evidence import EvidenceCatalogue
 from ..paths import data_dir
-from ..proposers.scripted import ScriptedProposer
+from ..proposers.base import Proposer
+from ..proposers.scripted import FunctionProposer, ScriptedProposer
 from ..repair import RepairPolicy
 from ..resume import bound_spec, continue_checkpoint, load_checkpoint, resume_note
 from ..scenarios import load_scenario
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["check_step", "history", "lineage", "open_run", "step_range", "step_view", "travel_store"]
 
 _R = TypeVar("_R", bound="Run")
+# The points history() made, by run (see there); a run dropped takes its points with it.
+_POINTS: weakref.WeakKeyDictionary[Run, tuple[Store, dict[tuple[str, int], StepPoint]]] = weakref.WeakKeyDictionary()
 
 
 def travel_store(run: Run) -> Store:
@@ -91,13 +95,24 @@ def check_step(run: Run, store: Store, n: object,
 
 
 def history(run: Run) -> list[StepPoint]:
-    """See :attr:`Run.history <harness_lab.run.Run.history>`."""
+    """See :attr:`Run.history <harness_lab.run.Run.history>`. A committed row never changes: the points
+    made once are kept with the run, and a later call parses only the rows committed since (a dashboard
+    asks after every step)."""
     store = travel_store(run)
+    known = _POINTS.get(run)
+    if known is None or known[0] is not store:
+        known = _POINTS[run] = (store, {})
+    cache = known[1]
     points = []
     for run_id, first, last in lineage(store, run.run_id):
-        for row in store.steps(run_id, first, last):
+        start = first
+        while start <= last and (run_id, start) in cache:
+            points.append(cache[run_id, start])
+            start += 1
+        for row in store.steps(run_id, start, last) if start <= last else ():
             checkpoint, record = _parse(row)
-            points.append(_point(row, checkpoint, record))
+            point = cache[run_id, row.step] = _point(row, checkpoint, record)
+            points.append(point)
     return points
 
 
@@ -213,7 +228,14 @@ def _point(row: StoredStep, checkpoint: Checkpoint, record: StepRecord | None) -
     )
 
 
-def open_run(cls: type[_R], db: str | Path | Store, run_id: str) -> _R:
+def _no_proposer(run_id: str, kind: str) -> Any:
+    def propose(view: ContextView) -> object:
+        raise RunStateError(f"run {run_id} used a {kind} proposer and was opened without one: "
+                            "pass Run.open(..., proposer=) or set fork.proposer before stepping a fork")
+    return propose
+
+
+def open_run(cls: type[_R], db: str | Path | Store, run_id: str, proposer: Proposer | None = None) -> _R:
     """See :meth:`Run.open <harness_lab.run.Run.open>`: nothing is written to the store or the run's workspace."""
     owned = isinstance(db, (str, Path))
     store: Store = SQLiteStore(db, create=False, read_only=True) if isinstance(db, (str, Path)) else db
@@ -225,10 +247,11 @@ def open_run(cls: type[_R], db: str | Path | Store, run_id: str) -> _R:
         contract = (load_contract(data_dir() / "contracts" / f"{load_scenario(scenario).contract}.yaml")
                     if scenario is not None else spec.contract)
         recorded = spec.proposer
-        actions = recorded.actions if recorded is not None and recorded.actions is not None else []
-        then = recorded.then if recorded is not None and recorded.then is not None else "finish"
-        # A run of another proposer is inspected the same way; a fork of it is given one (fork.proposer = ...).
-        run = cls(contract=contract, proposer=ScriptedProposer(actions, then=then),
+        if proposer is None and recorded is not None and recorded.actions is not None and recorded.then is not None:
+            proposer = ScriptedProposer(recorded.actions, then=recorded.then)
+        elif proposer is None:  # inspected all the same; a fork of it must be given one
+            proposer = FunctionProposer(_no_proposer(run_id, recorded.kind if recorded else "custom"))
+        run = cls(contract=contract, proposer=proposer,
                   evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), validation=spec.validation,
                   run_id=run_id, resume=True,
                   repair=RepairPolicy.from_spec(spec.repair.model_dump() if spec.repair is not None else None),

@@ -11,6 +11,8 @@ import pytest
 
 from harness_lab.errors import ConfigError, RunStateError
 from harness_lab.events import Usage
+from harness_lab.proposal import parse_proposal
+from harness_lab.proposers import FunctionProposer
 from harness_lab.run import Run
 from harness_lab.states import RunState
 from harness_lab.store import InMemoryStore, SQLiteStore
@@ -242,12 +244,16 @@ def test_a_forks_timeline_starts_with_its_sources_steps_before_the_fork_point(tm
 def test_after_a_rollback_at_shows_the_context_the_next_proposer_saw(tmp_path: Path) -> None:
     seen = Seen()
     actions = [READ_A, READ_B, {"kind": "write_file", "path": "a.txt", "content": "one\n"}, READ_C, READ_A]
+    store = InMemoryStore()
     run = Run(contract=contract(), evidence=evidence(), proposer=RecordingProposer(actions, seen),
-              workspace=tmp_path / "ws", store=InMemoryStore())
+              workspace=tmp_path / "ws", store=store)
     seen.run = run
     run.run(max_steps=4)
+    before = run.history  # kept with the run: the next call reads only the rows committed since
     run.rollback(to_step=2, budget="fresh")
     run.step()
+    assert len(run.history) == 6 and run.history[:5] == before and run.history == Run.open(store, "run").history
+    assert run.history[5].spent.decisions == 1 and run.history[5].tool == "write_file"
     view = run.at(5)
     assert view.context is not None and shown(view.context) == seen.views[5]
     assert shown(view.context) != shown(run.at(4).context)  # not the context of the row before
@@ -257,3 +263,44 @@ def test_after_a_rollback_at_shows_the_context_the_next_proposer_saw(tmp_path: P
     run.rollback(info.id)
     run.step()
     assert run.at(6).context is None  # a snapshot's context is not in the store: said, not made up
+
+
+def test_a_run_of_another_proposer_opens_and_its_fork_needs_one(tmp_path: Path) -> None:
+    store = InMemoryStore()
+    run = Run(contract=contract(), evidence=evidence(), proposer=FunctionProposer(lambda view: READ_A),
+              workspace=tmp_path / "ws", store=store, run_id="M")
+    run.run(max_steps=2)
+    opened = Run.open(store, "M")
+    assert [p.tool for p in opened.history] == [None, "read_evidence", "read_evidence"]
+    orphan = opened.fork(at_step=1, workspace=tmp_path / "orphan")
+    record = orphan.step()  # no proposer: a recorded, safe stop naming what to do
+    assert record.decision.verdict == "block" and "pass Run.open(..., proposer=)" in record.decision.reason
+    given = Run.open(store, "M", proposer=FunctionProposer(lambda view: READ_B)).fork(at_step=1, workspace=tmp_path / "given")
+    assert given.step().proposal == parse_proposal(READ_B)
+
+
+def test_a_rollback_to_a_step_whose_file_was_withheld_touches_nothing(tmp_path: Path) -> None:
+    run = make_run(tmp_path, [{"kind": "write_file", "path": ".env", "content": "password=hunter2hunter2\n"},
+                              {"kind": "write_file", "path": ".env", "content": "password=(none)\n"},
+                              {"kind": "write_file", "path": "notes.txt", "content": "plain\n"}], store=InMemoryStore())
+    run.run(max_steps=3)
+    with pytest.raises(RunStateError, match=r"^step 1 of run run: the bytes of .env .* are not in the store \(withheld"):
+        run.rollback(to_step=1)
+    assert (run.workspace / "notes.txt").read_text() == "plain\n"
+    assert (run.workspace / ".env").read_text() == "password=(none)\n"
+    assert run.step_no == 3 and run.state is RunState.RUNNING
+
+
+def test_an_l5_reference_opens_at_the_step_that_stored_it_and_after(tmp_path: Path) -> None:
+    big = "\n".join(f"line {i} of a long log" for i in range(3000))
+    run = make_run(tmp_path, [{"kind": "write_file", "path": "log.txt", "content": big},
+                              {"kind": "read_file", "path": "log.txt"}, {"kind": "list_dir", "path": "."}],
+                   store=InMemoryStore())
+    run.run(max_steps=3)
+    view = run.at(3)
+    assert view.context is not None and "output stored as ref_001" in view.context.render()
+    assert view.ref("ref_001") == big == run.at(2).ref("ref_001")  # step 2's result stored it
+    with pytest.raises(RunStateError, match=r"^no reference 'ref_009' in run run's context at step 3$"):
+        view.ref("ref_009")
+    with pytest.raises(RunStateError, match=r"^no reference 'ref_001' in run run's context at step 0$"):
+        run.at(0).ref("ref_001")
