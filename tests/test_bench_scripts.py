@@ -26,6 +26,7 @@ CASES = {
                    ["context change log", "per stored step", "winner, encode:"]),
     "step_breakdown": (["--steps", "60"], ["no-op step, no store:", "checkpoint commit, all of it"]),
     "fork_resume": (["--steps", "40", "--repeats", "2"], ["fork last", "resume", "history"]),
+    "compare_cost": (["--steps", "20", "--repeats", "1"], ["compare, agree:", "compare, fork", "run() per step"]),
     "time_travel": (["--steps", "40", "--repeats", "2", "--points", "2"], ["at(n)", "fork(at_step=n)", "worst median"]),
     "memory": (["--steps", "30", "60"], ["peak RSS", "ratio of growth"]),
     "netallow_cost": (["--commands", "2", "--connections", "5", "--mib", "1"],
