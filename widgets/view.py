@@ -314,9 +314,10 @@ class LabView:
         controls = w.HBox([self.step_button, self.gate_button, self.end_button, self.status, self.close_button])
         left = w.VBox([self._box(self.state), self._box(self.budget), self._box(self.pending), self._box(self.verdicts)],
                       layout=w.Layout(width="50%"))
-        right_panels = [self.context, self.snapshots, self.faults, *([self.plot] if self.plot else [])]
+        right_panels = [self.snapshots, self.faults, *([self.plot] if self.plot else [])]
         right = w.VBox([self._box(p) for p in right_panels], layout=w.Layout(width="50%"))
-        root = w.VBox([controls, w.HBox([left, right]), self._box(self.trace), self.forks_box])
+        # the context spans the dashboard: beside the other panels its text column got ~12 characters at 1280 px
+        root = w.VBox([controls, w.HBox([left, right]), self._box(self.context), self._box(self.trace), self.forks_box])
         root.add_class("hl-labview")
         return root
 
