@@ -162,9 +162,15 @@ class RunBase(Restorable):
         # Run.open: a stored run reopened for inspection only (what it refuses says why); its store, read-only.
         self.read_only: str | None = None
         self._travel_store: Store | None = None
+        self._travel_store_owned = False  # Run.open opened it from a path: close() closes it
+        self.closed = False
 
     def close(self) -> None:
         """Release the sandbox and remove the temporary directories this run created."""
+        self.closed = True
+        if self._travel_store_owned and self._travel_store is not None:
+            self._travel_store.close()
+            self._travel_store_owned = False
         self.sandbox.close()
         for path in self._owned_dirs:
             shutil.rmtree(path, ignore_errors=True)

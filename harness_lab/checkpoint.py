@@ -246,7 +246,7 @@ class Checkpointer(_RowJson):
         if not clean:
             record, text = self._redact(record), self._redact(text)
         try:
-            files = self._files.take(step, workspace_hash, run.sandbox)
+            files = self._files.take(step, workspace_hash, run.sandbox, self._redact.clean)
             written = self._rows.text(context, clean) if context is not None else None
             self.store.commit_step(run.run_id, step, now, record, text, written, blobs,
                                    settle_effects=self._unsettled, register=register, files=files)

@@ -20,6 +20,7 @@ from .repair import RepairPolicy
 from .resume import _CHECKPOINT_ID, _continue, _first_missing, _load
 from .store import Store
 from .timeline.budget import check_budget, spend
+from .timeline.files import files_at, restore_files
 from .timeline.records import BudgetChoice
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
                store: Store | None, budget: BudgetChoice = "keep") -> Run:
     if loaded is not None:
         checkpoint, context, texts = loaded
-        _fork_files(run, checkpoint, fork)
+        _fork_files(run, checkpoint, fork, store)
         _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
         # Its own rows were redacted under this contract (the fork's): their item texts stand as they
         # are, and its first row can name the checkpoint instead of storing the context again.
@@ -115,20 +116,24 @@ def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
     return fork
 
 
-def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run) -> None:
+def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run, store: Store | None) -> None:
     # The fork's first checkpoint hashes every copied file (proven, not remembered); sharing the
     # source's blobs spares it storing each file's bytes again.
-    if run.sandbox.workspace_hash() == checkpoint.workspace_hash:
+    if run.read_only is None and run.sandbox.workspace_hash() == checkpoint.workspace_hash:
         shutil.copytree(run.workspace, fork.workspace, symlinks=True, dirs_exist_ok=True)
         fork.sandbox.adopt_blobs(run.sandbox)
+        return
+    # The files the store kept beside the checkpoint's row (schema 7: harness_lab.timeline.files).
+    if store is not None and (files := files_at(store, checkpoint.run_id, checkpoint.step)) is not None:
+        restore_files(fork.sandbox, files, store, f"checkpoint {checkpoint.id}")
         return
     for snap in reversed(run.sandbox.snapshots()):
         if snap.workspace_hash == checkpoint.workspace_hash:
             run.sandbox.materialize(snap.id, fork.workspace)
             fork.sandbox.adopt_blobs(run.sandbox, snap.id)
             return
-    raise RunStateError(f"no copy of the workspace as it was at checkpoint {checkpoint.id} (the workspace moved on "
-                        "and no snapshot matches its hash); fork from a snapshot id instead")
+    raise RunStateError(f"no copy of the workspace as it was at checkpoint {checkpoint.id} (the workspace moved on, "
+                        "the store kept no files for it and no snapshot matches its hash); fork from a snapshot id instead")
 
 
 def _fork_id(run: Run, store: Store | None) -> str:

@@ -18,14 +18,16 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from ..errors import RunStateError
 from ..store import StepFiles, Store
 from .records import FileChange
 
 if TYPE_CHECKING:
     from ..sandbox import Sandbox
 
-__all__ = ["FULL_EVERY", "FileRows", "file_changes", "files_at"]
+__all__ = ["FULL_EVERY", "WITHHELD", "FileRows", "file_changes", "files_at", "restore_files"]
 
+WITHHELD = "withheld when they hold a secret the contract's redaction rules catch"
 FULL_EVERY = 16  # manifest rows between whole manifests: a read folds at most this many
 _DIFF_LIMIT = 1 << 20  # a unified diff only for UTF-8 text under 1 MiB
 _KNOWN = 4096  # sha256s remembered as already stored (bytes not read again); past this, forgotten
@@ -42,9 +44,12 @@ class FileRows:
         self._stored: set[str] = set()
         self._taken: tuple[str | None, dict[str, str], int, int] | None = None
 
-    def take(self, step: int, workspace_hash: str | None, sandbox: Sandbox) -> StepFiles | None:
+    def take(self, step: int, workspace_hash: str | None, sandbox: Sandbox,
+             clean: Callable[[str], bool]) -> StepFiles | None:
         """The files of the row of ``step`` (None: the workspace is as the last row left it). Nothing of
-        this object changes until :meth:`written` says the row landed."""
+        this object changes until :meth:`written` says the row landed. A file whose text ``clean`` (the
+        contract's redaction rules) finds a secret in is listed, its bytes withheld: the store never
+        holds a secret, and the bytes are never altered either."""
         if workspace_hash is None or workspace_hash == self._hash:
             return None
         files: dict[str, str] = {}
@@ -61,7 +66,7 @@ class FileRows:
                 continue
             sha = hashlib.sha256(raw).hexdigest()
             files[path] = sha
-            if sha not in self._stored:
+            if sha not in self._stored and clean(raw.decode("utf-8", "surrogateescape")):
                 data.append((sha, raw))
         manifest: dict[str, str | None]
         whole = self._files is None or self._since + 1 >= FULL_EVERY
@@ -128,7 +133,7 @@ def _diff(path: str, old: str | None, new: str | None, data: Callable[[str], byt
             continue
         raw = data(sha)
         if raw is None:
-            return f"{path}: its bytes (sha256 {sha[:12]}) are not in the store"
+            return f"{path}: its bytes (sha256 {sha[:12]}) are not in the store ({WITHHELD})"
         if len(raw) >= _DIFF_LIMIT:
             return f"{path}: large ({len(raw)} bytes): no diff shown"
         try:
@@ -138,3 +143,26 @@ def _diff(path: str, old: str | None, new: str | None, data: Callable[[str], byt
     lines = difflib.unified_diff(texts[0].splitlines(keepends=True), texts[1].splitlines(keepends=True),
                                  fromfile=f"a/{path}" if old else "/dev/null", tofile=f"b/{path}" if new else "/dev/null")
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def restore_files(sandbox: Sandbox, files: dict[str, str], store: Store, what: str) -> None:
+    """Make the workspace's regular files exactly ``files`` (path -> sha256), the bytes from the store,
+    through the sandbox's file tools (never outside the workspace); other files are deleted."""
+    current = sandbox.manifest()
+    for path, entry in sorted(current.items(), reverse=True):
+        if entry[0] != "d" and files.get(path) != entry[1]:
+            _done(sandbox.call("delete_file", path=path), path, what)
+    for path, sha in sorted(files.items()):
+        if current.get(path, ("", "", 0))[1] == sha:
+            continue
+        data = store.file_data(sha)
+        if data is None:
+            raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
+        # surrogateescape: the sandbox encodes it back to exactly these bytes, text or not
+        _done(sandbox.call("write_file", path=path, content=data.decode("utf-8", "surrogateescape")), path, what)
+
+
+def _done(result: object, path: str, what: str) -> None:
+    ok = getattr(result, "ok", False)
+    if not ok:
+        raise RunStateError(f"{what}: could not restore {path}: {getattr(result, 'reason', result)}")

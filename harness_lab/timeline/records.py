@@ -83,7 +83,8 @@ class StepView(BaseModel):
             raise RunStateError(f"no file {path!r} in the workspace at step {self.step}")
         data = self._file_bytes(sha) if self._file_bytes is not None else None
         if data is None:
-            raise RunStateError(f"file {path!r} at step {self.step}: its bytes (sha256 {sha[:12]}) are not in the store")
+            raise RunStateError(f"file {path!r} at step {self.step}: its bytes (sha256 {sha[:12]}) are not in the store "
+                                "(withheld when they hold a secret the contract's redaction rules catch)")
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
