@@ -142,14 +142,12 @@ class LabView:
     def _breakpoint(until: Any) -> Any:
         if isinstance(until, bool) or not isinstance(until, (int, str)):
             return until  # a RunState, a Breakpoint or a predicate: the run checks it
-        from harness_lab.timeline import Breakpoint
+        kind, _, value = until.partition(":") if isinstance(until, str) else ("step", "", "")
+        if kind.strip() not in ("step", "tool") or (kind.strip() == "tool" and not value.strip()):
+            raise ValueError(f"run_to: unknown breakpoint {until!r}; use 'end', 'gate', 'tool: <kind>' or a step number")
+        from harness_lab.timeline import Breakpoint  # type: ignore[attr-defined]  # (helper GE's, not merged yet)
 
-        if isinstance(until, int):
-            return Breakpoint.step(until)
-        kind, _, value = until.partition(":")
-        if kind.strip() == "tool" and value.strip():
-            return Breakpoint.tool(value.strip())
-        raise ValueError(f"run_to: unknown breakpoint {until!r}; use 'end', 'gate', 'tool: <kind>' or a step number")
+        return Breakpoint.step(until) if isinstance(until, int) else Breakpoint.tool(value.strip())
 
     def _run_to_picked(self) -> RunState:
         picked = self.until.value
