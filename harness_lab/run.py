@@ -41,6 +41,7 @@ from .sandbox.snapshots import SnapshotInfo
 from .scenarios import copy_repository, load_scenario, scenario_ref
 from .states import RunState
 from .store import Store
+from .timeline.breakpoints import Stops, Until
 from .timeline.records import BudgetChoice, StepPoint, StepView
 from .tools import ToolResult
 from .triggers import TRIGGER_INVALID, TriggerTest, trigger_holds
@@ -56,6 +57,8 @@ _WHOLE: object = object()  # edit_pending given no whole proposal (None is a pro
 
 class Run(HumanGate, FinishCheck):
     """A single-steppable run. ``step()`` reads as propose -> gate -> execute -> observe -> validate."""
+
+    _paused_before: Proposal | None = None  # the pending call a tool breakpoint last stopped run() before
 
     # -- the caller drives -------------------------------------------------------------------
     @property
@@ -100,6 +103,8 @@ class Run(HumanGate, FinishCheck):
         if before is None:
             raise RunStateError(f"run {self.run_id} is {self.state.value}: no pending proposal to edit")
         self._pending = edited_proposal(before, changes, what="edit_pending") if structured else parse_proposal(raw)
+        if self._paused_before is before:  # stopped at a breakpoint, edited: continuing executes the edit
+            self._paused_before = self._pending
         self._emit(Note, topic="pending_edited", message=f"pending proposal edited by {by}",
                    data={"before": before.raw, "after": self._pending.raw, "by": by})
         return self._pending
@@ -163,14 +168,22 @@ class Run(HumanGate, FinishCheck):
         verdict = self._validate_step() if decision.verdict == "validate" else None
         return self._close(proposal, decision, result=result, verdict=verdict, stop=stop)
 
-    def run(self, *, until: RunState | None = None, max_steps: int | None = None) -> RunState:
-        """Step until a terminal state, a human gate, the state ``until``, or ``max_steps`` steps."""
-        taken = 0
-        while self.step_due and self.state != until:  # a gate past its timeout is closed by the step
+    def run(self, *, until: Until = None, max_steps: int | None = None) -> RunState:
+        """Step until a terminal state, a human gate, ``until``, or ``max_steps`` steps. ``until``: a
+        RunState (stop once in it), a :class:`~harness_lab.timeline.Breakpoint` (a tool one stops with the
+        matching call pending, not executed; the others after the step that meets them), a callable
+        given each StepRecord (stop when true), or a list of these."""
+        stops, taken = Stops(until, step_no=self.step_no), 0
+        while self.step_due and not stops.in_state(self.state):  # a gate past its timeout is closed by the step
             if max_steps is not None and taken >= max_steps:
                 break
-            self.step()
+            if (held := stops.before(self, self._paused_before)) is not None:
+                self._paused_before = held  # calling run() again executes it: a debugger's "continue"
+                break
+            record = self.step()
             taken += 1
+            if stops.after(self, record):
+                break
         return self.state
 
     @classmethod

@@ -78,8 +78,8 @@ def compare(a: Run, b: Run) -> RunComparison:
         n = last + 1
         longer = a if points_a[-1].step > last else b
         view = longer.at(n)
-        view_a, view_b = (view, None) if longer is a else (None, view)
-        return _found(base, n - start + 1, n, ("length",), view_a, view_b)
+        only_a, only_b = (view, None) if longer is a else (None, view)
+        return _found(base, n - start + 1, n, ("length",), only_a, only_b)
     return RunComparison(**base, compared=last - start + 1, first_difference=None)
 
 
