@@ -3,7 +3,7 @@
 Thin on purpose: the view holds a run and renders it. Every button is one public method here
 (``step``, ``run_to_gate``, ``run_to_end``, ``run_to``, ``approve``, ``approve_as_edited``, ``reject``,
 ``rollback``, ``fork``, ``inject``, ``close``; the debugger's ``select_step``, ``show_file``, ``fork_here``,
-``snapshot_now``), each one call on the run (``close`` on the dashboard), so a notebook cell, a test or
+``snapshot_now``, ``compare``), each one call on the run (``close`` on the dashboard), so a notebook cell, a test or
 papermill does exactly what a click does. After each call only the panels whose key changed are redrawn.
 """
 
@@ -21,6 +21,7 @@ from harness_lab.states import RunState
 
 from ._panel import Panel, close_widgets, describe_error, esc, newer, redactor
 from .budget_panel import BudgetPanel
+from .compare_panel import CompareView
 from .context_panel import ContextPanel
 from .fault_panel import FaultPanel
 from .pending_panel import PendingPanel
@@ -55,6 +56,8 @@ class LabView:
         self.trace = TracePanel(tail=trace_rows)
         self.plot: PlotPanel | None = PlotPanel(parent) if plot else None
         self.timeline = TimelinePanel()
+        self.comparison = CompareView()
+        self.compare_button = w.Button(description="Compare", tooltip="compare with the parent run (a fork) or the newest fork")
         # pending first: asking the proposer spends tokens, which the budget panel must then show
         self.panels: dict[str, Panel] = {p.name: p for p in (
             self.pending, self.state, self.budget, self.verdicts, self.context, self.snapshots, self.faults,
@@ -81,11 +84,12 @@ class LabView:
             (self.run_to_button, self._run_to_picked), (self.pending.edited_button, self.approve_as_edited),
             (self.timeline.fork_fresh_button, lambda: self.fork_here(budget="fresh")),
             (self.timeline.fork_keep_button, lambda: self.fork_here(budget="keep")),
-            (self.timeline.snapshot_button, self.snapshot_now),
+            (self.timeline.snapshot_button, self.snapshot_now), (self.compare_button, self.compare),
         ):
             button.add_class("hl-" + button.description.lower().replace(" ", "-"))
             button.on_click(self._clicked(action))
         self.forks: list[LabView] = []
+        self.parent: LabView | None = None  # the dashboard this fork was made from
         self._owns_run = False  # True for a fork's view: the view made that run (see close)
         self.forks_box = w.VBox()  # each fork's own dashboard, newest last
         self.session = Session()  # every call below, replayable headless (Session.replay)
@@ -145,7 +149,7 @@ class LabView:
         kind, _, value = until.partition(":") if isinstance(until, str) else ("step", "", "")
         if kind.strip() not in ("step", "tool") or (kind.strip() == "tool" and not value.strip()):
             raise ValueError(f"run_to: unknown breakpoint {until!r}; use 'end', 'gate', 'tool: <kind>' or a step number")
-        from harness_lab.timeline import Breakpoint  # type: ignore[attr-defined]  # (helper GE's, not merged yet)
+        from harness_lab.timeline import Breakpoint
 
         return Breakpoint.step(until) if isinstance(until, int) else Breakpoint.tool(value.strip())
 
@@ -237,7 +241,7 @@ class LabView:
         # the child's budget plot shows this run's history up to the fork point, faded
         parent = budget_series(self.run, [r for r in self.run.records if r.step <= parent_upto]) if self.plot else None
         child = LabView(forked, plot=self.plot is not None, trace_rows=self.trace.tail, parent=parent)
-        child._owns_run = True
+        child._owns_run, child.parent = True, self
         self.forks.append(child)
         # shown under this dashboard: a click has no cell output to display the returned view in
         title = w.HTML(f"<b>fork {esc(child.run.run_id)}</b> of {esc(self.run.run_id)} from {esc(source)}")
@@ -295,6 +299,28 @@ class LabView:
         """"Snapshot now": ``run.snapshot(label)``: the files and run state, for Roll back and Fork."""
         return self._act("snapshot_now", {"label": label}, lambda: self.run.snapshot(label))
 
+    def compare(self, other: Any = None) -> Any:
+        """The Compare button: this run and ``other`` (a Run or LabView; default: the parent run for a
+        fork, else the newest fork) side by side: ``harness_lab.timeline.compare``'s first differing step
+        and the context, decision and file diffs there (shown below the timeline); returns it."""
+        from harness_lab.timeline import compare
+
+        try:
+            if other is None:
+                other = self.parent if self.parent is not None else self.forks[-1] if self.forks else None
+                if other is None:
+                    raise ValueError("nothing to compare with: fork this run first, or pass the other run")
+            run = other.run if isinstance(other, LabView) else other
+            # the source first: a fork is compared from its fork point
+            cmp = compare(run, self.run) if other is self.parent or run is getattr(self.parent, "run", None) \
+                else compare(self.run, run)
+        except Exception as exc:
+            self.show_error(exc)
+            raise
+        self.comparison.show(self.run, cmp)
+        self.status.value = f"<span>{esc(self.summary())}; {esc(redactor(self.run).text(cmp.summary()))}</span>"
+        return cmp
+
     def _fork_id(self) -> str | None:
         """Without a store the runtime has nothing to look ids up in and names every fork of a run
         "<id>-fork1": number this view's forks so their dashboards can be told apart (with a store,
@@ -324,7 +350,7 @@ class LabView:
             child.close()
         self.forks = []
         # ipywidgets' registry holds every open widget, whose click handlers hold this view and its run
-        close_widgets(self.widget, self.status, *(p.widget for p in self.panels.values()))
+        close_widgets(self.widget, self.status, *(p.widget for p in self.panels.values()), self.comparison.widget)
         if self._owns_run and getattr(self.run, "checkpoints", None) is None:
             self.run.close()
 
@@ -431,7 +457,10 @@ class LabView:
         right_panels = [self.snapshots, self.faults, *([self.plot] if self.plot else [])]
         right = w.VBox([self._box(p) for p in right_panels], layout=w.Layout(width="50%"))
         # the context spans the dashboard: beside the other panels its text column got ~12 characters at 1280 px
-        root = w.VBox([controls, w.HBox([left, right]), self._box(self.context), self._box(self.timeline),
+        compare = w.VBox([w.HBox([w.HTML("<b>Compare runs</b>"), self.compare_button]), self.comparison.widget],
+                         layout=w.Layout(border="1px solid #ddd", padding="4px", margin="2px"))
+        compare.add_class("hl-panel-compare")
+        root = w.VBox([controls, w.HBox([left, right]), self._box(self.context), self._box(self.timeline), compare,
                        self._box(self.trace), self.forks_box])
         root.add_class("hl-labview")
         return root

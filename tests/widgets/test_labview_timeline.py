@@ -157,3 +157,40 @@ def test_a_session_of_debugger_calls_saves_and_loads(exhausted):
     child.snapshot_now("mine")
     for session in (view.session, child.session):
         assert Session.from_json(session.to_json()).entries == session.entries
+
+
+def test_compare_shows_a_fork_beside_its_source_from_the_fork_point(exhausted):
+    view = exhausted
+    child = view.fork_here(budget="fresh", step=3)
+    child.approve_as_edited(text=view.run.at(3).proposal.raw["text"] + LIMITATIONS)
+    child.run_to("end")
+    child.compare_button.click()
+    cmp = child.comparison.comparison
+    assert cmp is not None and cmp.a == view.run.run_id and cmp.b == child.run.run_id
+    assert cmp.first_difference == 3 and "decision" in cmp.differs
+    html = child.comparison.html.value
+    assert f"{view.run.run_id} at step 3" in html and f"{child.run.run_id} at step 3" in html
+    assert "modified <b>report.md</b>" in html and esc("+## Limitations") in html
+    assert "first differ at step 3" in child.status.value
+    # from the source's side: its newest fork
+    assert view.compare().first_difference == 3
+
+
+def test_compare_with_nothing_to_compare_says_so(exhausted):
+    with pytest.raises(ValueError, match="nothing to compare with"):
+        exhausted.compare()
+    assert "nothing to compare with" in exhausted.status.value
+
+
+def test_run_to_a_tool_stops_with_that_call_pending_and_run_to_a_step_after_it(tmp_path):
+    run = Run.from_scenario("missing_limitations", workspace=tmp_path / "ws", clock=FakeClock(), store=InMemoryStore())
+    view = LabView(run)
+    view.until.value = "tool: write_report"
+    view.run_to_button.click()
+    assert run.step_no == 2 and run.pending is not None and run.pending.action.kind == "write_report"
+    assert "write_report" in view.pending.html.value and "text" in view.pending.fields
+    view.until.value, view.until_step.value = "step", 4
+    view.run_to_button.click()
+    assert run.step_no == 4
+    assert [e.action for e in view.session.entries] == ["run_to", "run_to"]
+    assert view.session.entries[0].args == {"until": "tool: write_report", "max_steps": None}
