@@ -194,3 +194,26 @@ def test_run_to_a_tool_stops_with_that_call_pending_and_run_to_a_step_after_it(t
     assert run.step_no == 4
     assert [e.action for e in view.session.entries] == ["run_to", "run_to"]
     assert view.session.entries[0].args == {"until": "tool: write_report", "max_steps": None}
+
+
+def test_a_step_adds_its_point_without_reading_the_whole_history(tmp_path, monkeypatch):
+    run = Run.from_scenario("missing_limitations", workspace=tmp_path / "ws", clock=FakeClock(), store=InMemoryStore())
+    reads = []
+    whole = Run.history
+
+    def counted(self: Run) -> list:
+        reads.append(self.step_no)
+        return whole.fget(self)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Run, "history", property(counted))
+    view = LabView(run)
+    for _ in range(3):
+        view.step()
+    assert reads == [0]  # once for the first draw; each step then adds its own point
+    assert [p.step for p in view.timeline.points] == [0, 1, 2, 3]
+    assert view.timeline.points == whole.fget(run)  # type: ignore[attr-defined]
+    snap = view.snapshot_now()
+    view.step()
+    view.rollback(snap.id)  # a restore: the history is read whole again at the next step
+    view.step()
+    assert reads == [0, 5] and view.timeline.points == whole.fget(run)  # type: ignore[attr-defined]
