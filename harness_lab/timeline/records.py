@@ -31,6 +31,7 @@ class StepPoint(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["step_point"] = "step_point"
+    run_id: str  # the run whose row this is: a fork's timeline starts with its source's steps
     step: int
     state: RunState  # after the step
     decision: str | None  # the Decision's verdict: execute, refuse, block, validate, exhaust, ...

@@ -28,7 +28,7 @@ from .records import StepPoint, StepView
 if TYPE_CHECKING:
     from ..run import Run
 
-__all__ = ["history", "open_run", "step_view", "travel_store"]
+__all__ = ["check_step", "history", "lineage", "open_run", "step_range", "step_view", "travel_store"]
 
 _R = TypeVar("_R", bound="Run")
 
@@ -43,45 +43,77 @@ def travel_store(run: Run) -> Store:
     return run.checkpoints.store
 
 
+def lineage(store: Store, run_id: str) -> list[tuple[str, int, int]]:
+    """``(run_id, first, last)`` of the rows that make the run's timeline, oldest first: a fork (whose first
+    row names the checkpoint it was forked from) continues its source's steps before the fork point,
+    followed back through forks of forks; the run's own rows from its first on."""
+    segments: list[tuple[str, int, int]] = []
+    seen: set[str] = set()
+    upto: int | None = None
+    while True:
+        first, last = store.first_step(run_id), store.last_step(run_id)
+        if first is None or last is None:
+            if segments:
+                break  # the source's rows are gone: the timeline starts at the fork
+            raise RunStateError(f"run {run_id} has no committed step in its store")
+        end = last.step if upto is None else min(last.step, upto)
+        if first.step <= end:
+            segments.append((run_id, first.step, end))
+        seen.add(run_id)
+        source = _parse(first)[0].context_from if first.step > 0 else None
+        parent = source.rpartition("@")[0] if source else ""
+        if not parent or parent in seen or not store.has_run(parent):
+            break
+        run_id, upto = parent, first.step - 1
+    return segments[::-1]
+
+
+def _owner(segments: list[tuple[str, int, int]], n: int) -> str:
+    """The run whose row holds step ``n`` of the timeline."""
+    return next(run_id for run_id, first, last in segments if first <= n <= last)
+
+
 def step_range(run: Run, store: Store) -> tuple[int, int]:
-    """The first and last committed step of the run (a fork's first is the step it was forked at)."""
-    first, last = store.first_step(run.run_id), store.last_step(run.run_id)
-    if first is None or last is None:
-        raise RunStateError(f"run {run.run_id} has no committed step in its store")
-    return first.step, last.step
+    """The first and last step of the run's timeline (see :func:`lineage`)."""
+    segments = lineage(store, run.run_id)
+    return segments[0][1], segments[-1][2]
 
 
-def check_step(run: Run, store: Store, n: object) -> int:
-    """``n`` as a step of the run, or one line naming it and the range (nothing read beyond the range)."""
-    first, last = step_range(run, store)
+def check_step(run: Run, store: Store, n: object) -> tuple[int, str]:
+    """``n`` as a step of the run and the run whose row holds it, or one line naming ``n`` and the range
+    (nothing read beyond the range)."""
+    segments = lineage(store, run.run_id)
+    first, last = segments[0][1], segments[-1][2]
     if not isinstance(n, int) or isinstance(n, bool) or not first <= n <= last:
         raise RunStateError(f"step {n!r} is out of range: run {run.run_id} has steps {first}..{last}")
-    return n
+    return n, _owner(segments, n)
 
 
 def history(run: Run) -> list[StepPoint]:
     """See :attr:`Run.history <harness_lab.run.Run.history>`."""
     store = travel_store(run)
-    step_range(run, store)
     points = []
-    for row in store.steps(run.run_id, 0):
-        checkpoint, record = _parse(row)
-        points.append(_point(row, checkpoint, record))
+    for run_id, first, last in lineage(store, run.run_id):
+        for row in store.steps(run_id, first, last):
+            checkpoint, record = _parse(row)
+            points.append(_point(row, checkpoint, record))
     return points
 
 
 def step_view(run: Run, n: int) -> StepView:
     """See :meth:`Run.at <harness_lab.run.Run.at>`."""
     store = travel_store(run)
-    n = check_step(run, store, n)
-    first, _ = step_range(run, store)
-    row = store.step(run.run_id, n)
+    segments = lineage(store, run.run_id)
+    n, owner = check_step(run, store, n)
+    first = segments[0][1]
+    earlier_owner = _owner(segments, n - 1) if n > first else None
+    row = store.step(owner, n)
     checkpoint, record = _parse(row)
     point = _point(row, checkpoint, record)
     context: ContextView | None = None
     manager: ContextManager | None = None
-    if n > first and record is not None:
-        before, state = load_checkpoint(store, run.run_id, n - 1)
+    if earlier_owner is not None and record is not None:
+        before, state = load_checkpoint(store, earlier_owner, n - 1)
         if state is not None:
             manager = ContextManager.from_state(state, ref_loader=store.blob)
             if any(type(e) is Restored and e.source.startswith("checkpoint ") for e in record.events):
@@ -92,34 +124,33 @@ def step_view(run: Run, n: int) -> StepView:
             if limit is not None:
                 spent = Usage.model_validate(before.usage).tokens
                 context = context.with_tokens_left(max(0, limit - spent))
-    files = files_at(store, run.run_id, n)
-    earlier = files_at(store, run.run_id, n - 1) if n > first else {}
-    now = files or {}
+    now = files_at(store, owner, n) or {}
+    earlier = (files_at(store, earlier_owner, n - 1) or {}) if earlier_owner is not None else {}
     view = StepView(
         step=n, point=point, context=context,
         proposal=record.proposal if record else None, decision=record.decision if record else None,
         result=record.tool_result if record else None, verdict=record.verdict if record else None,
         stop=_stop(checkpoint, record), files=now,
-        changes=file_changes(earlier or {}, now, store.file_data),
+        changes=file_changes(earlier, now, store.file_data),
     )
     view._file_bytes = store.file_data
-    view._ref = _ref_reader(run, store, n, manager)
+    view._ref = _ref_reader(owner, store, n, manager)
     return view
 
 
-def _ref_reader(run: Run, store: Store, n: int, manager: ContextManager | None) -> Any:
+def _ref_reader(run_id: str, store: Store, n: int, manager: ContextManager | None) -> Any:
     def read(ref_id: str) -> str:
         # What read_ref saw at step n: the context the step started from; an output the step itself
         # stored (its result names it) is in the context after the step.
         contexts = [manager] if manager is not None else []
-        for ctx in contexts + [_context_after(store, run.run_id, n)]:
+        for ctx in contexts + [_context_after(store, run_id, n)]:
             if ctx is None:
                 continue
             try:
                 return ctx.read_ref(ref_id)
             except (KeyError, ValueError):
                 continue
-        raise RunStateError(f"no reference {ref_id!r} in run {run.run_id}'s context at step {n}")
+        raise RunStateError(f"no reference {ref_id!r} in run {run_id}'s context at step {n}")
     return read
 
 
@@ -151,7 +182,7 @@ def _point(row: StoredStep, checkpoint: Checkpoint, record: StepRecord | None) -
     stop = _stop(checkpoint, record)
     proposal = record.proposal if record is not None else None
     return StepPoint(
-        step=row.step, state=checkpoint.state,
+        run_id=row.run_id, step=row.step, state=checkpoint.state,
         decision=record.decision.verdict if record is not None else None,
         tool=proposal.action.kind if proposal is not None and proposal.action is not None else None,
         stop=stop.code if stop is not None else None,
