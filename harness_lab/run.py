@@ -87,6 +87,7 @@ class Run(HumanGate, FinishCheck):
         JSON). A field the tool does not take, or a value of the wrong type: one line naming it, the
         pending call unchanged. Refused while a human gate waits: what is approved must be exactly what
         was requested (``approve(edited=...)`` approves with changes)."""
+        self._refuse_if_read_only()
         if self.waiting is not None:
             raise RunStateError(f"run {self.run_id} waits for a human on this proposal: approve, "
                                 "approve(edited=...) or reject it")
