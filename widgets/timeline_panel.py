@@ -27,12 +27,14 @@ _LISTED = 200  # steps in the "go to" list
 _PRE = "<pre style='white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0;max-height:30em;overflow:auto'>"
 
 
-def point_label(point: Any) -> str:
-    """One line per step for the step list: "3 · write_report → execute · RUNNING"."""
+def point_label(point: Any, own: str | None = None) -> str:
+    """One line per step for the step list: "3 · write_report → execute · RUNNING"; a step of another
+    run than ``own`` (a fork's timeline starts with its source's steps) says whose it is."""
     what = " → ".join(x for x in (point.tool, point.decision) if x) or "registered"
     tail = f" · {point.stop}" if point.stop else ""
     verdict = "" if point.accepted is None else " · accepted" if point.accepted else " · rejected"
-    return f"{point.step} · {what} · {point.state.value}{verdict}{tail}"
+    whose = f" · from {point.run_id}" if own is not None and point.run_id != own else ""
+    return f"{point.step} · {what} · {point.state.value}{verdict}{tail}{whose}"
 
 
 def _spent(usage: Any) -> str:
@@ -141,29 +143,30 @@ class TimelinePanel(Panel):
             shown = self.points[-_LISTED:]
             if shown and n < shown[0].step:
                 shown = [p for p in self.points if p.step == n] + shown
-            self.picker.options = [(point_label(p), p.step) for p in shown]
+            self.picker.options = [(point_label(p, run.run_id), p.step) for p in shown]
             self.picker.value = n
         finally:
             self._syncing = False
-        self.strip.value = self._strip(n)
+        self.strip.value = self._strip(n, run.run_id)
         self.view = run.at(n)
         self._draw_step(run, self.view)
         self.fork_fresh_button.disabled = self.fork_keep_button.disabled = False
 
-    def _strip(self, n: int) -> str:
+    def _strip(self, n: int, own: str) -> str:
         chips = []
         for p in self.points[-60:]:  # a long run: the newest steps; the slider reaches the rest
             colour = ("#2e7d32" if p.accepted else "#c62828" if p.accepted is False or p.stop
                       else "#1565c0" if p.decision in (None, "execute") else "#ef6c00")
             edge = "outline:2px solid black;" if p.step == n else ""
-            chips.append(f"<span class='hl-step-chip' title='{esc(point_label(p))}' style='{edge}background:{colour};"
+            edge += "opacity:0.45;" if p.run_id != own else ""  # the source's steps before a fork point
+            chips.append(f"<span class='hl-step-chip' title='{esc(point_label(p, own))}' style='{edge}background:{colour};"
                          f"color:white;padding:0 4px;margin:1px;border-radius:3px;display:inline-block'>{p.step}</span>")
         return f"<div class='hl-timeline'>{len(self.points)} points (step 0 = registered): {''.join(chips)}</div>"
 
     def _draw_step(self, run: Any, view: Any) -> None:
         redact = redactor(run)
         point = view.point
-        self.header.value = (f"<div class='hl-step-header'><b>step {view.step}</b>: {esc(point_label(point))}; "
+        self.header.value = (f"<div class='hl-step-header'><b>step {view.step}</b>: {esc(point_label(point, run.run_id))}; "
                              f"spent after it: {esc(_spent(point.spent))}</div>")
         self.context.value = ("<i>step 0: nothing was proposed</i>" if view.context is None
                               else context_html(view.context, redact.text, view.ref))

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import ipywidgets as w
 
+from harness_lab.actions import TOOL_KINDS
 from harness_lab.errors import HarnessLabError
 from harness_lab.events import StepRecord
 from harness_lab.states import RunState
@@ -69,7 +70,7 @@ class LabView:
         self.end_button = w.Button(description="Run to end")
         self.close_button = w.Button(description="Close", tooltip="close this dashboard and its forks'")
         # Run to: a breakpoint picked here ("end", a tool kind, a step number)
-        self.until = w.Dropdown(options=["end", "gate", "tool: write_report", "tool: finish", "step"], value="end",
+        self.until = w.Dropdown(options=["end", "gate", *(f"tool: {k}" for k in sorted(TOOL_KINDS)), "step"], value="end",
                                 description="Run to", layout=w.Layout(width="220px"))
         self.until_step = w.BoundedIntText(value=1, min=0, max=10**9, layout=w.Layout(width="80px"))
         self.run_to_button = w.Button(description="Run to", tooltip="run until the breakpoint picked beside")

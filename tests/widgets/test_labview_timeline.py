@@ -98,8 +98,12 @@ def test_fork_here_keeping_the_budget_starts_with_the_spend_the_step_started_wit
     view = exhausted
     child = view.fork_here(budget="keep", step=3)
     assert child.run.usage.decisions == 2 and child.run.usage.tool_calls == 2  # as after step 2, not 8
-    # its budget plot shows the parent's history up to the fork point
+    # its budget plot and its timeline show the parent's history up to the fork point
     assert child.plot is not None and child.plot.parent["step"] == [1.0, 2.0]
+    assert [p[0] for p in child.timeline.picker.options][:2] == [
+        "0 · registered · CREATED · from missing_limitations",
+        "1 · read_evidence → execute · RUNNING · from missing_limitations"]
+    assert "opacity:0.45" in child.timeline.strip.value
 
 
 def test_approve_as_edited_at_a_gate_executes_the_edited_call(make_run):
@@ -217,3 +221,20 @@ def test_a_step_adds_its_point_without_reading_the_whole_history(tmp_path, monke
     view.rollback(snap.id)  # a restore: the history is read whole again at the next step
     view.step()
     assert reads == [0, 5] and view.timeline.points == whole.fget(run)  # type: ignore[attr-defined]
+
+
+def test_a_run_reopened_from_its_store_is_debugged_the_same_way(tmp_path):
+    from harness_lab import SQLiteStore
+
+    db = tmp_path / "runs.db"
+    live = Run.from_scenario("missing_limitations", workspace=tmp_path / "ws", clock=FakeClock(), store=SQLiteStore(db))
+    live.run()
+    view = LabView(Run.open(db, "missing_limitations"))
+    assert view.step_button.disabled and view.end_button.disabled  # read-only: nothing to step
+    assert view.select_step(3).file_text("report.md") == live.at(3).file_text("report.md")
+    assert view.timeline.view.point == live.at(3).point
+    child = view.fork_here(budget="fresh")
+    assert child.run.pending is not None and child.run.pending.action.kind == "write_report"
+    with pytest.raises(RunStateError, match="read-only"):
+        view.step()
+    assert "read-only" in view.status.value
