@@ -16,6 +16,9 @@ from typing import Any
 
 import ipywidgets as w
 
+from harness_lab.errors import HarnessLabError
+from harness_lab.timeline.travel import travel_store
+
 from ._panel import Panel, describe_error, esc, html_table, newer, redactor
 from .context_panel import context_html
 from .verdict_panel import check_rows
@@ -107,6 +110,10 @@ class TimelinePanel(Panel):
                 pass
 
     def key(self, run: Any) -> Hashable:
+        try:
+            travel_store(run)
+        except HarnessLabError:  # no store, no history: the one line drawn once stays true
+            return (id(run), "no timeline")
         return (id(run), run.step_no, run.state, self.selected, self.file)
 
     def _read_points(self, run: Any) -> list[Any]:

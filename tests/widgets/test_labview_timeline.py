@@ -139,8 +139,10 @@ def test_snapshot_now_takes_a_snapshot_the_snapshot_panel_lists(make_run):
 
 def test_a_run_without_a_store_says_it_has_no_timeline(make_run):
     view = LabView(make_run())
-    assert "no timeline:" in view.timeline.strip.value
+    assert "no timeline:" in view.timeline.strip.value and "has no store" in view.timeline.strip.value
     assert view.timeline.fork_fresh_button.disabled
+    view.step()
+    assert "timeline" not in view.last_changed and view.timeline.renders == 1  # nothing to redraw
 
 
 def test_run_to_end_and_an_unknown_breakpoint(make_run):
