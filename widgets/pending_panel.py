@@ -1,7 +1,7 @@
 """The pending proposal before it executes, and the human gate (Approve / Reject with a reason).
 
 The pending call's text arguments (a report's text, a file's content) each get a text box of their
-own, shown as text, not escaped JSON: "Approve as edited" sends the changed ones
+own, shown as text, not escaped JSON: "Approve as edited" ("Apply edit" when no gate waits) sends the changed ones
 (``LabView.approve_as_edited``): approved with changes at a human gate, an edit of the pending call
 otherwise."""
 
@@ -135,6 +135,8 @@ class PendingPanel(Panel):
         self.edit_button.disabled = waiting or p is None
         self.editor.value = "" if p is None else json.dumps(p.raw, ensure_ascii=False, default=str)
         self._text_boxes(p)
+        # at a gate the edit is the approval; before one it replaces the call that will be proposed to the gate
+        self.edited_button.description = "Approve as edited" if waiting else "Apply edit"
         if p is None and self.error:
             self.html.value = ("<div class='hl-pending'><b style='color:#c62828'>the proposer raised</b>: "
                                f"{esc(redact.text(self.error))} (Step asks it again)</div>")

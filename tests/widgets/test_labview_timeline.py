@@ -83,7 +83,7 @@ def test_fork_here_with_a_fresh_budget_redoes_the_step_and_an_edited_report_pass
     assert child.run.step_no == 2 and child.run.usage.decisions == 0 and child.run.usage.tool_calls == 0
     assert run.state is RunState.EXHAUSTED and run.step_no == 9  # the source untouched
     # the fork's pending call is step 3's write_report, its text in a text box as text
-    assert set(child.pending.fields) == {"text"}
+    assert set(child.pending.fields) == {"text"} and child.pending.edited_button.description == "Apply edit"
     box = child.pending.fields["text"]
     assert box.value == view.timeline.view.proposal.raw["text"]
     box.value += LIMITATIONS
@@ -111,6 +111,7 @@ def test_approve_as_edited_at_a_gate_executes_the_edited_call(make_run):
     view = LabView(run)
     view.run_to_gate()
     assert run.waiting is not None and set(view.pending.fields) == {"remote", "branch"}
+    assert view.pending.edited_button.description == "Approve as edited"
     view.pending.fields["branch"].value = "review"
     view.pending.edited_button.click()
     decided = [e for e in run.events if e.kind == "human_decided"][-1]
