@@ -42,7 +42,7 @@ from .scenarios import copy_repository, load_scenario, scenario_ref
 from .states import RunState
 from .store import Store
 from .timeline.breakpoints import Stops, Until
-from .timeline.records import BudgetChoice, StepPoint, StepView
+from .timeline.records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
 from .tools import ToolResult
 from .triggers import TRIGGER_INVALID, TriggerTest, trigger_holds
 
@@ -332,6 +332,9 @@ class Run(HumanGate, FinishCheck):
         if budget != "keep":
             self.usage = spend(self.usage, budget)
             self.gates.started_at = self.clock.now() - self.usage.elapsed_s
+        # A snapshot's context is not in the store: Run.at shows no context for the next step (this says why).
+        self._emit(Note, topic=ROLLED_BACK, message=f"rolled back to snapshot {snapshot_id}",
+                   data={"snapshot": snapshot_id})
         # The harness changed the workspace itself: not an external change. The restored tree is the one the
         # next step compares with, so an outside write after the rollback is still seen.
         self._ws_hash = self.sandbox.workspace_hash()

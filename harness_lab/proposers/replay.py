@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._edits import editable_fields
 from ..approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman
 from ..checkpoint import stored_spec
 from ..checkpoint_record import ROW_ERRORS, row_error
@@ -139,7 +138,7 @@ def _approved_edit(saved: StepRecord) -> dict[str, Any] | None:
     """The arguments a person approved with changes at this step (the step's proposal is the executed,
     edited call), or None for a plain approval: the replay executes what the saved run executed."""
     edited = any(e.kind == "human_decided" and e.edited for e in saved.events)
-    return editable_fields(saved.proposal) if edited and saved.proposal is not None else None
+    return saved.proposal.arguments if edited and saved.proposal is not None else None
 
 
 def _outside_causes(records: Sequence[StepRecord], upto: int) -> str:

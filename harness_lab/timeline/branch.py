@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import RunStateError
+from ..events import Note
 from ..resume import continue_checkpoint, load_checkpoint
 from ..store import Store
 from .budget import check_budget, spend
 from .files import files_at, restore_files
-from .records import BudgetChoice
+from .records import ROLLED_BACK, BudgetChoice
 from .travel import check_step, travel_store
 
 if TYPE_CHECKING:
@@ -56,6 +57,10 @@ def rollback_to(run: Run, n: int, *, budget: BudgetChoice) -> None:
     run.usage = spend(run.usage, budget)
     run.gates.started_at = run.clock.now() - run.usage.elapsed_s
     run._ws_hash = run.sandbox.workspace_hash(rescan=True)
+    # In the next step's record: what its proposer sees is step n's context, not the row before it
+    # (Run.at reads this).
+    run._emit(Note, topic=ROLLED_BACK, message=f"rolled back to step {n} of run {owner}",
+              data={"run_id": owner, "step": n, "tokens": run.usage.tokens})
 
 
 def _held_files(store: Store, run_id: str, n: int) -> dict[str, str]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .files import file_changes
-from .records import FileChange, StepView
+from .records import FileChange, StepPoint, StepView
 
 if TYPE_CHECKING:
     from ..run import Run
@@ -62,9 +62,10 @@ def compare(a: Run, b: Run) -> RunComparison:
     """The first step where ``a`` and ``b`` differ in context, decision or files (see the module)."""
     points_a, points_b = a.history, b.history
     last = min(points_a[-1].step, points_b[-1].step)
-    # A fork's timeline starts with its source's rows: the steps both read from the same row are shared.
-    shared = {(p.run_id, p.step) for p in points_a} & {(p.run_id, p.step) for p in points_b}
-    start = next((p.step for p in points_a if p.step <= last and (p.run_id, p.step) not in shared), last + 1)
+    # A fork's timeline starts with its source's rows: the steps both read from the same row are shared
+    # (the same run's row, committed at the same time: two stores may hold runs of the same id).
+    shared = {_row(p) for p in points_a} & {_row(p) for p in points_b}
+    start = next((p.step for p in points_a if p.step <= last and _row(p) not in shared), last + 1)
     base = {"a": a.run_id, "b": b.run_id, "start": start}
     for n in range(start, last + 1):
         view_a, view_b = a.at(n), b.at(n)
@@ -100,6 +101,10 @@ def _found(base: dict[str, object], compared: int, n: int, differs: tuple[_Aspec
         **base, "compared": compared, "first_difference": n, "differs": differs, "context_diff": context_diff,
         "decision_diff": (_decision(view_a), _decision(view_b)), "file_changes": changes,
     })
+
+
+def _row(point: StepPoint) -> tuple[str, int, float]:
+    return point.run_id, point.step, point.at
 
 
 def _files(view: StepView | None) -> dict[str, str]:

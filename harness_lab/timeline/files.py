@@ -186,10 +186,6 @@ def write_files(root: Path, files: Mapping[str, str], store: Store, what: str) -
             raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        try:
-            left = memoryview(data)
-            while left:
-                left = left[os.write(fd, left):]
-        finally:
-            os.close(fd)
+        with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644),
+                       "wb") as out:
+            out.write(data)

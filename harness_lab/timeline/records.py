@@ -18,7 +18,10 @@ from ..states import RunState
 from ..tools import ToolResult
 from ..validation import Verdict
 
-__all__ = ["BudgetChoice", "FileChange", "StepPoint", "StepView"]
+__all__ = ["ROLLED_BACK", "BudgetChoice", "FileChange", "StepPoint", "StepView"]
+
+# The note a rollback leaves for the next step's record: the context that step's proposer saw (Run.at).
+ROLLED_BACK = "rolled_back"
 
 BudgetChoice: TypeAlias = Literal["fresh", "keep"] | Mapping[str, int | float]
 """What a fork or rollback from step n starts with spent: ``"keep"`` the spend at step n, ``"fresh"``

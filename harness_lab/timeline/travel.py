@@ -14,7 +14,7 @@ from ..checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 from ..context import ContextManager, ContextView
 from ..contract import load_contract
 from ..errors import RunStateError
-from ..events import Restored, StepRecord, StopReason, Usage, load_step_row
+from ..events import Note, Restored, StepRecord, StopReason, Usage, load_step_row
 from ..evidence import EvidenceCatalogue
 from ..paths import data_dir
 from ..proposers.scripted import ScriptedProposer
@@ -23,7 +23,7 @@ from ..resume import bound_spec, continue_checkpoint, load_checkpoint, resume_no
 from ..scenarios import load_scenario
 from ..store import SQLiteStore, Store, StoredStep
 from .files import file_changes, files_at
-from .records import StepPoint, StepView
+from .records import ROLLED_BACK, StepPoint, StepView
 
 if TYPE_CHECKING:
     from ..run import Run
@@ -79,10 +79,11 @@ def step_range(run: Run, store: Store) -> tuple[int, int]:
     return segments[0][1], segments[-1][2]
 
 
-def check_step(run: Run, store: Store, n: object) -> tuple[int, str]:
+def check_step(run: Run, store: Store, n: object,
+               segments: list[tuple[str, int, int]] | None = None) -> tuple[int, str]:
     """``n`` as a step of the run and the run whose row holds it, or one line naming ``n`` and the range
-    (nothing read beyond the range)."""
-    segments = lineage(store, run.run_id)
+    (nothing read beyond the range). ``segments``: the run's :func:`lineage`, when read already."""
+    segments = segments if segments is not None else lineage(store, run.run_id)
     first, last = segments[0][1], segments[-1][2]
     if not isinstance(n, int) or isinstance(n, bool) or not first <= n <= last:
         raise RunStateError(f"step {n!r} is out of range: run {run.run_id} has steps {first}..{last}")
@@ -104,26 +105,13 @@ def step_view(run: Run, n: int) -> StepView:
     """See :meth:`Run.at <harness_lab.run.Run.at>`."""
     store = travel_store(run)
     segments = lineage(store, run.run_id)
-    n, owner = check_step(run, store, n)
+    n, owner = check_step(run, store, n, segments)
     first = segments[0][1]
     earlier_owner = _owner(segments, n - 1) if n > first else None
     row = store.step(owner, n)
     checkpoint, record = _parse(row)
     point = _point(row, checkpoint, record)
-    context: ContextView | None = None
-    manager: ContextManager | None = None
-    if earlier_owner is not None and record is not None:
-        before, state = load_checkpoint(store, earlier_owner, n - 1)
-        if state is not None:
-            manager = ContextManager.from_state(state, ref_loader=store.blob)
-            if any(type(e) is Restored and e.source.startswith("checkpoint ") for e in record.events):
-                # A resume put its note in front of the proposer before this step (its row holds it).
-                manager.add_resume_note(resume_note(before), round=before.step)
-            context = manager.view()
-            limit = run.contract.budget.max_tokens
-            if limit is not None:
-                spent = Usage.model_validate(before.usage).tokens
-                context = context.with_tokens_left(max(0, limit - spent))
+    context, manager = _seen(run, store, record, earlier_owner, n) if earlier_owner is not None else (None, None)
     now = files_at(store, owner, n) or {}
     earlier = (files_at(store, earlier_owner, n - 1) or {}) if earlier_owner is not None else {}
     view = StepView(
@@ -136,6 +124,39 @@ def step_view(run: Run, n: int) -> StepView:
     view._file_bytes = store.file_data
     view._ref = _ref_reader(owner, store, n, manager)
     return view
+
+
+def _seen(run: Run, store: Store, record: StepRecord | None, earlier_owner: str,
+          n: int) -> tuple[ContextView | None, ContextManager | None]:
+    """The view the proposer of step ``n`` was given: the context after step n-1 (``earlier_owner``'s row)
+    with the tokens left then; after a resume, with its note; after a rollback between the steps, the
+    context of the step rolled back to. None when nothing was proposed, or after a rollback to a snapshot
+    (its context lives in the process's snapshot folder, not in the store)."""
+    if record is None:
+        return None, None
+    rolled = _rolled_back(record)
+    if rolled is not None and "snapshot" in rolled:
+        return None, None
+    basis_run, basis = (str(rolled["run_id"]), int(rolled["step"])) if rolled is not None else (earlier_owner, n - 1)
+    before, state = load_checkpoint(store, basis_run, basis)
+    if state is None:
+        return None, None
+    manager = ContextManager.from_state(state, ref_loader=store.blob)
+    if rolled is None and any(type(e) is Restored and e.source.startswith("checkpoint ") for e in record.events):
+        # A resume put its note in front of the proposer before this step (its row holds it).
+        manager.add_resume_note(resume_note(before), round=before.step)
+    context = manager.view()
+    limit = run.contract.budget.max_tokens
+    if limit is not None:
+        spent = int(rolled["tokens"]) if rolled is not None else Usage.model_validate(before.usage).tokens
+        context = context.with_tokens_left(max(0, limit - spent))
+    return context, manager
+
+
+def _rolled_back(record: StepRecord | None) -> dict[str, Any] | None:
+    """The last rollback between the step before and this one (its note in this step's record), if any."""
+    notes = [e for e in record.events if type(e) is Note and e.topic == ROLLED_BACK] if record is not None else []
+    return notes[-1].data if notes else None
 
 
 def _ref_reader(run_id: str, store: Store, n: int, manager: ContextManager | None) -> Any:

@@ -88,6 +88,15 @@ def test_the_same_scenario_under_two_contracts_differs_in_the_context_it_saw(tmp
     assert result.file_changes == []
 
 
+def test_runs_of_one_id_in_two_stores_share_no_row(tmp_path: Path) -> None:
+    one, two = SQLiteStore(tmp_path / "one.sqlite"), SQLiteStore(tmp_path / "two.sqlite")
+    with _run(one, "A") as a, _run(two, "A", contract="report_task_tight_tokens") as b:
+        a.run()
+        b.run()
+        result = compare(a, b)
+        assert result.start == 0 and result.first_difference == 1 and result.differs == ("context",)
+
+
 def test_runs_that_agree_until_one_stops_differ_at_the_step_only_one_has(tmp_path: Path) -> None:
     result = _compared(tmp_path, a_steps=5)
     assert result.first_difference == 6 and result.differs == ("length",)

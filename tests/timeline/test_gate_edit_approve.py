@@ -58,6 +58,18 @@ def test_approve_edited_executes_exactly_the_edited_call_and_records_both(tmp_pa
     assert run.state is RunState.RUNNING
 
 
+def test_an_edit_in_the_requests_own_shape_is_taken_field_by_field(tmp_path: Path) -> None:
+    outbox = Outbox()
+    run = _run(tmp_path / "ws", [PUSH, READ], outbox)
+    run.step()
+    assert run.waiting is not None and run.pending is not None
+    assert run.pending.arguments == {"branch": "main", "message": "ship it"}, "flat, as proposed"
+    shown = run.waiting.args  # what a dashboard shows: {"kind": "push", "args": {...}}
+    run.approve(edited={**shown, "args": {**shown["args"], "message": "from the form"}})
+    (executed,) = outbox.sent.values()
+    assert executed.args == {"branch": "main", "message": "from the form"}
+
+
 def test_approve_unedited_records_no_edit(tmp_path: Path) -> None:
     run = _run(tmp_path / "ws", [PUSH, READ], Outbox())
     run.step()

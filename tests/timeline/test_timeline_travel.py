@@ -15,7 +15,8 @@ from harness_lab.run import Run
 from harness_lab.states import RunState
 from harness_lab.store import InMemoryStore, SQLiteStore
 from harness_lab.timeline.files import FULL_EVERY
-from tests.loop.loophelpers import contract, make_run
+from tests.loop.loophelpers import READ_A, READ_B, READ_C, contract, evidence, make_run
+from tests.timeline.timelinehelpers import RecordingProposer, Seen, shown
 
 LIMITATIONS = "\n\n## Limitations\n- Only two harness designs were compared [E:harness-boundary].\n"
 
@@ -236,3 +237,23 @@ def test_a_forks_timeline_starts_with_its_sources_steps_before_the_fork_point(tm
     assert [(c.path, c.change) for c in fork.at(4).changes] == [("report.md", "modified")]
     again = fork.fork(at_step=1, workspace=tmp_path / "again")  # a step of the source, from the fork
     assert again.step_no == 1 and [p.run_id for p in again.history] == [run.run_id, again.run_id]
+
+
+def test_after_a_rollback_at_shows_the_context_the_next_proposer_saw(tmp_path: Path) -> None:
+    seen = Seen()
+    actions = [READ_A, READ_B, {"kind": "write_file", "path": "a.txt", "content": "one\n"}, READ_C, READ_A]
+    run = Run(contract=contract(), evidence=evidence(), proposer=RecordingProposer(actions, seen),
+              workspace=tmp_path / "ws", store=InMemoryStore())
+    seen.run = run
+    run.run(max_steps=4)
+    run.rollback(to_step=2, budget="fresh")
+    run.step()
+    view = run.at(5)
+    assert view.context is not None and shown(view.context) == seen.views[5]
+    assert shown(view.context) != shown(run.at(4).context)  # not the context of the row before
+    # the script went on from step 2: a.txt written again, the same bytes as step 4 had (the diff is against it)
+    assert view.proposal is not None and view.proposal.raw["kind"] == "write_file" and view.changes == []
+    info = run.snapshot()
+    run.rollback(info.id)
+    run.step()
+    assert run.at(6).context is None  # a snapshot's context is not in the store: said, not made up
