@@ -241,3 +241,4 @@ def test_a_run_reopened_from_its_store_is_debugged_the_same_way(tmp_path):
     with pytest.raises(RunStateError, match="read-only"):
         view.step()
     assert "read-only" in view.status.value
+
