@@ -242,3 +242,21 @@ def test_a_run_reopened_from_its_store_is_debugged_the_same_way(tmp_path):
         view.step()
     assert "read-only" in view.status.value
 
+
+
+def test_a_fork_of_a_long_stored_run_plots_its_parent_from_the_store_not_the_trimmed_records(tmp_path):
+    from harness_lab import EvidenceCatalogue, FunctionProposer, load_contract
+    from harness_lab.paths import data_dir
+
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
+        max_decisions=200, max_tool_calls=200, max_tokens=None)
+    count = iter(range(1000))  # a different note each step: no repeated call for the loop check to stop
+    run = Run(contract=contract, proposer=FunctionProposer(
+        lambda view: {"kind": "write_file", "path": "n.txt", "content": f"note {next(count)}"}),
+              evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=tmp_path / "ws",
+              clock=FakeClock(), store=InMemoryStore())
+    run.run(max_steps=150)
+    assert run.step_no == 150 and run.records[0].step > 10  # a stored run keeps only its last records in memory
+    view = LabView(run)
+    child = view.fork_here(budget="keep", step=11)
+    assert child.plot is not None and child.plot.parent["step"] == [float(n) for n in range(1, 11)]
