@@ -49,7 +49,9 @@ class Outbox:
 
     def apply(self, action: GatedAction, idempotency_key: str) -> ToolResult:
         if idempotency_key in self.sent:
-            return ToolResult.success(action.kind, "already applied (idempotent replay)", key=idempotency_key)
+            # the flag is what a reader (the dashboard's trace) tells a re-sent effect by, not the wording
+            return ToolResult.success(action.kind, "already applied (idempotent replay)", key=idempotency_key,
+                                      already_applied=True)
         self.sent[idempotency_key] = action
         return ToolResult.success(action.kind, f"{action.kind} applied", key=idempotency_key)
 

@@ -21,7 +21,7 @@ _DETAIL = 160
 def already_applied(result: Any) -> bool:
     """The outside world saw this idempotency key before and did nothing again (the executor's answer
     to a re-sent effect)."""
-    return result.ok and (result.content or "").startswith("already applied")
+    return bool(result.ok and result.data.get("already_applied") is True)
 
 
 def event_row(event: Any) -> tuple[int, int, str, str]:
