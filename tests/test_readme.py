@@ -223,6 +223,44 @@ def test_the_lab_block_makes_a_dashboard_whose_calls_replay(scratch: Path) -> No
     assert replay.diverged_at is None and replay.entries == 3, replay.detail
 
 
+def test_the_time_travel_block_opens_forks_and_compares_as_it_says(scratch: Path) -> None:
+    from harness_lab import RunState, StepPoint, StepView
+
+    (block,) = _blocks(_section("Time travel"), "python")
+    ns: dict[str, Any] = {}
+    shown = _run_block(block, ns)
+    run, fork = ns["run"], ns["fork"]
+    # "EXHAUSTED: the report lacks its Limitations section, every finish is rejected"
+    assert shown["run.run()"].value is RunState.EXHAUSTED
+    finishes = [p for p in run.history if p.tool == "finish"]
+    assert finishes and all(p.accepted is False for p in finishes)
+    # "step 0 is the registered run; then one point per step"
+    points = run.history
+    assert all(isinstance(p, StepPoint) for p in points) and [p.step for p in points] == list(range(run.step_no + 1))
+    assert shown["[(p.step, p.tool, p.decision) for p in run.history][:5]"].value[0] == (0, None, None)
+    at3 = ns["at3"]
+    assert isinstance(at3, StepView) and at3.step == 3 and at3.proposal is not None
+    assert at3.proposal.action is not None and at3.proposal.action.kind == "write_report"
+    assert [(c.path, c.change) for c in shown["at3.changes"].value] == [("report.md", "added")]
+    report = shown['at3.file_text("report.md")'].value
+    assert report.startswith("# Report") and "## Limitations" not in report
+    # "the state after step 2, nothing spent; the source is untouched"
+    assert fork.run_id != run.run_id and run.state is RunState.EXHAUSTED
+    assert shown['fork.pending.arguments["text"]'].value == report
+    # "REVIEW_READY", with a fresh budget: the fork spent only its own steps
+    assert shown["fork.run()"].value is RunState.REVIEW_READY and fork.usage.decisions == 2
+    # "the first step where they differ (3: decision, files)"
+    assert re.search(r"first differ at step 3 \(decision, files\)", shown["compare(run, fork).summary()"].value)
+    assert shown['again.at(3).file_text("report.md") == at3.file_text("report.md")'].value is True
+    # "stops with that call pending, not executed"
+    probe = ns["probe"]
+    assert shown['probe.run(until=Breakpoint.tool("write_report"))'].value is RunState.RUNNING
+    assert probe.pending is not None and probe.pending.action is not None and probe.pending.action.kind == "write_report"
+    assert not (probe.workspace / "report.md").exists()
+    for r in (probe, fork, run, ns["again"]):
+        r.close()
+
+
 def test_the_dask_block_runs_the_study_on_a_local_cluster(tmp_path: Path) -> None:
     pytest.importorskip("dask.distributed", reason="the README's Dask block needs the dask extra")
     (block,) = _blocks(_section("The four-group study"), "python")
