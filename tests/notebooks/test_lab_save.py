@@ -115,3 +115,21 @@ def test_make_lab_links_the_config_into_its_jupyter_config_dir():
                           text=True, timeout=60).stdout
     assert f"ln -sf {CONFIG} {REPO}/.scratch/jupyter-config/jupyter_server_config.py" in plan
     assert "JUPYTER_CONFIG_DIR=" + str(REPO / ".scratch" / "jupyter-config") in plan
+
+
+def test_prints_split_across_stream_messages_and_new_counts_keep_the_stored_cell(tmp_path):
+    name = "01_finish_validation.ipynb"
+    committed = (NOTEBOOKS / name).read_bytes()
+    root = _lessons_folder(tmp_path, name)
+    manager = _manager(root, hooked=True)
+    content = _open(manager, name)["content"]
+    cell = next(c for c in content["cells"] if c["cell_type"] == "code" and c["outputs"]
+                and c["outputs"][0]["output_type"] == "stream" and c["outputs"][0]["text"].count("\n") > 2)
+    first, rest = cell["outputs"][0]["text"].split("\n", 1)
+    # a kernel flushes a cell's prints as it goes: one run's lines can arrive as two stream messages
+    cell["outputs"][:1] = [{"output_type": "stream", "name": "stdout", "text": first + "\n"},
+                           {"output_type": "stream", "name": "stdout", "text": rest}]
+    for n, c in enumerate(c for c in content["cells"] if c["cell_type"] == "code"):
+        c["execution_count"] = 40 + n  # run out of order, or twice
+    _save(manager, name, content)
+    assert (root / name).read_bytes() == committed
