@@ -27,6 +27,7 @@ from .sandbox import Sandbox, SandboxPolicy
 from .scheduler import ExternalLoop
 from .states import LoopState, RunState
 from .store import InMemoryStore, SQLiteStore, Store
+from .timeline import StepPoint, StepView
 from .tools import ToolResult
 from .validation import Receipt, check_report
 
@@ -61,6 +62,8 @@ __all__ = [
     "SandboxPolicy",
     "ScriptedProposer",
     "SimulatedCrash",
+    "StepPoint",
+    "StepView",
     "StepRecord",
     "StopReason",
     "Store",

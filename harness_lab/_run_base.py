@@ -159,9 +159,18 @@ class RunBase(Restorable):
         # With a store, every step is checkpointed; only a window of the trace stays in memory.
         self.checkpoints = Checkpointer(store, self, fresh=not resume) if store is not None else None
         self.resume_report: ResumeReport | None = None  # what Run.resume checked, in the seed's order
+        # Run.open: a stored run reopened for inspection only (what it refuses says why); its store, read-only.
+        self.read_only: str | None = None
+        self._travel_store: Store | None = None
+        self._travel_store_owned = False  # Run.open opened it from a path: close() closes it
+        self.closed = False
 
     def close(self) -> None:
         """Release the sandbox and remove the temporary directories this run created."""
+        self.closed = True
+        if self._travel_store_owned and self._travel_store is not None:
+            self._travel_store.close()
+            self._travel_store_owned = False
         self.sandbox.close()
         for path in self._owned_dirs:
             shutil.rmtree(path, ignore_errors=True)
@@ -210,7 +219,12 @@ class RunBase(Restorable):
         return f"crashed at {self.crashed.value} ({self._crash_cause})"
 
     # -- bookkeeping ----------------------------------------------------------------------------
+    def _refuse_if_read_only(self) -> None:
+        if self.read_only is not None:
+            raise RunStateError(f"run {self.run_id} was {self.read_only}: resume it to continue")
+
     def _open_step(self) -> None:
+        self._refuse_if_read_only()
         if self.crashed is not None:
             raise RunStateError(f"run {self.run_id} {self._crash_why()}; resume from a checkpoint")
         if self.state.terminal:

@@ -67,6 +67,7 @@ from .events import StepRecord, Usage, dump_step_row
 from .redaction import SECRET_CATEGORIES, Redactor, redact
 from .states import RunState
 from .store import EffectEntry, Store
+from .timeline.files import FileRows
 from .tools import ToolResult
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ class Checkpointer(_RowJson):
         self.last_commit_at = time.time()
         self.last_step = run.step_no
         self._rows = ContextRows(store, self._redact, context_from=context_from)
+        self._files = FileRows()  # the workspace's files, beside the rows of steps that changed them
         if loaded is not None:
             self._rows.adopt(run.context, loaded)
         # Ledger entries of the next step to settle: an effect this process began, or (not fresh,
@@ -244,12 +246,15 @@ class Checkpointer(_RowJson):
         if not clean:
             record, text = self._redact(record), self._redact(text)
         try:
+            files = self._files.take(step, workspace_hash, run.sandbox, self._redact.clean)
             written = self._rows.text(context, clean) if context is not None else None
             self.store.commit_step(run.run_id, step, now, record, text, written, blobs,
-                                   settle_effects=self._unsettled, register=register)
+                                   settle_effects=self._unsettled, register=register, files=files)
         except BaseException:
             self._rows.forget()
+            self._files.forget()
             raise
+        self._files.written(files)
         self._unsettled = False
         self._rows.written(run.context, step, base, written, blobs)
         self.last_commit_at, self.last_step = now, step

@@ -19,6 +19,9 @@ from .proposers.scripted import ScriptedProposer
 from .repair import RepairPolicy
 from .resume import _CHECKPOINT_ID, _continue, _first_missing, _load
 from .store import Store
+from .timeline.budget import check_budget, spend
+from .timeline.files import files_at, restore_files
+from .timeline.records import BudgetChoice
 
 if TYPE_CHECKING:
     from .run import Run
@@ -31,9 +34,10 @@ _FORKS_NAMED: weakref.WeakKeyDictionary[Run, int] = weakref.WeakKeyDictionary()
 
 
 def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
-             workspace: str | Path | None = None) -> Run:
+             workspace: str | Path | None = None, budget: BudgetChoice = "keep") -> Run:
     """See :meth:`Run.fork <harness_lab.run.Run.fork>` and the module docstring."""
     store = run.checkpoints.store if run.checkpoints is not None else None
+    check_budget(budget)
     match = _CHECKPOINT_ID.match(checkpoint_id)
     # What can be refused is refused before anything is made.
     if new_run_id is not None and store is not None and store.has_run(new_run_id):
@@ -54,7 +58,7 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
     made = _first_missing(target) if target is not None else None
     fork = _new_fork(run, new_run_id, workspace)
     try:
-        return _fill_fork(run, fork, checkpoint_id, loaded, new_run_id or _fork_id(run, store), store)
+        return _fill_fork(run, fork, checkpoint_id, loaded, new_run_id or _fork_id(run, store), store, budget)
     except BaseException:
         fork.close()
         if made is not None:
@@ -84,10 +88,10 @@ def _new_fork(run: Run, new_run_id: str | None, workspace: str | Path | None) ->
 
 def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
                loaded: tuple[Checkpoint, dict[str, Any] | None, dict[str, str]] | None, fork_id: str,
-               store: Store | None) -> Run:
+               store: Store | None, budget: BudgetChoice = "keep") -> Run:
     if loaded is not None:
         checkpoint, context, texts = loaded
-        _fork_files(run, checkpoint, fork)
+        _fork_files(run, checkpoint, fork, store)
         _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
         # Its own rows were redacted under this contract (the fork's): their item texts stand as they
         # are, and its first row can name the checkpoint instead of storing the context again.
@@ -102,6 +106,9 @@ def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
         fork.continue_from(snap.run_state, step=run.step_no, seq=run.events[-1].seq if run.events else 0,
                            usage=run.usage, source=f"fork of snapshot {checkpoint_id}")
         items, source = None, None
+    if budget != "keep":
+        fork.usage = spend(fork.usage, budget)
+        fork.gates.started_at = fork.clock.now() - fork.usage.elapsed_s
     fork.run_id = fork_id
     if store is not None:
         fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=items, like=run.checkpoints,
@@ -109,20 +116,24 @@ def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
     return fork
 
 
-def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run) -> None:
+def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run, store: Store | None) -> None:
     # The fork's first checkpoint hashes every copied file (proven, not remembered); sharing the
     # source's blobs spares it storing each file's bytes again.
-    if run.sandbox.workspace_hash() == checkpoint.workspace_hash:
+    if run.read_only is None and run.sandbox.workspace_hash() == checkpoint.workspace_hash:
         shutil.copytree(run.workspace, fork.workspace, symlinks=True, dirs_exist_ok=True)
         fork.sandbox.adopt_blobs(run.sandbox)
+        return
+    # The files the store kept beside the checkpoint's row (schema 7: harness_lab.timeline.files).
+    if store is not None and (files := files_at(store, checkpoint.run_id, checkpoint.step)) is not None:
+        restore_files(fork.sandbox, files, store, f"checkpoint {checkpoint.id}")
         return
     for snap in reversed(run.sandbox.snapshots()):
         if snap.workspace_hash == checkpoint.workspace_hash:
             run.sandbox.materialize(snap.id, fork.workspace)
             fork.sandbox.adopt_blobs(run.sandbox, snap.id)
             return
-    raise RunStateError(f"no copy of the workspace as it was at checkpoint {checkpoint.id} (the workspace moved on "
-                        "and no snapshot matches its hash); fork from a snapshot id instead")
+    raise RunStateError(f"no copy of the workspace as it was at checkpoint {checkpoint.id} (the workspace moved on, "
+                        "the store kept no files for it and no snapshot matches its hash); fork from a snapshot id instead")
 
 
 def _fork_id(run: Run, store: Store | None) -> str:

@@ -72,7 +72,8 @@ from .triggers import TriggerTest, trigger_holds
 if TYPE_CHECKING:
     from .run import Run
 
-__all__ = ["ResumeCheck", "ResumeReport", "bound_spec", "load_checkpoint", "resume_run"]
+__all__ = ["ResumeCheck", "ResumeReport", "bound_spec", "continue_checkpoint", "load_checkpoint", "resume_note",
+           "resume_run"]
 
 # The step is the digits after the last '@' (a run id may hold '@'; an old store's, even a newline).
 _CHECKPOINT_ID = re.compile(r"(?P<run>.+)@(?P<step>\d+)\Z", re.DOTALL)
@@ -339,6 +340,13 @@ def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, 
         raise row_error(f"checkpoint {checkpoint.id}", exc) from None
 
 
+def continue_checkpoint(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, source: str,
+                        store: Store | None = None) -> None:
+    """Put ``run`` in the state of ``checkpoint`` with its stored ``context`` (no check, nothing written:
+    what resume does once its checks passed, and what ``Run.open`` and forks from a step do)."""
+    _continue(run, checkpoint, context, source, store)
+
+
 def _checked_flight(entry: EffectEntry) -> EffectEntry:
     """A ledger entry whose detail has the shape resume reads (``path``: a workspace path; ``pre``: each path
     to None or its manifest entry [kind, sha256, size]); anything else is an edited store."""
@@ -384,6 +392,11 @@ def _debris(flight: EffectEntry, paths: Iterable[str]) -> list[str]:
     """The temporary files of an in-flight write that died before its rename (a kill mid-write)."""
     target = flight.detail.get("path")
     return write_debris(paths, target) if effect_of_tool(flight.tool) == "redoable" and isinstance(target, str) else []
+
+
+def resume_note(checkpoint: Checkpoint) -> str:
+    """The note a resume from ``checkpoint`` puts in front of the proposer (``Run.at`` shows it too)."""
+    return _note(checkpoint)
 
 
 def _note(checkpoint: Checkpoint) -> str:

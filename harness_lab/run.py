@@ -36,9 +36,11 @@ from .proposal import Proposal, parse_proposal
 from .proposers.base import EndpointFailure, Proposer, ProposerOutput
 from .proposers.scripted import ScriptedProposer
 from .sandbox.policy import Isolation
+from .sandbox.snapshots import SnapshotInfo
 from .scenarios import copy_repository, load_scenario, scenario_ref
 from .states import RunState
 from .store import Store
+from .timeline.records import BudgetChoice, StepPoint, StepView
 from .tools import ToolResult
 from .triggers import TRIGGER_INVALID, TriggerTest, trigger_holds
 
@@ -61,6 +63,8 @@ class Run(HumanGate, FinishCheck):
         failed (the next step records the failure)."""
         if self.state.terminal or self.crashed is not None:
             return None
+        if self.read_only is not None:  # what the store holds; the proposer is not asked
+            return self._pending
         if (self.waiting is None and self._pending is None and self._failed_ask is None
                 and self.gates.before_decision(self._used) is None):
             asked = self._ask_proposer()
@@ -215,12 +219,57 @@ class Run(HumanGate, FinishCheck):
         return resume_run(store, run_id, proposer=proposer, evidence=evidence, approver=approver,
                           effects=effects, clock=clock, isolation=isolation, trigger_checks=trigger_checks)
 
-    def fork(self, checkpoint_id: str, *, new_run_id: str | None = None, workspace: str | Path | None = None) -> Run:
+    def fork(self, checkpoint_id: str | None = None, *, at_step: int | None = None, budget: BudgetChoice = "keep",
+             new_run_id: str | None = None, workspace: str | Path | None = None) -> Run:
         """A new run (new id, own workspace) from a checkpoint ``"<run>@<step>"`` or a sandbox snapshot
-        id of this run; the original run, its store rows and its workspace are left untouched."""
+        id of this run, or from step ``at_step`` of this run (exactly one of the two); the original run,
+        its store rows and its workspace are left untouched. From a step, the files come from the store
+        (no snapshot needed) and ``budget`` says what the fork starts with spent: ``"keep"`` the spend at
+        that step, ``"fresh"`` nothing, a mapping the fields it names (see :mod:`harness_lab.timeline`)."""
+        if (checkpoint_id is None) == (at_step is None):
+            raise RunStateError("fork: give exactly one of a checkpoint or snapshot id and at_step=")
+        if at_step is not None:
+            from .timeline.branch import fork_at
+
+            return fork_at(self, at_step, budget=budget, new_run_id=new_run_id, workspace=workspace)
         from .fork import fork_run
 
-        return fork_run(self, checkpoint_id, new_run_id=new_run_id, workspace=workspace)
+        assert checkpoint_id is not None
+        return fork_run(self, checkpoint_id, new_run_id=new_run_id, workspace=workspace, budget=budget)
+
+    # -- time travel (harness_lab.timeline) --------------------------------------------------------
+    @property
+    def history(self) -> list[StepPoint]:
+        """Every committed step as a :class:`~harness_lab.timeline.StepPoint`, step 0 (the run as
+        registered) first. Read from the run's store: a run without one has no history to travel in."""
+        from .timeline.travel import history
+
+        return history(self)
+
+    def at(self, n: int) -> StepView:
+        """Step ``n`` (0 <= n <= step_no), read-only: the context the proposer saw, the proposal, the
+        decision, the result in full, the verdict, the budget spent and the workspace files with their
+        diff against step n-1 (see :class:`~harness_lab.timeline.StepView`). Read from the run's store: a
+        run without one refuses in one line ("give it InMemoryStore() or SQLiteStore(path)")."""
+        from .timeline.travel import step_view
+
+        return step_view(self, n)
+
+    @classmethod
+    def open(cls, db: str | Path | Store, run_id: str) -> Run:
+        """A stored run reopened read-only, for inspection: ``history``, ``at`` and ``fork`` work; nothing
+        is written, no lease taken, no workspace needed; ``step`` and the like refuse in one line
+        (``Run.resume`` continues it). Works after kill -9 and resume: every step of every process shows."""
+        from .timeline.travel import open_run
+
+        return open_run(cls, db, run_id)
+
+    def snapshot(self, label: str = "manual") -> SnapshotInfo:
+        """Snapshot now: the workspace files and the run's state, for :meth:`rollback` or :meth:`fork`."""
+        if self.crashed is not None:
+            raise RunStateError(f"run {self.run_id} {self._crash_why()}; resume from a checkpoint")
+        self._refuse_if_read_only()
+        return self.sandbox.snapshot(label=label)
 
     def halt(self, code: str, message: str) -> StepRecord:
         """Stop now, safely, with a reason (one step without a proposal; the run ends BLOCKED)."""
@@ -230,12 +279,30 @@ class Run(HumanGate, FinishCheck):
         return self._close(None, Decision(verdict="block", reason=message), stop=stop)
 
     # -- snapshots ------------------------------------------------------------------------------
-    def rollback(self, snapshot_id: str) -> None:
-        """Restore the workspace files *and* the run's state and context to a snapshot."""
+    def rollback(self, snapshot_id: str | None = None, *, to_step: int | None = None,
+                 budget: BudgetChoice = "keep") -> None:
+        """Restore the workspace files *and* the run's state and context to a snapshot, or to step
+        ``to_step`` (files from the store: no snapshot needed); exactly one of the two. ``budget``:
+        ``"keep"`` keeps the spend as it is for a snapshot and takes the spend at ``to_step`` for a step;
+        ``"fresh"`` zeroes it; a mapping sets the fields it names (see :mod:`harness_lab.timeline`)."""
+        if (snapshot_id is None) == (to_step is None):
+            raise RunStateError("rollback: give exactly one of a snapshot id and to_step=")
+        from .timeline.branch import rollback_to
+        from .timeline.budget import check_budget, spend
+
+        self._refuse_if_read_only()
+        if to_step is not None:
+            rollback_to(self, to_step, budget=budget)
+            return
+        assert snapshot_id is not None
+        check_budget(budget)  # refused before anything changes
         info = self.sandbox.rollback(snapshot_id)
         if info.run_state is None:
             raise RunStateError(f"snapshot {snapshot_id} holds no run state")
         self.restore(info.run_state, source=f"snapshot {snapshot_id}")
+        if budget != "keep":
+            self.usage = spend(self.usage, budget)
+            self.gates.started_at = self.clock.now() - self.usage.elapsed_s
         # The harness changed the workspace itself: not an external change. The restored tree is the one the
         # next step compares with, so an outside write after the rollback is still seen.
         self._ws_hash = self.sandbox.workspace_hash()

@@ -12,6 +12,7 @@ from .base import (
     HistoryEntry,
     InMemoryStore,
     RunInfo,
+    StepFiles,
     Store,
     StoredStep,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "InMemoryStore",
     "RunInfo",
     "SQLiteStore",
+    "StepFiles",
     "Store",
     "StoredStep",
 ]

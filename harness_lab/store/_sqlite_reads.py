@@ -92,6 +92,28 @@ class SQLiteReads:
         rows = self._q("SELECT text FROM blobs WHERE sha256 = ?", (sha256,))
         return str(rows[0][0]) if rows else None
 
+    def file_data(self, sha256: str) -> bytes | None:
+        rows = self._q_files("SELECT data FROM files WHERE sha256 = ?", (sha256,))
+        return bytes(rows[0][0]) if rows else None
+
+    def manifests(self, run_id: str, step: int) -> list[tuple[int, str]]:
+        last = self._q_files("SELECT base FROM manifests WHERE run_id = ? AND step <= ? ORDER BY step DESC LIMIT 1",
+                             (run_id, step))
+        if not last:
+            return []
+        rows = self._q_files("SELECT step, text FROM manifests WHERE run_id = ? AND step >= ? AND step <= ? ORDER BY step",
+                             (run_id, int(last[0][0]), step))
+        return [(int(n), str(t)) for n, t in rows]
+
+    def _q_files(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        """A query of the schema-7 tables; an older file opened read-only has none: no files kept."""
+        try:
+            return self._q(sql, args)
+        except StoreError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise
+
     def contexts(self, run_id: str, start: int, end: int) -> list[tuple[int, str | None]]:
         rows = self._range("step, context", run_id, start, end)
         if not rows:

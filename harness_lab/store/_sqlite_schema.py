@@ -23,6 +23,10 @@ __all__ = ["SPAN", "check_or_create", "connect", "read_only_uri", "side_files", 
 
 _APP = "harness-lab"
 _BLOBS = "CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID"
+# Schema 7: the workspace's files beside the rows (see StepFiles in store/base.py).
+_FILES = "CREATE TABLE IF NOT EXISTS files (sha256 TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID"
+_MANIFESTS = ("CREATE TABLE IF NOT EXISTS manifests (run_id TEXT NOT NULL, step INTEGER NOT NULL, base INTEGER NOT NULL,"
+              " text TEXT NOT NULL, PRIMARY KEY (run_id, step)) WITHOUT ROWID")
 _TABLES = (
     "CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL)",
     # run_no: a run's number in this file, for the step rows' key (see steps).
@@ -42,6 +46,8 @@ _TABLES = (
     "CREATE TABLE reports (run_id TEXT NOT NULL, at REAL NOT NULL, text TEXT NOT NULL)",
     _BLOBS,
     LEASES,  # who writes which run (see store/_lease.py)
+    _FILES,
+    _MANIFESTS,
 )
 SPAN = 2**32  # steps per run in a keyed file (id = run_no * SPAN + step)
 
@@ -110,9 +116,10 @@ def check_or_create(db: sqlite3.Connection, path: Path, *, read_only: bool, tx: 
     if read_only:
         pass  # read as it is: schemas 2-5 differ only in newer rows' forms; schema 1 has no blobs to read
     elif int(row[1]) == 1:  # schema 1 -> 2: only a new table; existing rows stay as they are
-        tx([(_BLOBS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
-    elif int(row[1]) in (2, 3, 4, 5):  # -> 4, 6: only newer rows' forms change; -> 5: only new files' layout
-        tx([("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
+        tx([(_BLOBS, ()), (_FILES, ()), (_MANIFESTS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
+    elif int(row[1]) in (2, 3, 4, 5, 6):  # -> 4, 6: only newer rows' forms change; -> 5: only new files' layout;
+        # -> 7: only new tables (the files of steps written from now on)
+        tx([(_FILES, ()), (_MANIFESTS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
     elif int(row[1]) < SCHEMA_VERSION:
         raise StoreError(f"{path}: schema {row[1]} is older than {SCHEMA_VERSION} and has no migration")
     if not read_only and "leases" not in tables:  # files made before the run lease gain its table

@@ -31,6 +31,7 @@ __all__ = [
     "InMemoryStore",
     "RunInfo",
     "Store",
+    "StepFiles",
     "StoredStep",
 ]
 
@@ -46,7 +47,11 @@ __all__ = [
 #    and are only marked 5 (an older harness-lab would write a new file's rows without their key).
 # 6: checkpoints of the row form (checkpoint_record.ROW_FORM: what the row's columns and step record hold
 #    is left out; read by Checkpoint.from_row). Files of 2-5 are only marked 6; their rows read as they are.
-SCHEMA_VERSION = 6
+# 7: the workspace's files beside the rows (time travel: harness_lab.timeline): ``manifests`` (a row per
+#    step that changed the workspace: its files' sha256s, whole or as a change since the row before) and
+#    ``files`` (each file's bytes once, by sha256). Files of 1-6 gain both tables on open; their old steps
+#    have no files (``Run.at`` says so), nothing existing is rewritten.
+SCHEMA_VERSION = 7
 
 EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]
 
@@ -70,6 +75,18 @@ class StoredStep:
     record: str
     checkpoint: str
     context: str | None  # the context state, or its change log since the previous row (kind says which)
+
+
+@dataclass(frozen=True)
+class StepFiles:
+    """The workspace files after a step that changed them, written in the step's transaction: its manifest
+    row (JSON ``{path: sha256 or null}``, whole when ``base`` is the step itself, else the change since the
+    previous manifest row, which folds onto the whole one of step ``base``) and the bytes of files that
+    may be new to the store, ``(sha256, bytes)`` (kept if present already)."""
+
+    base: int
+    manifest: str
+    data: Sequence[tuple[str, bytes]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +143,10 @@ class Store(Protocol):
 
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
-                    settle_effects: bool = True, register: dict[str, Any] | None = None) -> None:
+                    settle_effects: bool = True, register: dict[str, Any] | None = None,
+                    files: StepFiles | None = None) -> None:
         """One transaction: the step row, the new ``(sha256, text)`` blobs (kept if present already),
+        the workspace's ``files`` when the step changed them (see :class:`StepFiles`),
         and every ``intent`` of this step becomes ``committed``. ``settle_effects=False`` says the
         caller knows this step has no ledger entry (the update is skipped, nothing else changes).
         ``register``: the run's spec; the run is created (as :meth:`create_run` would, at ``at``)
@@ -135,6 +154,16 @@ class Store(Protocol):
         ...
 
     def blob(self, sha256: str) -> str | None: ...
+
+    def file_data(self, sha256: str) -> bytes | None:
+        """The bytes of a workspace file some step kept (see :class:`StepFiles`), by sha256."""
+        ...
+
+    def manifests(self, run_id: str, step: int) -> list[tuple[int, str]]:
+        """``(step, manifest)`` of the rows that fold to the run's files at ``step``: the last whole one at
+        or before it and the changes after that, oldest first (at most a few, whatever the history's
+        length); empty when no row at or before ``step`` holds files."""
+        ...
 
     def contexts(self, run_id: str, start: int, end: int) -> list[tuple[int, str | None]]:
         """``(step, context)`` of the steps ``start..end`` in order (what a restore replays)."""
@@ -189,6 +218,8 @@ class InMemoryStore:
         self._beats: dict[str, Heartbeat] = {}
         self._reports: dict[str, list[str]] = {}
         self._blobs: dict[str, str] = {}
+        self._files: dict[str, bytes] = {}
+        self._manifests: dict[str, dict[int, tuple[int, str]]] = {}
 
     def create_run(self, run_id: str, spec: dict[str, Any], at: float) -> None:
         if run_id in self._runs:
@@ -215,7 +246,8 @@ class InMemoryStore:
 
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
-                    settle_effects: bool = True, register: dict[str, Any] | None = None) -> None:
+                    settle_effects: bool = True, register: dict[str, Any] | None = None,
+                    files: StepFiles | None = None) -> None:
         if register is not None:
             self.create_run(run_id, register, at)
         steps = self._steps.get(run_id)
@@ -226,6 +258,10 @@ class InMemoryStore:
         steps[step] = StoredStep(run_id, step, at, record, checkpoint, context)
         for sha, text in blobs:
             self._blobs.setdefault(sha, text)
+        if files is not None:
+            for sha, data in files.data:
+                self._files.setdefault(sha, data)
+            self._manifests.setdefault(run_id, {})[step] = (files.base, files.manifest)
         for key, entry in list(self._effects.items()) if settle_effects else ():
             if entry.run_id == run_id and entry.step == step and entry.status in ("intent", "resolved"):
                 self._effects[key] = _with_status(entry, "committed")
@@ -246,6 +282,17 @@ class InMemoryStore:
 
     def blob(self, sha256: str) -> str | None:
         return self._blobs.get(sha256)
+
+    def file_data(self, sha256: str) -> bytes | None:
+        return self._files.get(sha256)
+
+    def manifests(self, run_id: str, step: int) -> list[tuple[int, str]]:
+        rows = self._manifests.get(run_id, {})
+        last = max((n for n in rows if n <= step), default=None)  # the double: a scan is fine
+        if last is None:
+            return []
+        base = rows[last][0]
+        return [(n, rows[n][1]) for n in sorted(rows) if base <= n <= step]
 
     def contexts(self, run_id: str, start: int, end: int) -> list[tuple[int, str | None]]:
         self.run_info(run_id)

@@ -54,11 +54,13 @@ from ._sqlite_reads import SQLiteReads
 from ._sqlite_schema import SPAN as _SPAN
 from ._sqlite_schema import check_or_create, connect, side_files, tidy_side_files
 from ._wal import LogCopier
-from .base import EffectEntry, EffectStatus, Heartbeat, _unknown_run
+from .base import EffectEntry, EffectStatus, Heartbeat, StepFiles, _unknown_run
 
 __all__ = ["SQLiteStore"]
 
 _INSERT_BLOB = "INSERT OR IGNORE INTO blobs (sha256, text) VALUES (?, ?)"
+_INSERT_FILE = "INSERT OR IGNORE INTO files (sha256, data) VALUES (?, ?)"
+_INSERT_MANIFEST = "INSERT INTO manifests (run_id, step, base, text) VALUES (?, ?, ?, ?)"
 _INSERT_INTENT = "INSERT OR IGNORE INTO effects (key, run_id, step, tool, status, detail) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_STEP = "INSERT INTO steps (run_id, step, at, record, checkpoint, context) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_KEYED = "INSERT INTO steps (id, run_id, step, at, record, checkpoint, context) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -163,7 +165,8 @@ class SQLiteStore(SQLiteReads):
     # -- steps ----------------------------------------------------------------------------------
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
-                    settle_effects: bool = True, register: dict[str, Any] | None = None) -> None:
+                    settle_effects: bool = True, register: dict[str, Any] | None = None,
+                    files: StepFiles | None = None) -> None:
         statements: list[tuple[str, tuple[Any, ...]]] = []
         if register is not None:
             if self.has_run(run_id):
@@ -182,6 +185,9 @@ class SQLiteStore(SQLiteReads):
         else:
             row = (_INSERT_STEP, (run_id, step, at, record, checkpoint, context))
         statements += [*((_INSERT_BLOB, blob) for blob in blobs), row]
+        if files is not None:  # only a step that changed the workspace (see StepFiles)
+            statements += [*((_INSERT_FILE, item) for item in files.data),
+                           (_INSERT_MANIFEST, (run_id, step, files.base, files.manifest))]
         if settle_effects:
             statements.append((_COMMIT_EFFECTS, (run_id, step)))
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -31,8 +32,15 @@ def test_fork_from_checkpoint_leaves_the_original_untouched(tmp_path: Path) -> N
     assert [s.checkpoint for s in store.steps("R1", start=0)] == rows
     assert run.sandbox.workspace_hash() == ws_before and run.step_no == 3
     assert store.last_step("R1-fork1") is not None
+    # The workspace moved on and no snapshot holds step 1's files: the store's files of step 1 do (schema 7).
+    early = run.fork("R1@1", workspace=tmp_path / "fork1")
+    assert early.sandbox.manifest().keys() == run.at(1).files.keys()
+    early.close()
+    # A store written before schema 7 kept no files: then the refusal stands.
+    with sqlite3.connect(tmp_path / "runs.sqlite") as db:
+        db.execute("DELETE FROM manifests")
     with pytest.raises(RunStateError, match="no copy of the workspace"):
-        run.fork("R1@1")  # the workspace moved on and no snapshot holds step 1's files
+        run.fork("R1@1")
 
 
 def test_fork_from_a_sandbox_snapshot(tmp_path: Path) -> None:
