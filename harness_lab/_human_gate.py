@@ -1,5 +1,6 @@
 """The human gate: a gated proposal is asked of the approver, parks the run WAITING_FOR_HUMAN,
-and is then approved (executed exactly as requested) or rejected; a late answer executes nothing.
+and is then approved (executed exactly as requested, or exactly as a person edited it: ``approve(edited=...)``)
+or rejected; a late answer executes nothing.
 
 :class:`~harness_lab.run.Run` inherits this and supplies the step parts it calls (``_execute``,
 ``_observe``, ``_check_external_change``); read :mod:`harness_lab.run` first.
@@ -7,6 +8,9 @@ and is then approved (executed exactly as requested) or rejected; a late answer 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from ._edits import edited_proposal
 from ._run_base import RunBase
 from .approval import ApprovalDecision, ApprovalRequest
 from .errors import RunStateError
@@ -22,14 +26,26 @@ __all__ = ["HumanGate"]
 class HumanGate(RunBase):
     """``approve`` / ``reject`` for a parked proposal, and the gate step() consults."""
 
-    def approve(self, *, by: str = "human", args_sha256: str | None = None) -> StepRecord:
-        """Execute the parked proposal: exactly the action that was approved. After the gate's
-        timeout, or past the run's wall-clock limit, it is too late: the step stops the run safely
-        (human_timeout, or wall_clock as step() would) and executes nothing."""
+    def approve(self, *, by: str = "human", args_sha256: str | None = None,
+                edited: Mapping[str, object] | None = None) -> StepRecord:
+        """Execute the parked proposal: exactly the action that was approved. ``args_sha256`` (if given)
+        must be the request's. ``edited``: approve with changes (as Inspect's approvers can), e.g.
+        ``edited={"message": "..."}``: the fields given replace the call's arguments, the tool stays; what
+        executes is exactly the edited call, recorded as such (the step's proposal; ``HumanDecided``
+        carries both sha256s, ``edited=True`` and the original arguments). An edit the tool cannot take
+        is refused with one line naming the field: nothing executed, the request still waits.
+        After the gate's timeout, or past the run's wall-clock limit, it is too late: the step stops the
+        run safely (human_timeout, or wall_clock as step() would) and executes nothing."""
         _require_text(by=by)
         request, proposal = self._require_waiting()
         if proposal.args_sha256 != request.args_sha256 or (args_sha256 is not None and args_sha256 != request.args_sha256):
             raise RunStateError("the approved arguments differ from the pending action's; nothing executed")
+        requested = proposal
+        if edited is not None:
+            if not isinstance(edited, Mapping):
+                raise RunStateError(f"approve: edited: a mapping of field -> value, got {type(edited).__name__}")
+            proposal = edited_proposal(proposal, edited, what="approve edited")
+        changed = proposal.args_sha256 != request.args_sha256
         self._open_step()
         # Too late if the gate timed out, or if the run's own limits (its wall clock, as before any
         # tool call) ran out while it waited: the step stops the run as step() would, acting on nothing.
@@ -39,19 +55,24 @@ class HumanGate(RunBase):
             self._emit(Note, topic="late_approval", message=f"approval by {by} came after {what}; nothing executed",
                        data={"by": by, "args_sha256": request.args_sha256, "stop": late.code})
             verdict = "rejected" if late.code == "human_timeout" else "exhaust"
-            return self._close(proposal, Decision(verdict=verdict, reason=late.message), stop=late)
+            return self._close(requested, Decision(verdict=verdict, reason=late.message), stop=late)
         try:
             self._check_external_change()
             self.waiting, self._pending = None, None
-            self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
-            self._transition(RunState.RUNNING, f"{request.category} approved by {by}")
+            if changed:
+                self._emit(HumanDecided, approved=True, reason="approved with changes", args_sha256=request.args_sha256,
+                           by=by, edited=True, edited_args_sha256=proposal.args_sha256, original_args=request.args)
+            else:
+                self._emit(HumanDecided, approved=True, reason="approved", args_sha256=request.args_sha256, by=by)
+            self._transition(RunState.RUNNING, f"{request.category} approved{' with changes' if changed else ''} by {by}")
         except BaseException:  # a Ctrl-C (or a failed look) before anything ran: undo the step, the request waits
             self._abandon_step()
-            self.waiting, self._pending = request, proposal
+            self.waiting, self._pending = request, requested
             raise
-        decision = Decision(verdict="approved", reason=f"approved by {by}")
-        # Keyed by the request, not the step number: a resumed run re-approving applies it once.
-        result = self._execute(proposal, key=f"{self.run_id}:gate:{request.step}:{request.args_sha256[:16]}")
+        decision = Decision(verdict="approved", reason=f"approved{' with changes' if changed else ''} by {by}")
+        # Keyed by the request and the call that executes, not the step number: a resumed run re-approving
+        # (the same edit) applies it once; an edited call is another effect than the one requested.
+        result = self._execute(proposal, key=f"{self.run_id}:gate:{request.step}:{proposal.args_sha256[:16]}")
         try:
             self._observe(proposal, decision, result)
         except BaseException as exc:  # Ctrl-C: the approved effect ran, the step is unrecorded: a crash

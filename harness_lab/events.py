@@ -108,6 +108,11 @@ class HumanDecided(_Event):
     reason: str
     args_sha256: str
     by: str = "human"
+    # Approved with changes: what executed is the edited call (its sha256 here, the step record's proposal),
+    # ``args_sha256`` stays the one the request showed and ``original_args`` keeps what was asked.
+    edited: bool = False
+    edited_args_sha256: str | None = None
+    original_args: dict[str, Any] | None = None
 
 
 class Restored(_Event):
@@ -209,9 +214,15 @@ def _events_json(events: tuple[Event, ...], step: int, proposal: Proposal | None
     return ",".join(texts)
 
 
+_EDIT_FIELDS = ("edited", "edited_args_sha256", "original_args")
+
+
 def _event_json(event: Event, at: str) -> str:
     """An event carried in full (``at``: its ``step`` when it differs from the record's)."""
     data = event.model_dump(mode="json")
+    if type(event) is HumanDecided and not event.edited:  # rows of plain decisions read as before
+        for name in _EDIT_FIELDS:
+            del data[name]
     if type(event) is Proposed:
         data["proposal"] = from_json(_proposal_json(event.proposal))
     if not at:

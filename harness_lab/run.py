@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ._edits import edited_proposal
 from ._finish_check import FinishCheck
 from ._human_gate import HumanGate
 from ._run_base import _kind
@@ -40,6 +41,7 @@ from .sandbox.snapshots import SnapshotInfo
 from .scenarios import copy_repository, load_scenario, scenario_ref
 from .states import RunState
 from .store import Store
+from .timeline.breakpoints import Stops, Until
 from .timeline.records import BudgetChoice, StepPoint, StepView
 from .tools import ToolResult
 from .triggers import TRIGGER_INVALID, TriggerTest, trigger_holds
@@ -50,10 +52,13 @@ __all__ = ["Run"]
 _EXECUTE = Decision(verdict="execute", reason="allowed tool call within budget")
 _SUBTASK_TOOLS = frozenset({"begin_subtask", "finish_subtask"})
 _VALIDATE = Decision(verdict="validate", reason="finish is a claim: validate the artifact")
+_WHOLE: object = object()  # edit_pending given no whole proposal (None is a proposal: a malformed one)
 
 
 class Run(HumanGate, FinishCheck):
     """A single-steppable run. ``step()`` reads as propose -> gate -> execute -> observe -> validate."""
+
+    _paused_before: Proposal | None = None  # the pending call a tool breakpoint last stopped run() before
 
     # -- the caller drives -------------------------------------------------------------------
     @property
@@ -74,17 +79,32 @@ class Run(HumanGate, FinishCheck):
                 self._pending = asked
         return self._pending
 
-    def edit_pending(self, raw: object, *, by: str = "human") -> Proposal:
-        """Replace the pending proposal before it executes (a debugging edit, recorded in the trace).
-        Refused while a human gate waits: what is approved must be exactly what was requested."""
+    def edit_pending(self, raw: object = _WHOLE, *, by: str = "human", args: Mapping[str, object] | None = None,
+                     **fields: object) -> Proposal:
+        """Replace the pending proposal before it executes (a debugging edit, recorded in the trace):
+        ``edit_pending(raw)`` with a whole new proposal, or field by field keeping the tool:
+        ``edit_pending(text="# Report ...")`` / ``edit_pending(args={"text": ...})`` (text as text, not
+        JSON). A field the tool does not take, or a value of the wrong type: one line naming it, the
+        pending call unchanged. Refused while a human gate waits: what is approved must be exactly what
+        was requested (``approve(edited=...)`` approves with changes)."""
         if self.waiting is not None:
-            raise RunStateError(f"run {self.run_id} waits for a human on this proposal: approve or reject it")
+            raise RunStateError(f"run {self.run_id} waits for a human on this proposal: approve, "
+                                "approve(edited=...) or reject it")
         if self.crashed is not None:
             raise RunStateError(f"run {self.run_id} {self._crash_why()}; resume from a checkpoint")
+        structured = args is not None or bool(fields)
+        if structured == (raw is not _WHOLE):
+            raise RunStateError("edit_pending: give a whole proposal or fields to replace (args=... or name=value), "
+                                "one of the two")
+        if args is not None and not isinstance(args, Mapping):
+            raise RunStateError(f"edit_pending: args: a mapping of field -> value, got {type(args).__name__}")
+        changes = {**(args or {}), **fields}
         before = self.pending
         if before is None:
             raise RunStateError(f"run {self.run_id} is {self.state.value}: no pending proposal to edit")
-        self._pending = parse_proposal(raw)
+        self._pending = edited_proposal(before, changes, what="edit_pending") if structured else parse_proposal(raw)
+        if self._paused_before is before:  # stopped at a breakpoint, edited: continuing executes the edit
+            self._paused_before = self._pending
         self._emit(Note, topic="pending_edited", message=f"pending proposal edited by {by}",
                    data={"before": before.raw, "after": self._pending.raw, "by": by})
         return self._pending
@@ -148,14 +168,22 @@ class Run(HumanGate, FinishCheck):
         verdict = self._validate_step() if decision.verdict == "validate" else None
         return self._close(proposal, decision, result=result, verdict=verdict, stop=stop)
 
-    def run(self, *, until: RunState | None = None, max_steps: int | None = None) -> RunState:
-        """Step until a terminal state, a human gate, the state ``until``, or ``max_steps`` steps."""
-        taken = 0
-        while self.step_due and self.state != until:  # a gate past its timeout is closed by the step
+    def run(self, *, until: Until = None, max_steps: int | None = None) -> RunState:
+        """Step until a terminal state, a human gate, ``until``, or ``max_steps`` steps. ``until``: a
+        RunState (stop once in it), a :class:`~harness_lab.timeline.Breakpoint` (a tool one stops with the
+        matching call pending, not executed; the others after the step that meets them), a callable
+        given each StepRecord (stop when true), or a list of these."""
+        stops, taken = Stops(until, step_no=self.step_no), 0
+        while self.step_due and not stops.in_state(self.state):  # a gate past its timeout is closed by the step
             if max_steps is not None and taken >= max_steps:
                 break
-            self.step()
+            if (held := stops.before(self, self._paused_before)) is not None:
+                self._paused_before = held  # calling run() again executes it: a debugger's "continue"
+                break
+            record = self.step()
             taken += 1
+            if stops.after(self, record):
+                break
         return self.state
 
     @classmethod
