@@ -1081,6 +1081,112 @@ shutil.rmtree(lab)  # the lesson's folder (the runs' workspaces stay, as `run --
 print("all claims hold")"""),
 ]
 
+LESSONS["11_time_travel"] = [
+    ("md", """# 11 · Time travel: open any step, see what the model saw, fork from there and fix it
+
+A run that ends badly is debugged step by step. Every committed step is a point in time: `run.history`
+lists them (state, decision, tool, stop, verdict, workspace hash, budget spent) and `run.at(n)` opens step n
+read-only: the context the proposer saw before proposing (every layer, whole), the proposal, the decision,
+the tool result, the verdict and the workspace files with their diff against step n-1. All of it is read
+from the run's store, so it works the same for a run reopened with `Run.open(db, run_id)`.
+`run.fork(at_step=n, budget=...)` starts a new run from the state at step n: `"keep"` the spend *at step n*
+(not the source's spend at its end), `"fresh"` nothing spent; the source is left as it was."""),
+    ("params", """# Parameters
+scenario = "missing_limitations"  # a report without its Limitations section: every finish is rejected
+fork_step = 3                     # the step that wrote the report
+budget = "fresh"                  # what the fork starts with spent: "fresh", "keep" or a mapping"""),
+    ("code", """import tempfile
+from pathlib import Path
+
+from harness_lab import FakeClock, Run, RunState
+from harness_lab.store import SQLiteStore
+from harness_lab.timeline import compare
+
+db = Path(tempfile.mkdtemp(prefix="harness-lab-travel-")) / "runs.sqlite"
+run = Run.from_scenario(scenario, clock=FakeClock(), run_id="travel", store=SQLiteStore(db))
+run.run()
+print(run.state.value, "|", run.stop_reason.code, "|", run.stop_reason.message)"""),
+    ("md", """## The timeline: one point per step
+Step 0 is the run as registered. `accepted` is the finish verdict of that step (None: no finish)."""),
+    ("code", """print(f"{'step':>4} {'state':10} {'decision':9} {'tool':13} {'stop':16} {'accepted':8} "
+      f"{'decisions':>9} {'tool calls':>10} {'tokens':>6}  workspace")
+for p in run.history:
+    print(f"{p.step:>4} {p.state.value:10} {p.decision or '-':9} {p.tool or '-':13} {p.stop or '-':16} "
+          f"{str(p.accepted):8} {p.spent.decisions:>9} {p.spent.tool_calls:>10} {p.spent.tokens:>6}  "
+          f"{(p.workspace_hash or '-')[:12]}…")"""),
+    ("md", """## Step 3, opened: what the proposer saw, what it did, what the files were
+The context is the view built before the proposal of that step: every layer, each item whole."""),
+    ("code", """at = run.at(fork_step)
+for item in at.context.items:
+    print(f"--- {item.layer.name} {item.id} ({item.source}, round {item.round})")
+    print(item.text)
+print("=== proposal:", at.proposal.describe())
+print("=== decision:", at.decision.verdict, "|", at.decision.reason)
+print("=== result:", at.result.status if at.result is not None else None)
+for change in at.changes:
+    print(f"=== {change.change} {change.path}\\n{change.diff}")"""),
+    ("md", "## The report at that step, and why every finish after it was rejected"),
+    ("code", """report_then = at.file_text("report.md")
+print(report_then)
+rejected = [p.step for p in run.history if p.accepted is False]
+print("finishes rejected at steps", rejected)
+for error in run.at(rejected[0]).verdict.errors:
+    print(f"step {rejected[0]}: {error.code}: {error.message}")"""),
+    ("md", """## Fork from step 3 with the budget chosen
+The fork is a new run (own id, own workspace) at the state of step 3: the report as it was then, the
+finish that followed it pending again."""),
+    ("code", """fork = run.fork(at_step=fork_step, budget=budget)
+start = fork.usage  # (asking for the pending proposal below charges its tokens)
+print(f"spent at the fork ({budget}): {start.decisions} decisions, {start.tool_calls} tool calls, "
+      f"{start.tokens} tokens; the source ended with {run.usage.decisions} decisions spent")
+print("fork", fork.run_id, "at step", fork.step_no, "|", fork.state.value, "| pending:", fork.pending.describe())"""),
+    ("md", """## Fix the report, run to the end
+The pending finish is replaced with a write of the fixed report (`edit_pending`, recorded in the trace);
+the scripted model then asks to finish again, and this time the check passes."""),
+    ("code", """fixed = report_then + "\\n\\n## Limitations\\nScripted test input: two evidence notes, no model.\\n"
+fork.edit_pending({"kind": "write_report", "text": fixed})
+final = fork.run()
+for rec in fork.records:
+    print(rec.summary())
+print("final:", final.value, "|", fork.stop_reason.code)"""),
+    ("md", """## The run and its fork, compared
+`compare` starts at the fork point and names the first step where the context, the decision or the files differ."""),
+    ("code", """diff = compare(run, fork)
+print("first difference at step", diff.first_difference)
+print("decisions there (run, fork):", diff.decision_diff)
+for change in diff.file_changes:
+    print(f"{change.change} {change.path}\\n{change.diff}")"""),
+    ("md", """## Reopened from the store: the same steps
+`Run.open` reads the store only (nothing written, no workspace needed): every step shows what the live run showed."""),
+    ("code", """reopened = Run.open(db, "travel")
+same = [n for n in range(run.step_no + 1)
+        if (reopened.at(n).context.render() if n else None) == (run.at(n).context.render() if n else None)
+        and reopened.at(n).files == run.at(n).files and reopened.at(n).point == run.at(n).point]
+print(f"steps that read the same reopened: {len(same)} of {run.step_no + 1}")"""),
+    ("md", "## What this lesson claims"),
+    ("code", """history = run.history
+assert run.state is RunState.EXHAUSTED and [p.step for p in history] == list(range(run.step_no + 1))
+assert history[fork_step].tool == "write_report" and [c.change for c in at.changes] == ["added"]
+assert "## Limitations" not in report_then and rejected and rejected[0] == fork_step + 1
+assert any("Limitations" in e.message for e in run.at(rejected[0]).verdict.errors)
+assert at.context.items and at.context.render() == reopened.at(fork_step).context.render()
+# the fork started from step 3's spend ("keep") or from nothing ("fresh"), never from the source's end
+if budget == "keep":
+    assert start == history[fork_step].spent
+elif budget == "fresh":
+    assert (start.decisions, start.tool_calls, start.tokens) == (0, 0, 0)
+assert start.decisions < run.usage.decisions and fork.usage.decisions == start.decisions + 2
+assert fork.state is RunState.REVIEW_READY and fork.receipt is not None
+assert (fork.workspace / "report.md").read_text() == fixed and fork.receipt.matches(fixed.encode())
+assert run.state is RunState.EXHAUSTED and run.at(fork_step).file_text("report.md") == report_then  # untouched
+assert diff.first_difference == fork_step + 1 and [c.path for c in diff.file_changes] == ["report.md"]
+assert len(same) == run.step_no + 1
+fork.close()
+run.close()
+print("all claims hold")"""),
+]
+
+
 def _cell(notebook: str, index: int, kind: str, source: str) -> nbformat.NotebookNode:
     cell_id = f"{notebook[:2]}-{index:02d}"
     if kind == "md":
