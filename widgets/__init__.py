@@ -4,6 +4,7 @@ Installed as ``harness_lab.widgets`` with the ``lab`` extra (ipywidgets, matplot
 """
 
 from .budget_panel import BudgetPanel
+from .compare_panel import CompareView
 from .context_panel import ContextPanel
 from .fault_panel import FaultPanel, fault_names
 from .pending_panel import PendingPanel
@@ -11,6 +12,7 @@ from .plot_panel import PlotPanel, budget_figure, budget_series
 from .session import Session, SessionEntry, SessionReplay
 from .snapshot_panel import SnapshotPanel
 from .state_panel import StatePanel
+from .timeline_panel import TimelinePanel
 from .trace_panel import TracePanel
 from .verdict_panel import CHECKS, VerdictPanel, check_rows
 from .view import LabView
@@ -18,6 +20,7 @@ from .view import LabView
 __all__ = [
     "CHECKS",
     "BudgetPanel",
+    "CompareView",
     "ContextPanel",
     "FaultPanel",
     "LabView",
@@ -28,6 +31,7 @@ __all__ = [
     "SessionReplay",
     "SnapshotPanel",
     "StatePanel",
+    "TimelinePanel",
     "TracePanel",
     "VerdictPanel",
     "budget_figure",

@@ -1,4 +1,9 @@
-"""The pending proposal before it executes, and the human gate (Approve / Reject with a reason)."""
+"""The pending proposal before it executes, and the human gate (Approve / Reject with a reason).
+
+The pending call's text arguments (a report's text, a file's content) each get a text box of their
+own, shown as text, not escaped JSON: "Approve as edited" sends the changed ones
+(``LabView.approve_as_edited``): approved with changes at a human gate, an edit of the pending call
+otherwise."""
 
 from __future__ import annotations
 
@@ -10,10 +15,17 @@ import ipywidgets as w
 
 from harness_lab.actions import Finish, ForbiddenAction
 
-from ._panel import Panel, describe_error, esc, redactor
+from ._panel import Panel, close_widgets, describe_error, esc, redactor
 from .budget_panel import enforced_budget
 
-__all__ = ["PendingPanel", "late_for_approval", "what_happens_next"]
+__all__ = ["PendingPanel", "late_for_approval", "text_fields", "what_happens_next"]
+
+
+def text_fields(raw: Any) -> dict[str, str]:
+    """The pending call's text arguments (name -> text), those a person edits as text."""
+    if not isinstance(raw, dict):
+        return {}
+    return {k: v for k, v in raw.items() if k != "kind" and isinstance(v, str)}
 
 
 def late_for_approval(run: Any) -> str:
@@ -64,8 +76,17 @@ class PendingPanel(Panel):
         # the pending proposal as JSON, editable before it executes (Edit = run.edit_pending)
         self.editor = w.Textarea(layout=w.Layout(width="95%", height="4em"))
         self.edit_button = w.Button(description="Edit", tooltip="replace the pending proposal with this JSON")
+        # one text box per text argument of the pending call (rebuilt when the proposal changes)
+        self.fields: dict[str, w.Textarea] = {}
+        self.fields_box = w.VBox()
+        self.edited_button = w.Button(description="Approve as edited", button_style="success", disabled=True,
+                                      tooltip="run the pending call with the text above (approved with changes at a gate)",
+                                      layout=w.Layout(width="auto"))
+        self.edited_button.add_class("hl-approve-as-edited")
         self.widget = w.VBox([self.html, w.HBox([self.approve_button, self.reason, self.reject_button]),
+                              self.fields_box, self.edited_button,
                               w.HBox([self.editor, self.edit_button])])
+        self._fields_of: Any = None  # the proposal the text boxes were made for
         self._proposal: Any = None
         self.error = ""  # what the proposer raised when asked for the next proposal, if it did
         self.ask = True  # False for the redraw after a Ctrl-C: the proposer may be what was interrupted
@@ -85,6 +106,26 @@ class PendingPanel(Panel):
         return (self._unasked, run.step_no, run.state, id(self._proposal), run.waiting, self.error, getattr(run, "crashed", None),
                 late_for_approval(run))  # time passing makes a waiting approval too late
 
+    def edited(self) -> dict[str, str]:
+        """The text arguments changed in their boxes (name -> new text)."""
+        shown = text_fields(self._fields_of.raw) if self._fields_of is not None else {}
+        return {k: box.value for k, box in self.fields.items() if box.value != shown.get(k)}
+
+    def _text_boxes(self, p: Any) -> None:
+        if p is self._fields_of or (p is not None and self._fields_of is not None and p.raw == self._fields_of.raw):
+            return  # the same call: keep what the person typed
+        self._fields_of = p
+        texts = text_fields(p.raw) if p is not None else {}
+        old = list(self.fields.values())
+        self.fields = {}
+        for name, text in texts.items():
+            box = w.Textarea(value=text, description=name, layout=w.Layout(width="95%", height="12em"))
+            box.add_class(f"hl-edit-{name}")
+            self.fields[name] = box
+        self.fields_box.children = tuple(self.fields.values())
+        close_widgets(*old)  # with their layouts and styles: ipywidgets' registry holds each
+        self.edited_button.disabled = not self.fields
+
     def draw(self, run: Any) -> None:
         waiting = run.waiting is not None
         self.approve_button.disabled = self.reject_button.disabled = not waiting
@@ -93,6 +134,7 @@ class PendingPanel(Panel):
         p = None if self._proposal is None else redact.model(self._proposal)
         self.edit_button.disabled = waiting or p is None
         self.editor.value = "" if p is None else json.dumps(p.raw, ensure_ascii=False, default=str)
+        self._text_boxes(p)
         if p is None and self.error:
             self.html.value = ("<div class='hl-pending'><b style='color:#c62828'>the proposer raised</b>: "
                                f"{esc(redact.text(self.error))} (Step asks it again)</div>")

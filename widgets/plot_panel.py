@@ -1,4 +1,7 @@
-"""A matplotlib plot of budget use over steps (an Agg figure rendered to PNG; no pyplot state)."""
+"""A matplotlib plot of budget use over steps (an Agg figure rendered to PNG; no pyplot state).
+
+Steps are integers on the x axis, an empty run still draws steps 0-1, and a fork's plot shows its
+parent's history up to the fork point (faded) before its own steps."""
 
 from __future__ import annotations
 
@@ -39,6 +42,9 @@ def budget_figure(run: Any) -> Any:
 
     fig = Figure(figsize=(5.0, 2.4), dpi=80)
     ax = fig.add_subplot()
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     series = budget_series(run)
     for name, values in series.items():
         if name != "step":
@@ -47,6 +53,7 @@ def budget_figure(run: Any) -> Any:
     ax.set_xlabel("step")
     ax.set_ylabel("fraction of budget")
     ax.set_ylim(0, 1.1)
+    ax.set_xlim(0, max(series["step"] or [1.0]) + 0.5)  # an empty run: steps 0-1, not matplotlib's -0.05..0.05
     ax.legend(loc="upper left", fontsize="small")
     fig.tight_layout()
     return fig
@@ -58,8 +65,10 @@ class PlotPanel(Panel):
     name = "plot"
     title = "Budget over steps"
 
-    def __init__(self) -> None:
+    def __init__(self, parent: dict[str, list[float]] | None = None) -> None:
         super().__init__()
+        # a fork's parent's series up to the fork point (budget_series of its records), drawn faded
+        self.parent = parent or {}
         self.image = w.Image(format="png", layout=w.Layout(width="400px"))
         self.widget = self.image
         self._fig: Any = None
@@ -78,9 +87,17 @@ class PlotPanel(Panel):
         fig = Figure(figsize=(5.0, 2.4), dpi=72)
         fig.subplots_adjust(left=0.12, right=0.98, bottom=0.2, top=0.95)  # fixed: no tight_layout per draw
         ax = fig.add_subplot()
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         for name in budget_series(run):
             if name != "step":
                 (self._lines[name],) = ax.step([], [], where="post", label=name)
+                if self.parent.get(name):
+                    ax.step(self.parent["step"], self.parent[name], where="post", color=self._lines[name].get_color(),
+                            alpha=0.35, linestyle=":", label=f"{name} (parent)" if name == "decisions" else None)
+        if self.parent.get("step"):
+            ax.axvline(self.parent["step"][-1], color="grey", linewidth=0.8, linestyle=":")
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
         ax.set_xlabel("step")
         ax.set_ylabel("fraction of budget")
@@ -100,7 +117,7 @@ class PlotPanel(Panel):
         for name, line in self._lines.items():
             line.set_data(series["step"], series.get(name, []))
         # by step number, not by count: a resumed or forked run's first step is not 1
-        steps = series["step"] or [0.0]
+        steps = (self.parent.get("step") or []) + series["step"] or [0.0]
         self._ax.set_xlim(min(0.0, steps[0] - 1), max(steps[-1], 1) + 0.5)
         buf = io.BytesIO()
         self._fig.savefig(buf, format="png")

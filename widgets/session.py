@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 __all__ = ["ACTIONS", "Session", "SessionEntry", "SessionReplay"]
 
-Action = Literal["step", "run_to_gate", "run_to_end", "approve", "reject", "inject", "rollback", "fork", "edit_pending"]
+Action = Literal["step", "run_to_gate", "run_to_end", "approve", "reject", "inject", "rollback", "fork", "edit_pending",
+                 "run_to", "approve_as_edited", "fork_here", "snapshot_now"]
 ACTIONS: tuple[str, ...] = Action.__args__  # type: ignore[attr-defined]
 
 
@@ -31,7 +32,12 @@ _ARGS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "rollback": {"snapshot_id": ((str,), True)},
     "fork": {"snapshot_id": ((str,), True)},
     "edit_pending": {"raw": ((object,), True), "by": ((str,), False)},
+    "run_to": {"until": ((str, int), True), "max_steps": ((int, type(None)), False)},
+    "approve_as_edited": {"by": ((str,), False)},  # and the edited fields, any names (see below)
+    "fork_here": {"budget": ((str, dict), False), "step": ((int,), False)},
+    "snapshot_now": {"label": ((str,), False)},
 }
+_ANY_FIELDS = frozenset({"approve_as_edited"})  # the edited call's own argument names
 
 
 class SessionEntry(BaseModel):
@@ -50,7 +56,7 @@ class SessionEntry(BaseModel):
         # Checked on load, so a bad file fails before a replay makes any call, not with a TypeError halfway.
         spec = _ARGS[self.action]
         for name in self.args:
-            if name not in spec:
+            if name not in spec and self.action not in _ANY_FIELDS:
                 raise ValueError(f"{self.action} takes no argument {name!r}")
         for name, (types, required) in spec.items():
             if name not in self.args:

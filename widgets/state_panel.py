@@ -59,7 +59,8 @@ class StatePanel(Panel):
 
     def key(self, run: Any) -> Hashable:
         self._scan(run)
-        return (run.state, len(self.path), run.stop_reason)
+        # the step number too: a plain step changes no state, yet the panel names the current step
+        return (run.state, run.step_no, len(self.path), run.stop_reason)
 
     def draw(self, run: Any) -> None:
         chips = []

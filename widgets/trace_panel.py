@@ -1,4 +1,8 @@
-"""The event trace as a table (newest last; only the tail is drawn, so long runs stay fast)."""
+"""The event trace as a table (newest last; only the tail is drawn, so long runs stay fast).
+
+Each row opens (an HTML ``<details>``) to the whole event as recorded, the tool result's text in full.
+An effect re-sent under the idempotency key it already ran with (a resumed in-flight call, a replay)
+reads "already applied", not as a second effect."""
 
 from __future__ import annotations
 
@@ -7,9 +11,17 @@ from typing import Any
 
 import ipywidgets as w
 
-from ._panel import Panel, html_table, redactor
+from ._panel import Panel, esc, redactor
 
-__all__ = ["TracePanel", "event_row"]
+__all__ = ["TracePanel", "already_applied", "event_row"]
+
+_DETAIL = 160
+
+
+def already_applied(result: Any) -> bool:
+    """The outside world saw this idempotency key before and did nothing again (the executor's answer
+    to a re-sent effect)."""
+    return result.ok and (result.content or "").startswith("already applied")
 
 
 def event_row(event: Any) -> tuple[int, int, str, str]:
@@ -21,7 +33,10 @@ def event_row(event: Any) -> tuple[int, int, str, str]:
         detail = f"{event.proposal.describe()} => {event.decision.verdict}: {event.decision.reason}"
     elif kind == "tool_called":
         r = event.result
-        detail = f"{event.tool}: {r.status}" + (f" ({r.reason})" if r.reason else "")
+        if already_applied(r):
+            detail = f"{event.tool}: already applied, not a second effect (key {r.data.get('key', '?')})"
+        else:
+            detail = f"{event.tool}: {r.status}" + (f" ({r.reason})" if r.reason else "")
     elif kind == "human_decided":
         detail = f"{'approved' if event.approved else 'rejected'} by {event.by}: {event.reason}"
     elif kind == "restored":
@@ -30,7 +45,19 @@ def event_row(event: Any) -> tuple[int, int, str, str]:
         detail = "accepted" if event.verdict is not None and event.verdict.accepted else "rejected or not run"
     else:
         detail = f"{getattr(event, 'topic', '')}: {getattr(event, 'message', '')}"
-    return event.seq, event.step, kind, detail if len(detail) <= 160 else detail[:159] + "…"
+    return event.seq, event.step, kind, detail if len(detail) <= _DETAIL else detail[:_DETAIL - 1] + "…"
+
+
+def _row_html(event: Any) -> str:
+    """One trace row; its detail opens to the whole event (JSON as the store keeps it)."""
+    seq, step, kind, detail = event_row(event)
+    whole = event.model_dump_json(indent=1, exclude_none=True)
+    style = " style='color:#2e7d32'" if "already applied, not a second effect" in detail else ""
+    cell = (f"<details class='hl-trace-row'><summary{style}>{esc(detail)}</summary>"
+            f"<pre style='white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0;max-height:30em;overflow:auto'>"
+            f"{esc(whole)}</pre></details>")
+    td = "<td style='padding:1px 6px;vertical-align:top'>"
+    return f"<tr>{td}{seq}</td>{td}{step}</td>{td}{esc(kind)}</td>{td}{cell}</td></tr>"
 
 
 class TracePanel(Panel):
@@ -42,7 +69,7 @@ class TracePanel(Panel):
         self.tail = tail
         self.html = w.HTML()
         self.widget = self.html
-        self._rows: dict[int, tuple[Any, tuple[int, int, str, str]]] = {}  # id(event) -> (event, its row)
+        self._rows: dict[int, tuple[Any, str]] = {}  # id(event) -> (event, its row's HTML)
 
     def key(self, run: Any) -> Hashable:
         # the last event's seq, not the list's length: a stored run trims the list in place
@@ -52,11 +79,12 @@ class TracePanel(Panel):
         events, redact = run.events[-self.tail:], redactor(run)  # each row as the stored trace has it
         # An event never changes: its (redacted) row is made once while it stays in the tail.
         rows = {id(e): hit if (hit := self._rows.get(id(e))) is not None and hit[0] is e
-                else (e, event_row(redact.model(e))) for e in events}
+                else (e, _row_html(redact.model(e))) for e in events}
         self._rows = rows
         total = max(len(run.events), events[-1].seq if events else 0)  # seq counts the trimmed ones too
         hidden = total - len(events)
         note = f"<div>{total} events; {hidden} earlier not shown</div>" if hidden else f"<div>{total} events</div>"
+        head = "".join(f"<th style='text-align:left;padding:1px 6px'>{h}</th>" for h in ("seq", "step", "kind", "detail"))
         self.html.value = ("<div class='hl-trace'>" + note
-                           + html_table(("seq", "step", "kind", "detail"), [rows[id(e)][1] for e in events])
-                           + "</div>")
+                           + f"<table class='hl-table'><thead><tr>{head}</tr></thead><tbody>"
+                           + "".join(rows[id(e)][1] for e in events) + "</tbody></table></div>")

@@ -1,9 +1,10 @@
 """LabView: one dashboard over a live run.
 
 Thin on purpose: the view holds a run and renders it. Every button is one public method here
-(``step``, ``run_to_gate``, ``run_to_end``, ``approve``, ``reject``, ``rollback``, ``fork``,
-``inject``, ``close``), each one call on the run (``close`` on the dashboard), so a notebook cell, a test or papermill does exactly what a
-click does. After each call only the panels whose key changed are redrawn.
+(``step``, ``run_to_gate``, ``run_to_end``, ``run_to``, ``approve``, ``approve_as_edited``, ``reject``,
+``rollback``, ``fork``, ``inject``, ``close``; the debugger's ``select_step``, ``show_file``, ``fork_here``,
+``snapshot_now``, ``compare``), each one call on the run (``close`` on the dashboard), so a notebook cell, a test or
+papermill does exactly what a click does. After each call only the panels whose key changed are redrawn.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from harness_lab.states import RunState
 
 from ._panel import Panel, close_widgets, describe_error, esc, newer, redactor
 from .budget_panel import BudgetPanel
+from .compare_panel import CompareView
 from .context_panel import ContextPanel
 from .fault_panel import FaultPanel
 from .pending_panel import PendingPanel
-from .plot_panel import PlotPanel
+from .plot_panel import PlotPanel, budget_series
 from .session import Session
 from .snapshot_panel import SnapshotPanel
 from .state_panel import StatePanel
+from .timeline_panel import TimelinePanel
 from .trace_panel import TracePanel
 from .verdict_panel import VerdictPanel
 
@@ -40,7 +43,8 @@ _T = TypeVar("_T")
 class LabView:
     """A dashboard over ``run``; display it as the last expression of a cell."""
 
-    def __init__(self, run: Any, *, plot: bool = True, trace_rows: int = 30) -> None:
+    def __init__(self, run: Any, *, plot: bool = True, trace_rows: int = 30,
+                 parent: dict[str, list[float]] | None = None) -> None:
         self.run = run
         self.state = StatePanel()
         self.budget = BudgetPanel()
@@ -50,27 +54,42 @@ class LabView:
         self.snapshots = SnapshotPanel()
         self.faults = FaultPanel()
         self.trace = TracePanel(tail=trace_rows)
-        self.plot: PlotPanel | None = PlotPanel() if plot else None
+        self.plot: PlotPanel | None = PlotPanel(parent) if plot else None
+        self.timeline = TimelinePanel()
+        self.comparison = CompareView()
+        self.compare_button = w.Button(description="Compare", tooltip="compare with the parent run (a fork) or the newest fork")
         # pending first: asking the proposer spends tokens, which the budget panel must then show
         self.panels: dict[str, Panel] = {p.name: p for p in (
             self.pending, self.state, self.budget, self.verdicts, self.context, self.snapshots, self.faults,
-            self.trace, *([self.plot] if self.plot else []))}
+            self.trace, *([self.plot] if self.plot else []), self.timeline)}
         self.status = w.HTML()
         self.status.add_class("hl-status")
         self.step_button = w.Button(description="Step", button_style="primary")
         self.gate_button = w.Button(description="Run to gate")
         self.end_button = w.Button(description="Run to end")
         self.close_button = w.Button(description="Close", tooltip="close this dashboard and its forks'")
+        # Run to: a breakpoint picked here ("end", a tool kind, a step number)
+        self.until = w.Dropdown(options=["end", "gate", "tool: write_report", "tool: finish", "step"], value="end",
+                                description="Run to", layout=w.Layout(width="220px"))
+        self.until_step = w.BoundedIntText(value=1, min=0, max=10**9, layout=w.Layout(width="80px"))
+        self.run_to_button = w.Button(description="Run to", tooltip="run until the breakpoint picked beside")
+        self.timeline.on_pick = self.select_step
+        self.timeline.on_file = self.show_file
         for button, action in (
             (self.step_button, self.step), (self.gate_button, self.run_to_gate), (self.end_button, self.run_to_end),
             (self.pending.approve_button, self.approve), (self.pending.edit_button, self.edit_pending),
             (self.pending.reject_button, lambda: self.reject(self.pending.reason.value)),
             (self.snapshots.rollback_button, self.rollback), (self.snapshots.fork_button, self.fork),
             (self.faults.inject_button, self.inject), (self.close_button, self.close),
+            (self.run_to_button, self._run_to_picked), (self.pending.edited_button, self.approve_as_edited),
+            (self.timeline.fork_fresh_button, lambda: self.fork_here(budget="fresh")),
+            (self.timeline.fork_keep_button, lambda: self.fork_here(budget="keep")),
+            (self.timeline.snapshot_button, self.snapshot_now), (self.compare_button, self.compare),
         ):
             button.add_class("hl-" + button.description.lower().replace(" ", "-"))
             button.on_click(self._clicked(action))
         self.forks: list[LabView] = []
+        self.parent: LabView | None = None  # the dashboard this fork was made from
         self._owns_run = False  # True for a fork's view: the view made that run (see close)
         self.forks_box = w.VBox()  # each fork's own dashboard, newest last
         self.session = Session()  # every call below, replayable headless (Session.replay)
@@ -109,6 +128,35 @@ class LabView:
             return RunState(self.run.state)
         return self._act("run_to_end", {"max_steps": max_steps}, self._busy(to_end))
 
+    def run_to(self, until: Any = "end", max_steps: int | None = None) -> RunState:
+        """The "Run to" button: ``"end"`` (``run_to_end``), ``"gate"`` (``run_to_gate``), or a breakpoint
+        for ``run.run(until=...)``: a step number, ``"tool: <kind>"`` (stops before executing it, the call
+        pending), a ``RunState``, a :class:`harness_lab.timeline.Breakpoint` or a predicate."""
+        if until == "end":
+            return self.run_to_end(max_steps)
+        if until == "gate":
+            self.run_to_gate(**({} if max_steps is None else {"max_steps": max_steps}))
+            return RunState(self.run.state)
+        breakpoint_ = self._breakpoint(until)
+        shown = until if isinstance(until, (str, int)) else repr(until)  # a session entry holds plain values
+        return self._act("run_to", {"until": shown, "max_steps": max_steps},
+                         self._busy(lambda: RunState(self.run.run(until=breakpoint_, max_steps=max_steps))))
+
+    @staticmethod
+    def _breakpoint(until: Any) -> Any:
+        if isinstance(until, bool) or not isinstance(until, (int, str)):
+            return until  # a RunState, a Breakpoint or a predicate: the run checks it
+        kind, _, value = until.partition(":") if isinstance(until, str) else ("step", "", "")
+        if kind.strip() not in ("step", "tool") or (kind.strip() == "tool" and not value.strip()):
+            raise ValueError(f"run_to: unknown breakpoint {until!r}; use 'end', 'gate', 'tool: <kind>' or a step number")
+        from harness_lab.timeline import Breakpoint
+
+        return Breakpoint.step(until) if isinstance(until, int) else Breakpoint.tool(value.strip())
+
+    def _run_to_picked(self) -> RunState:
+        picked = self.until.value
+        return self.run_to(int(self.until_step.value) if picked == "step" else picked)
+
     def _busy(self, work: Callable[[], _T]) -> Callable[[], _T]:
         """Long work: the run buttons are off meanwhile (a click would only queue behind it);
         refresh() turns them back on as the run's state allows."""
@@ -127,6 +175,21 @@ class LabView:
     def approve(self, *, by: str = "human") -> StepRecord:
         """``run.approve()``: execute exactly the parked action."""
         return self._act("approve", {"by": by}, lambda: self.run.approve(by=by))
+
+    def approve_as_edited(self, *, by: str = "human", **fields: object) -> Any:
+        """The "Approve as edited" button: the pending call with these arguments replaced (default: the
+        text boxes' changed ones), text as text. At a human gate ``run.approve(edited=fields)`` (what
+        executes is exactly the edited call, recorded as such); otherwise ``run.edit_pending(**fields)``."""
+        edits = dict(fields) if fields else self.pending.edited()
+        args: dict[str, Any] = {"by": by, **edits}
+
+        def edit() -> Any:
+            if not edits:
+                raise ValueError("nothing edited: change a text box of the pending call first")
+            if self.run.waiting is not None:
+                return self.run.approve(by=by, edited=edits)
+            return self.run.edit_pending(by=by, **edits)
+        return self._act("approve_as_edited", args, edit)
 
     def reject(self, reason: str, *, by: str = "human") -> StepRecord:
         """``run.reject(reason)``: the run stops safely with the reason kept."""
@@ -171,16 +234,92 @@ class LabView:
         except Exception as exc:
             self.show_error(exc)
             raise
-        child = LabView(forked, plot=self.plot is not None, trace_rows=self.trace.tail)
-        child._owns_run = True
+        self.session.record(self.run, "fork", {"snapshot_id": target})
+        return self._show_fork(forked, target, parent_upto=forked.step_no)
+
+    def _show_fork(self, forked: Any, source: str, *, parent_upto: int) -> LabView:
+        # the child's budget plot shows this run's history up to the fork point, faded
+        parent = budget_series(self.run, [r for r in self.run.records if r.step <= parent_upto]) if self.plot else None
+        child = LabView(forked, plot=self.plot is not None, trace_rows=self.trace.tail, parent=parent)
+        child._owns_run, child.parent = True, self
         self.forks.append(child)
         # shown under this dashboard: a click has no cell output to display the returned view in
-        title = w.HTML(f"<b>fork {esc(child.run.run_id)}</b> of {esc(self.run.run_id)} from {esc(target)}")
+        title = w.HTML(f"<b>fork {esc(child.run.run_id)}</b> of {esc(self.run.run_id)} from {esc(source)}")
         self.forks_box.children = (*self.forks_box.children, w.VBox([title, child.widget]))
         self.refresh()
-        self.status.value = f"<span>{esc(self.summary())}; forked {esc(child.run.run_id)} from {esc(target)} (below)</span>"
-        self.session.record(self.run, "fork", {"snapshot_id": target})
+        self.status.value = f"<span>{esc(self.summary())}; forked {esc(child.run.run_id)} from {esc(source)} (below)</span>"
         return child
+
+    def select_step(self, n: int) -> Any:
+        """Pick step ``n`` on the timeline: the panel shows ``run.at(n)`` (context, proposal, result,
+        verdict, files and diff); returns that StepView. A step out of range: one line, nothing changed."""
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise ValueError(f"select_step: a step number, not {n!r}")
+        try:
+            view = self.run.at(n)  # checks the range (one line naming n and the range)
+        except Exception as exc:
+            self.show_error(exc)
+            raise
+        self.timeline.selected = n
+        self.refresh()
+        return view
+
+    def show_file(self, path: str) -> str:
+        """The file view: workspace file ``path`` as it was after the selected step; returns its text."""
+        view = self.timeline.view
+        try:
+            if view is None:
+                raise ValueError("no step selected: the run has no timeline")
+            text = view.file_text(path)  # absent or binary: one line naming the path and the step
+        except Exception as exc:
+            self.show_error(exc)
+            raise
+        self.timeline.file = path
+        self.refresh()
+        return str(text)
+
+    def fork_here(self, budget: Any = "fresh", *, step: int | None = None) -> LabView:
+        """"Fork here": a new run that redoes the selected step (default: the newest), from the state it
+        started in (``run.fork(at_step=step - 1, budget=budget)``): its pending proposal is that step's
+        again, to edit and run another way; ``budget`` "fresh" (nothing spent), "keep" (the spend the step
+        started with) or a mapping. Shown in its own LabView below; this run is untouched."""
+        n = step if step is not None else self.timeline.selected if self.timeline.selected is not None else self.run.step_no
+        at = max(int(n) - 1, 0)
+        try:
+            forked = self.run.fork(at_step=at, budget=budget, new_run_id=self._fork_id())
+        except Exception as exc:
+            self.show_error(exc)
+            raise
+        shown = budget if isinstance(budget, str) else dict(budget)
+        self.session.record(self.run, "fork_here", {"budget": shown, "step": int(n)})
+        return self._show_fork(forked, f"step {at} (to redo step {n}), {budget if isinstance(budget, str) else 'set'} budget",
+                               parent_upto=at)
+
+    def snapshot_now(self, label: str = "manual") -> Any:
+        """"Snapshot now": ``run.snapshot(label)``: the files and run state, for Roll back and Fork."""
+        return self._act("snapshot_now", {"label": label}, lambda: self.run.snapshot(label))
+
+    def compare(self, other: Any = None) -> Any:
+        """The Compare button: this run and ``other`` (a Run or LabView; default: the parent run for a
+        fork, else the newest fork) side by side: ``harness_lab.timeline.compare``'s first differing step
+        and the context, decision and file diffs there (shown below the timeline); returns it."""
+        from harness_lab.timeline import compare
+
+        try:
+            if other is None:
+                other = self.parent if self.parent is not None else self.forks[-1] if self.forks else None
+                if other is None:
+                    raise ValueError("nothing to compare with: fork this run first, or pass the other run")
+            run = other.run if isinstance(other, LabView) else other
+            # the source first: a fork is compared from its fork point
+            cmp = compare(run, self.run) if other is self.parent or run is getattr(self.parent, "run", None) \
+                else compare(self.run, run)
+        except Exception as exc:
+            self.show_error(exc)
+            raise
+        self.comparison.show(self.run, cmp)
+        self.status.value = f"<span>{esc(self.summary())}; {esc(redactor(self.run).text(cmp.summary()))}</span>"
+        return cmp
 
     def _fork_id(self) -> str | None:
         """Without a store the runtime has nothing to look ids up in and names every fork of a run
@@ -211,7 +350,7 @@ class LabView:
             child.close()
         self.forks = []
         # ipywidgets' registry holds every open widget, whose click handlers hold this view and its run
-        close_widgets(self.widget, self.status, *(p.widget for p in self.panels.values()))
+        close_widgets(self.widget, self.status, *(p.widget for p in self.panels.values()), self.comparison.widget)
         if self._owns_run and getattr(self.run, "checkpoints", None) is None:
             self.run.close()
 
@@ -311,12 +450,18 @@ class LabView:
         return box
 
     def _layout(self) -> w.Widget:
-        controls = w.HBox([self.step_button, self.gate_button, self.end_button, self.status, self.close_button])
+        controls = w.HBox([self.step_button, self.gate_button, self.end_button, self.until, self.until_step,
+                           self.run_to_button, self.status, self.close_button])
         left = w.VBox([self._box(self.state), self._box(self.budget), self._box(self.pending), self._box(self.verdicts)],
                       layout=w.Layout(width="50%"))
-        right_panels = [self.context, self.snapshots, self.faults, *([self.plot] if self.plot else [])]
+        right_panels = [self.snapshots, self.faults, *([self.plot] if self.plot else [])]
         right = w.VBox([self._box(p) for p in right_panels], layout=w.Layout(width="50%"))
-        root = w.VBox([controls, w.HBox([left, right]), self._box(self.trace), self.forks_box])
+        # the context spans the dashboard: beside the other panels its text column got ~12 characters at 1280 px
+        compare = w.VBox([w.HBox([w.HTML("<b>Compare runs</b>"), self.compare_button]), self.comparison.widget],
+                         layout=w.Layout(border="1px solid #ddd", padding="4px", margin="2px"))
+        compare.add_class("hl-panel-compare")
+        root = w.VBox([controls, w.HBox([left, right]), self._box(self.context), self._box(self.timeline), compare,
+                       self._box(self.trace), self.forks_box])
         root.add_class("hl-labview")
         return root
 
