@@ -2,6 +2,8 @@
 
     python notebooks/build_notebooks.py            # write notebooks/NN_*.ipynb (sources only, outputs kept)
     python notebooks/build_notebooks.py --execute  # ... and execute them in place, storing outputs for nbval
+                                                   # (outputs that differ only in volatile values keep
+                                                   # their stored bytes: jupyter_server_config.py)
     python notebooks/build_notebooks.py --check    # exit 1 if a committed notebook's sources differ
 
 Cell ids are derived from the notebook and the cell position, so a rebuild changes nothing that the
@@ -12,6 +14,7 @@ assertions on what it claims.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -1222,6 +1225,12 @@ def write(name: str, execute: bool) -> Path:
         nb.metadata = {"kernelspec": KERNEL, "language_info": {"name": "python"}}  # no version noise
         for cell in nb.cells:
             cell.metadata.pop("execution", None)
+        if path.exists():  # a cell whose run differs only in volatile values keeps its stored outputs (as the lab's save)
+            from jupyter_server_config import restore_stored, sanitizers
+
+            content = json.loads(nbformat.writes(nb))
+            restore_stored(content, json.loads(path.read_text(encoding="utf-8")), sanitizers(HERE / "nbval_sanitize.cfg"))
+            nb = nbformat.from_dict(content)
     nbformat.write(nb, path)
     return path
 
