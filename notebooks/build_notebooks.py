@@ -338,7 +338,7 @@ print(f"budget: {budget.max_tokens} tokens (warning at 80%: {0.8 * budget.max_to
       f"{budget.max_decisions} decisions, {budget.max_tool_calls} tool calls, {budget.wall_clock_seconds:g} s")
 budgeted.run()
 for rec in budgeted.records:
-    call = rec.proposal.describe()[:44] if rec.proposal is not None else "(proposer not asked)"
+    call = textwrap.shorten(rec.proposal.describe(), 44, placeholder="…") if rec.proposal is not None else "(proposer not asked)"
     print(f"step {rec.step}: {call:44} {rec.decision.verdict:8} tokens used {rec.usage.tokens:5}")
     for event in rec.events:
         if event.kind == "note" and event.topic == "budget_warning":
@@ -551,6 +551,7 @@ record_to = \"\"                              # live only: save the exchanges as
     ("code", """import json
 import os
 import socket
+import textwrap
 import time
 from collections import Counter
 from pathlib import Path
@@ -630,15 +631,15 @@ def show(run, exchanges):
         if rec.proposal is None:
             what = "(no proposal)"
         elif rec.proposal.action is None:
-            what = f"not a tool call: {str(rec.proposal.raw)[:70]}..."
+            what = "not a tool call: " + textwrap.shorten(str(rec.proposal.raw), 70, placeholder=" …")
         else:
-            what = rec.proposal.describe()[:80]
+            what = textwrap.shorten(rec.proposal.describe(), 80, placeholder=" …")
         if rec.tool_result:
             what += f" -> {rec.tool_result.status}"
         if rec.verdict is not None:
             what += " -> accepted" if rec.verdict.accepted else " -> rejected: " + "; ".join(rec.verdict.reasons)
         print(f"step {rec.step:>2} | {tokens:>5} tok | {seconds:5.1f} s | {what}\\n"
-              f"        {rec.decision.verdict}: {rec.decision.reason[:100]} | {rec.state_after.value}")
+              f"        {rec.decision.verdict}: {textwrap.shorten(rec.decision.reason, 100, placeholder=' …')} | {rec.state_after.value}")
     for e in unused:
         print(f"asked, never decided (the run stopped first): {e.total_tokens} tok")
     stop = run.stop_reason
@@ -683,12 +684,12 @@ def first(label, found):
 
 
 every = [(name, rec) for name, r in runs.items() for rec in r.records]
-first("not a tool call, refused and fed back", [(n, r, str(r.proposal.raw)[:90]) for n, r in every
+first("not a tool call, refused and fed back", [(n, r, textwrap.shorten(str(r.proposal.raw), 90, placeholder=" …")) for n, r in every
       if r.proposal is not None and r.proposal.action is None])
 finishes = [(n, r) for n, r in every if r.proposal is not None and r.proposal.action is not None
             and r.proposal.action.kind == "finish"]
 first("finish claimed, checked by the validator", [(n, r, "; ".join(r.verdict.reasons) or "accepted") for n, r in finishes])
-first("near-identical call refused with a hint", [(n, r, f"{r.proposal.describe()[:50]}: {r.decision.reason}")
+first("near-identical call refused with a hint", [(n, r, f"{textwrap.shorten(r.proposal.describe(), 50, placeholder=' …')}: {r.decision.reason}")
                                                  for n, r in every if "change approach" in r.decision.reason])
 first("tool call that failed as data", [(n, r, r.tool_result.reason) for n, r in every
       if r.tool_result is not None and not r.tool_result.ok])
@@ -699,7 +700,7 @@ print("receipts:", {n: r.receipt is not None for n, r in runs.items()})
 print("what run 1's model was told (feedback in its context at the end):")
 for item in run.context.view().items:
     if item.role == "feedback":
-        print(f"  {item.source}: {item.text[:110]}")"""),
+        print(f"  {item.source}: {textwrap.shorten(item.text, 110, placeholder=' …')}")"""),
     ("md", """## The endpoint fails: an endpoint event, not the model's mistake
 The same proposer pointed at a port nothing listens on. Each call is refused by the operating system
 (and retried twice with a backoff); the run records an `endpoint_failure` event, shows the model nothing,
@@ -715,7 +716,7 @@ down.run()
 down_calls = transport.exchanges[down_start:]
 for rec in down.records:
     note = next(e for e in rec.events if e.kind == "note" and e.topic == "endpoint_failure")
-    print(f"step {rec.step}: {rec.decision.verdict} | {note.message[:90]} | {note.data}")
+    print(f"step {rec.step}: {rec.decision.verdict} | {textwrap.shorten(note.message, 90, placeholder=' …')} | {note.data}")
 print("calls made:", len(down_calls), "| errors:", sorted({e.error["type"] for e in down_calls if e.error}))
 print("state:", down.state.value, "|", down.stop_reason.code, "| charged:", down.usage.decisions, "decisions,",
       down.usage.tokens, "tokens")"""),
@@ -786,7 +787,9 @@ sha256 and the tree with the files the task allows, and binds each check's exit 
 and the tree hash into the receipt. Scripted inputs, not a model."""),
     ("params", """# Parameters (papermill can change these)
 scenario = "coding_claims_tests_pass"  # any name in data/coding_scenarios/"""),
-    ("code", """from harness_lab import FakeClock, Run
+    ("code", """import textwrap
+
+from harness_lab import FakeClock, Run
 from harness_lab.contract import load_contract
 from harness_lab.experiments import render_coding_table, run_coding_experiment
 from harness_lab.paths import data_dir
@@ -794,7 +797,7 @@ from harness_lab.paths import data_dir
 contract = load_contract(data_dir() / "contracts" / "coding_task.yaml")
 print("layers run at finish:", ", ".join(contract.verification.checks))
 for check in contract.verification.functional:
-    print(f"check {check.name:9}", " ".join(check.command)[:90], f"(timeout {check.timeout:g} s)")
+    print(f"check {check.name:9}", textwrap.shorten(" ".join(check.command), 90, placeholder=" …"), f"(timeout {check.timeout:g} s)")
 print("protected:", ", ".join(contract.verification.protected))
 print("allowed files:", ", ".join(contract.verification.allowed_files))"""),
     ("md", """## Validation off: the claim is accepted
