@@ -9,26 +9,12 @@ before anything changes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from .actions import _FIELDS, GatedAction
 from .errors import RunStateError
 from .proposal import Proposal, parse_proposal
 
-__all__ = ["edited_proposal", "editable_fields"]
-
-
-def editable_fields(proposal: Proposal) -> dict[str, Any]:
-    """The call's arguments as a flat mapping (without ``kind``): what an edit replaces field by field.
-    A gated external call (push, release...) keeps its arguments in ``args``; they are shown flat, as
-    they were proposed."""
-    action = proposal.action
-    if isinstance(action, GatedAction):
-        return dict(action.args)
-    if action is not None:
-        return {k: v for k, v in (proposal.action_json or {}).items() if k != "kind"}
-    raw = proposal.raw  # a call refused for its arguments: fix it by field, the tool named as proposed
-    return {k: v for k, v in raw.items() if k != "kind"} if isinstance(raw, dict) else {}
+__all__ = ["edited_proposal"]
 
 
 def edited_proposal(proposal: Proposal, changes: Mapping[str, object], *, what: str = "edit") -> Proposal:
@@ -38,7 +24,11 @@ def edited_proposal(proposal: Proposal, changes: Mapping[str, object], *, what: 
     if kind is None:
         raise RunStateError(f"{what}: the pending proposal names no tool ({_why(proposal)}); give a whole "
                             "proposal instead")
-    current = editable_fields(proposal)
+    current = proposal.arguments
+    nested = changes.get("args")
+    if isinstance(proposal.action, GatedAction) and isinstance(nested, Mapping) and "args" not in current:
+        # the request's own shape (ApprovalRequest.args: {"kind": ..., "args": {...}}): its fields, replaced one by one
+        changes = {**{k: v for k, v in changes.items() if k != "args"}, **nested}
     for name, value in changes.items():
         if name == "kind":
             if value != kind:  # an edit changes arguments; another tool is another proposal

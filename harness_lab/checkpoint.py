@@ -97,13 +97,16 @@ class Checkpointer(_RowJson):
     _version: str
 
     def __init__(self, store: Store, run: Run, *, fresh: bool, loaded: Mapping[str, str] | None = None,
-                 like: Checkpointer | None = None, context_from: str | None = None) -> None:
+                 like: Checkpointer | None = None, context_from: str | None = None,
+                 files_stored: Mapping[str, str] | None = None) -> None:
         """``loaded``: the run's context was just read from ``store`` (a fork): its items' stored
         texts by id, already redacted, which a later whole state reuses instead of dumping them again.
         ``like``: the checkpointer of a run under the same contract (a fork's source), whose
         redaction (same patterns, and the memo of texts it found clean) this one shares.
         ``context_from``: the checkpoint ("run@step") of ``store`` the run's context was just restored
-        from, unchanged; the first row names it instead of writing the whole state again."""
+        from, unchanged; the first row names it instead of writing the whole state again.
+        ``files_stored``: the workspace's files (path -> sha256) were just written from ``store`` (a fork
+        from a step): their bytes are not read or stored again."""
         if fresh:
             check_run_id(run.run_id)
         if fresh:  # the one writer of the new run, before anything of it is written (see store/_lease.py)
@@ -140,7 +143,7 @@ class Checkpointer(_RowJson):
         self.last_commit_at = time.time()
         self.last_step = run.step_no
         self._rows = ContextRows(store, self._redact, context_from=context_from)
-        self._files = FileRows()  # the workspace's files, beside the rows of steps that changed them
+        self._files = FileRows(files_stored.values() if files_stored else ())  # the workspace's files, beside the rows
         if loaded is not None:
             self._rows.adopt(run.context, loaded)
         # Ledger entries of the next step to settle: an effect this process began, or (not fresh,

@@ -20,7 +20,7 @@ from .repair import RepairPolicy
 from .resume import _CHECKPOINT_ID, _continue, _first_missing, _load
 from .store import Store
 from .timeline.budget import check_budget, spend
-from .timeline.files import files_at, restore_files
+from .timeline.files import files_at, write_files
 from .timeline.records import BudgetChoice
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ _FORKS_NAMED: weakref.WeakKeyDictionary[Run, int] = weakref.WeakKeyDictionary()
 def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
              workspace: str | Path | None = None, budget: BudgetChoice = "keep") -> Run:
     """See :meth:`Run.fork <harness_lab.run.Run.fork>` and the module docstring."""
-    store = run.checkpoints.store if run.checkpoints is not None else None
+    store = run.checkpoints.store if run.checkpoints is not None else run._travel_store  # Run.open's
     check_budget(budget)
     match = _CHECKPOINT_ID.match(checkpoint_id)
     # What can be refused is refused before anything is made.
@@ -91,11 +91,13 @@ def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
                store: Store | None, budget: BudgetChoice = "keep") -> Run:
     if loaded is not None:
         checkpoint, context, texts = loaded
-        _fork_files(run, checkpoint, fork, store)
+        stored = _fork_files(run, checkpoint, fork, store)
         _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
         # Its own rows were redacted under this contract (the fork's): their item texts stand as they
         # are, and its first row can name the checkpoint instead of storing the context again.
-        own = checkpoint.run_id == run.run_id and context is not None
+        # A checkpoint of another run (a fork's source, from the fork's timeline) was checked above to be
+        # under this very contract: its rows were redacted the same way.
+        own = checkpoint.contract_version == fork.contract.version and context is not None
         items = texts if own else None
         source = checkpoint.id if own else None
     else:
@@ -105,33 +107,35 @@ def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
             raise RunStateError(f"snapshot {checkpoint_id} holds no run state")
         fork.continue_from(snap.run_state, step=run.step_no, seq=run.events[-1].seq if run.events else 0,
                            usage=run.usage, source=f"fork of snapshot {checkpoint_id}")
-        items, source = None, None
+        items, source, stored = None, None, None
     if budget != "keep":
         fork.usage = spend(fork.usage, budget)
         fork.gates.started_at = fork.clock.now() - fork.usage.elapsed_s
     fork.run_id = fork_id
-    if store is not None:
+    if store is not None and not getattr(store, "read_only", False):  # Run.open(path) opened it read-only
         fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=items, like=run.checkpoints,
-                                        context_from=source)
+                                        context_from=source, files_stored=stored)
     return fork
 
 
-def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run, store: Store | None) -> None:
+def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run, store: Store | None) -> dict[str, str] | None:
+    """Put the checkpoint's files in the fork's (empty) workspace; the files (path -> sha256) when they
+    came from the store (whose bytes it holds already: the fork's first row does not read them again)."""
     # The fork's first checkpoint hashes every copied file (proven, not remembered); sharing the
     # source's blobs spares it storing each file's bytes again.
     if run.read_only is None and run.sandbox.workspace_hash() == checkpoint.workspace_hash:
         shutil.copytree(run.workspace, fork.workspace, symlinks=True, dirs_exist_ok=True)
         fork.sandbox.adopt_blobs(run.sandbox)
-        return
+        return None
     # The files the store kept beside the checkpoint's row (schema 7: harness_lab.timeline.files).
     if store is not None and (files := files_at(store, checkpoint.run_id, checkpoint.step)) is not None:
-        restore_files(fork.sandbox, files, store, f"checkpoint {checkpoint.id}")
-        return
+        write_files(fork.workspace, files, store, f"checkpoint {checkpoint.id}")
+        return files
     for snap in reversed(run.sandbox.snapshots()):
         if snap.workspace_hash == checkpoint.workspace_hash:
             run.sandbox.materialize(snap.id, fork.workspace)
             fork.sandbox.adopt_blobs(run.sandbox, snap.id)
-            return
+            return None
     raise RunStateError(f"no copy of the workspace as it was at checkpoint {checkpoint.id} (the workspace moved on, "
                         "the store kept no files for it and no snapshot matches its hash); fork from a snapshot id instead")
 

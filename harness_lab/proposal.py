@@ -111,6 +111,19 @@ class Proposal(BaseModel):
         """Hash of the exact action to run: what a human approves is what executes."""
         return hashlib.sha256(self.canonical.encode()).hexdigest()
 
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The call's arguments as one flat mapping, without ``kind``: what ``run.edit_pending(name=...)``
+        and ``run.approve(edited={name: ...})`` replace field by field (a gated external call's ``args``
+        flat, as proposed; a call refused for its arguments: its raw fields)."""
+        action = self.action
+        if isinstance(action, GatedAction):
+            return dict(action.args)
+        if action is not None:
+            return {k: v for k, v in (self.action_json or {}).items() if k != "kind"}
+        raw = self.raw
+        return {k: v for k, v in raw.items() if k != "kind"} if isinstance(raw, dict) else {}
+
     def describe(self) -> str:
         """The call as one line, e.g. ``read_file(path='notes.md')`` (made once: every observation shows it)."""
         return self._described

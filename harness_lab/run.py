@@ -42,7 +42,7 @@ from .scenarios import copy_repository, load_scenario, scenario_ref
 from .states import RunState
 from .store import Store
 from .timeline.breakpoints import Stops, Until
-from .timeline.records import BudgetChoice, StepPoint, StepView
+from .timeline.records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
 from .tools import ToolResult
 from .triggers import TRIGGER_INVALID, TriggerTest, trigger_holds
 
@@ -87,6 +87,7 @@ class Run(HumanGate, FinishCheck):
         JSON). A field the tool does not take, or a value of the wrong type: one line naming it, the
         pending call unchanged. Refused while a human gate waits: what is approved must be exactly what
         was requested (``approve(edited=...)`` approves with changes)."""
+        self._refuse_if_read_only()
         if self.waiting is not None:
             raise RunStateError(f"run {self.run_id} waits for a human on this proposal: approve, "
                                 "approve(edited=...) or reject it")
@@ -284,13 +285,16 @@ class Run(HumanGate, FinishCheck):
         return step_view(self, n)
 
     @classmethod
-    def open(cls, db: str | Path | Store, run_id: str) -> Run:
+    def open(cls, db: str | Path | Store, run_id: str, *, proposer: Proposer | None = None) -> Run:
         """A stored run reopened read-only, for inspection: ``history``, ``at`` and ``fork`` work; nothing
         is written, no lease taken, no workspace needed; ``step`` and the like refuse in one line
-        (``Run.resume`` continues it). Works after kill -9 and resume: every step of every process shows."""
+        (``Run.resume`` continues it). Works after kill -9 and resume: every step of every process shows.
+        A path is opened read-only (a fork of the run is then not registered in it); a ``Store`` object as
+        it is (forks register there). ``proposer``: what its forks propose with (default: the recorded
+        script; a run of another proposer needs one before a fork of it steps)."""
         from .timeline.travel import open_run
 
-        return open_run(cls, db, run_id)
+        return open_run(cls, db, run_id, proposer)
 
     def snapshot(self, label: str = "manual") -> SnapshotInfo:
         """Snapshot now: the workspace files and the run's state, for :meth:`rollback` or :meth:`fork`."""
@@ -331,6 +335,9 @@ class Run(HumanGate, FinishCheck):
         if budget != "keep":
             self.usage = spend(self.usage, budget)
             self.gates.started_at = self.clock.now() - self.usage.elapsed_s
+        # A snapshot's context is not in the store: Run.at shows no context for the next step (this says why).
+        self._emit(Note, topic=ROLLED_BACK, message=f"rolled back to snapshot {snapshot_id}",
+                   data={"snapshot": snapshot_id})
         # The harness changed the workspace itself: not an external change. The restored tree is the one the
         # next step compares with, so an outside write after the rollback is still seen.
         self._ws_hash = self.sandbox.workspace_hash()

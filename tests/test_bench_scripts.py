@@ -22,6 +22,8 @@ CASES = {
     "step_overhead": (["--steps", "60", "--no-langgraph"], ["harness-lab+store", "bare+sqlite", "ratios:"]),
     "step_breakdown": (["--steps", "60"], ["no-op step, no store:", "checkpoint commit, all of it"]),
     "fork_resume": (["--steps", "40", "--repeats", "2"], ["fork last", "resume", "history"]),
+    "compare_cost": (["--steps", "20", "--repeats", "1"], ["compare, agree:", "compare, fork", "run() per step"]),
+    "time_travel": (["--steps", "40", "--repeats", "2", "--points", "2"], ["at(n)", "fork(at_step=n)", "worst median"]),
     "memory": (["--steps", "30", "60"], ["peak RSS", "ratio of growth"]),
     "netallow_cost": (["--commands", "2", "--connections", "5", "--mib", "1"],
                       ["connect+roundtrip relayed / direct", "| bwrap |", "| unshare |"]),

@@ -123,7 +123,7 @@ def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None 
         if saved.proposal is None and saved.decision.verdict == "block":
             new = run.halt("replayed_halt", saved.decision.reason)
         elif saved.decision.verdict == "approved" and run.waiting is not None:
-            new = run.approve(by="replay")
+            new = run.approve(by="replay", edited=_approved_edit(saved))
         elif saved.decision.verdict == "rejected" and run.waiting is not None:
             new = run.reject(saved.decision.reason, by="replay")
         else:
@@ -132,6 +132,13 @@ def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None 
             detail = f"step {saved.step}: saved {_key(saved)} != replayed {_key(new)}"
             return ReplayResult(run, new.step, new.step, detail + _outside_causes(records, saved.step))
     return ReplayResult(run, len(records), None, f"{len(records)} steps replayed identically")
+
+
+def _approved_edit(saved: StepRecord) -> dict[str, Any] | None:
+    """The arguments a person approved with changes at this step (the step's proposal is the executed,
+    edited call), or None for a plain approval: the replay executes what the saved run executed."""
+    edited = any(e.kind == "human_decided" and e.edited for e in saved.events)
+    return saved.proposal.arguments if edited and saved.proposal is not None else None
 
 
 def _outside_causes(records: Sequence[StepRecord], upto: int) -> str:

@@ -16,6 +16,7 @@ Effect ledger statuses::
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -288,11 +289,12 @@ class InMemoryStore:
 
     def manifests(self, run_id: str, step: int) -> list[tuple[int, str]]:
         rows = self._manifests.get(run_id, {})
-        last = max((n for n in rows if n <= step), default=None)  # the double: a scan is fine
-        if last is None:
+        steps = list(rows)  # in commit order: a run's steps only grow
+        at = bisect.bisect_right(steps, step)
+        if at == 0:
             return []
-        base = rows[last][0]
-        return [(n, rows[n][1]) for n in sorted(rows) if base <= n <= step]
+        base = rows[steps[at - 1]][0]
+        return [(n, rows[n][1]) for n in steps[bisect.bisect_left(steps, base):at]]
 
     def contexts(self, run_id: str, start: int, end: int) -> list[tuple[int, str | None]]:
         self.run_info(run_id)

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import RunStateError
+from ..events import Note
 from ..resume import continue_checkpoint, load_checkpoint
 from ..store import Store
 from .budget import check_budget, spend
 from .files import files_at, restore_files
-from .records import BudgetChoice
+from .records import ROLLED_BACK, BudgetChoice
 from .travel import check_step, travel_store
 
 if TYPE_CHECKING:
@@ -32,10 +33,10 @@ def fork_at(run: Run, n: int, *, budget: BudgetChoice, new_run_id: str | None,
 
     _check_usable(run, "fork")
     store = travel_store(run)
-    n = check_step(run, store, n)
+    n, owner = check_step(run, store, n)
     check_budget(budget)
-    _held_files(store, run, n)
-    return fork_run(run, f"{run.run_id}@{n}", new_run_id=new_run_id, workspace=workspace, budget=budget)
+    _held_files(store, owner, n)
+    return fork_run(run, f"{owner}@{n}", new_run_id=new_run_id, workspace=workspace, budget=budget)
 
 
 def rollback_to(run: Run, n: int, *, budget: BudgetChoice) -> None:
@@ -43,25 +44,29 @@ def rollback_to(run: Run, n: int, *, budget: BudgetChoice) -> None:
     the step count goes on (rows are never rewritten), the spend is the budget chosen."""
     _check_usable(run, "roll back")
     store = travel_store(run)
-    n = check_step(run, store, n)
+    n, owner = check_step(run, store, n)
     check_budget(budget)
-    files = _held_files(store, run, n)
-    checkpoint, context = load_checkpoint(store, run.run_id, n)
+    files = _held_files(store, owner, n)
+    checkpoint, context = load_checkpoint(store, owner, n)
     if checkpoint.contract_version != run.contract.version:
         raise RunStateError(f"step {n} of run {run.run_id} was taken under another contract: fork it instead")
     step_no, seq = run.step_no, run._seq
-    restore_files(run.sandbox, files, store, f"step {n} of run {run.run_id}")
+    restore_files(run.sandbox, files, store, f"step {n} of run {owner}")
     continue_checkpoint(run, checkpoint, context, f"step {n} (rollback)", store)
     run.step_no, run._seq = step_no, max(seq, run._seq)  # the count goes on: the next row is step_no + 1
     run.usage = spend(run.usage, budget)
     run.gates.started_at = run.clock.now() - run.usage.elapsed_s
     run._ws_hash = run.sandbox.workspace_hash(rescan=True)
+    # In the next step's record: what its proposer sees is step n's context, not the row before it
+    # (Run.at reads this).
+    run._emit(Note, topic=ROLLED_BACK, message=f"rolled back to step {n} of run {owner}",
+              data={"run_id": owner, "step": n, "tokens": run.usage.tokens})
 
 
-def _held_files(store: Store, run: Run, n: int) -> dict[str, str]:
-    files = files_at(store, run.run_id, n)
+def _held_files(store: Store, run_id: str, n: int) -> dict[str, str]:
+    files = files_at(store, run_id, n)
     if files is None:
-        raise RunStateError(f"step {n} of run {run.run_id}: the store holds no files for it (written before "
+        raise RunStateError(f"step {n} of run {run_id}: the store holds no files for it (written before "
                             "schema 7); fork from a checkpoint or snapshot id instead")
     return files
 

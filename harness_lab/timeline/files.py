@@ -15,7 +15,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ..errors import RunStateError
@@ -23,9 +24,11 @@ from ..store import StepFiles, Store
 from .records import FileChange
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..sandbox import Sandbox
 
-__all__ = ["FULL_EVERY", "WITHHELD", "FileRows", "file_changes", "files_at", "restore_files"]
+__all__ = ["FULL_EVERY", "WITHHELD", "FileRows", "file_changes", "files_at", "restore_files", "write_files"]
 
 WITHHELD = "withheld when they hold a secret the contract's redaction rules catch"
 FULL_EVERY = 16  # manifest rows between whole manifests: a read folds at most this many
@@ -36,12 +39,13 @@ _KNOWN = 4096  # sha256s remembered as already stored (bytes not read again); pa
 class FileRows:
     """What a checkpointer needs to write the files of each step that changed the workspace."""
 
-    def __init__(self) -> None:
+    def __init__(self, stored: Iterable[str] = ()) -> None:
+        """``stored``: sha256s whose bytes the store holds already (a fork's files, written from it)."""
         self._hash: str | None = None  # the workspace hash of the last row written with files
         self._files: dict[str, str] | None = None  # that row's files: path -> sha256
         self._base = -1
         self._since = 0  # change rows since the whole one
-        self._stored: set[str] = set()
+        self._stored: set[str] = set(stored)
         self._taken: tuple[str | None, dict[str, str], int, int] | None = None
 
     def take(self, step: int, workspace_hash: str | None, sandbox: Sandbox,
@@ -58,8 +62,8 @@ class FileRows:
         for path, entry in sandbox.manifest().items():
             if entry[0] != "f":
                 continue
-            if before.get(path) == entry[1] and entry[1] in self._stored:
-                files[path] = entry[1]  # unchanged since the last row: its bytes are stored already
+            if entry[1] in self._stored:
+                files[path] = entry[1]  # the scan's sha256 of bytes the store holds already: not read again
                 continue
             raw = sandbox.read_bytes(path)
             if raw is None:  # gone or refused since the scan: not a file the step left
@@ -147,17 +151,22 @@ def _diff(path: str, old: str | None, new: str | None, data: Callable[[str], byt
 
 def restore_files(sandbox: Sandbox, files: dict[str, str], store: Store, what: str) -> None:
     """Make the workspace's regular files exactly ``files`` (path -> sha256), the bytes from the store,
-    through the sandbox's file tools (never outside the workspace); other files are deleted."""
+    through the sandbox's file tools (never outside the workspace); other files are deleted. Every byte
+    needed is read first: a file the store does not hold is refused before the workspace is touched."""
+    sandbox.workspace_hash(rescan=True)  # what is there now, outside writes included
     current = sandbox.manifest()
-    for path, entry in sorted(current.items(), reverse=True):
-        if entry[0] != "d" and files.get(path) != entry[1]:
-            _done(sandbox.call("delete_file", path=path), path, what)
+    wanted: dict[str, bytes] = {}
     for path, sha in sorted(files.items()):
         if current.get(path, ("", "", 0))[1] == sha:
             continue
         data = store.file_data(sha)
         if data is None:
             raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
+        wanted[path] = data
+    for path, entry in sorted(current.items(), reverse=True):
+        if entry[0] != "d" and files.get(path) != entry[1]:
+            _done(sandbox.call("delete_file", path=path), path, what)
+    for path, data in wanted.items():
         # surrogateescape: the sandbox encodes it back to exactly these bytes, text or not
         _done(sandbox.call("write_file", path=path, content=data.decode("utf-8", "surrogateescape")), path, what)
 
@@ -166,3 +175,25 @@ def _done(result: object, path: str, what: str) -> None:
     ok = getattr(result, "ok", False)
     if not ok:
         raise RunStateError(f"{what}: could not restore {path}: {getattr(result, 'reason', result)}")
+
+
+def write_files(root: Path, files: Mapping[str, str], store: Store, what: str) -> None:
+    """Write ``files`` (path -> sha256, bytes from the store) into ``root``, an empty folder the caller
+    just made (a fork's workspace: nothing in it can be a link). A path that would leave it (absolute,
+    ``..``, empty parts: an edited store) is refused in one line, before anything is written."""
+    for path in files:
+        parts = path.split("/")
+        if path.startswith("/") or "\0" in path or any(p in ("", ".", "..") for p in parts):
+            raise RunStateError(f"{what}: the stored file path {path!r} is not a path inside the workspace")
+    made = {root}
+    for path, sha in sorted(files.items()):
+        data = store.file_data(sha)
+        if data is None:
+            raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
+        target = root / path
+        if target.parent not in made:  # one mkdir per folder, not per file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
+        with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644),
+                       "wb") as out:
+            out.write(data)

@@ -18,7 +18,10 @@ from ..states import RunState
 from ..tools import ToolResult
 from ..validation import Verdict
 
-__all__ = ["BudgetChoice", "FileChange", "StepPoint", "StepView"]
+__all__ = ["ROLLED_BACK", "BudgetChoice", "FileChange", "StepPoint", "StepView"]
+
+# The note a rollback leaves for the next step's record: the context that step's proposer saw (Run.at).
+ROLLED_BACK = "rolled_back"
 
 BudgetChoice: TypeAlias = Literal["fresh", "keep"] | Mapping[str, int | float]
 """What a fork or rollback from step n starts with spent: ``"keep"`` the spend at step n, ``"fresh"``
@@ -31,6 +34,7 @@ class StepPoint(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["step_point"] = "step_point"
+    run_id: str  # the run whose row this is: a fork's timeline starts with its source's steps
     step: int
     state: RunState  # after the step
     decision: str | None  # the Decision's verdict: execute, refuse, block, validate, exhaust, ...
@@ -71,7 +75,8 @@ class StepView(BaseModel):
     result: ToolResult | None
     verdict: Verdict | None
     stop: StopReason | None
-    files: dict[str, str]  # path -> sha256 of every workspace file after the step
+    files: dict[str, str]  # path -> sha256 of every workspace file after the step (empty: the store kept
+    # none for it, as a store written before schema 7)
     changes: list[FileChange]  # against step n-1
     _file_bytes: Callable[[str], bytes | None] | None = PrivateAttr(default=None)
     _ref: Callable[[str], str] | None = PrivateAttr(default=None)

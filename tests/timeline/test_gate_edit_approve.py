@@ -20,6 +20,7 @@ from harness_lab.faults import CrashPoint, ProcessCrash
 from harness_lab.paths import data_dir
 from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import ScriptedProposer
+from harness_lab.proposers.replay import replay_run
 from harness_lab.store import SQLiteStore, Store
 from harness_lab.tools import ToolResult
 
@@ -55,6 +56,18 @@ def test_approve_edited_executes_exactly_the_edited_call_and_records_both(tmp_pa
     assert decided.original_args == request.args
     assert load_step_row(dump_step_row(record)) == record, "the store keeps the edit"
     assert run.state is RunState.RUNNING
+
+
+def test_an_edit_in_the_requests_own_shape_is_taken_field_by_field(tmp_path: Path) -> None:
+    outbox = Outbox()
+    run = _run(tmp_path / "ws", [PUSH, READ], outbox)
+    run.step()
+    assert run.waiting is not None and run.pending is not None
+    assert run.pending.arguments == {"branch": "main", "message": "ship it"}, "flat, as proposed"
+    shown = run.waiting.args  # what a dashboard shows: {"kind": "push", "args": {...}}
+    run.approve(edited={**shown, "args": {**shown["args"], "message": "from the form"}})
+    (executed,) = outbox.sent.values()
+    assert executed.args == {"branch": "main", "message": "from the form"}
 
 
 def test_approve_unedited_records_no_edit(tmp_path: Path) -> None:
@@ -149,4 +162,19 @@ def test_a_crash_after_an_edited_effect_never_applies_it_again(tmp_path: Path) -
     assert resumed.state is RunState.BLOCKED and resumed.stop_reason is not None
     assert resumed.stop_reason.code == "effect_uncertain" and edited_key in resumed.stop_reason.message
     assert len(outbox.applied) == 1
+    store.close()
+
+
+def test_a_replay_executes_the_edited_call_the_saved_run_executed(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    with _run(tmp_path / "ws", [READ, PUSH, READ], Outbox(), store) as run:
+        run.run()
+        executed = run.approve(edited={"message": "edited"}).proposal
+        run.run(max_steps=1)
+    assert executed is not None
+    result = replay_run(store, "R1", workspace=tmp_path / "replay")
+    with result.run:
+        assert result.identical, result.detail
+        replayed = result.run.records[2].proposal
+        assert replayed is not None and replayed.args_sha256 == executed.args_sha256, "the edit, not the request"
     store.close()

@@ -14,6 +14,7 @@ from harness_lab.errors import RunStateError
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
+from harness_lab.store import SQLiteStore
 
 WRITE = {"kind": "write_report", "text": "# Report\n\n## Conclusion\nold\n"}
 RUN = {"kind": "run_command", "argv": ["ls"], "timeout": 5}
@@ -90,3 +91,14 @@ def test_at_a_human_gate_edit_pending_points_to_approve_edited(tmp_path: Path) -
     with pytest.raises(RunStateError, match=r"approve\(edited=...\)"):
         run.edit_pending(message="x")
     assert run.pending is not None and run.pending.raw == PUSH
+
+
+def test_a_run_opened_read_only_refuses_an_edit_and_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    store = SQLiteStore(db)
+    with Run.from_scenario("missing_limitations", store=store, run_id="A") as run:
+        run.run(max_steps=2)
+    store.close()
+    opened = Run.open(db, "A")
+    with pytest.raises(RunStateError, match="opened read-only"):
+        opened.edit_pending(text="x")

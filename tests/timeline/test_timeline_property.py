@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 
 from harness_lab.errors import SimulatedCrash
 from harness_lab.faults import CrashPoint
-from harness_lab.faults.catalogue import EmptyResult, MalformedProposal, ProcessCrash, ToolException, ToolTimeout
+from harness_lab.faults.catalogue import (
+    EmptyResult,
+    MalformedProposal,
+    ProcessCrash,
+    ToolException,
+    ToolTimeout,
+)
 from harness_lab.run import Run
 from harness_lab.store import SQLiteStore
 from tests.loop.loophelpers import FINISH, READ_A, READ_B, READ_C, WRITE_GOOD, contract, evidence
