@@ -1,7 +1,7 @@
 """The pending proposal before it executes, and the human gate (Approve / Reject with a reason).
 
 The pending call's text arguments (a report's text, a file's content) each get a text box of their
-own, shown as text, not escaped JSON: "Approve as edited" sends the changed ones
+own, shown as text, not escaped JSON: "Approve as edited" ("Apply edit" when no gate waits) sends the changed ones
 (``LabView.approve_as_edited``): approved with changes at a human gate, an edit of the pending call
 otherwise."""
 
@@ -21,11 +21,10 @@ from .budget_panel import enforced_budget
 __all__ = ["PendingPanel", "late_for_approval", "text_fields", "what_happens_next"]
 
 
-def text_fields(raw: Any) -> dict[str, str]:
-    """The pending call's text arguments (name -> text), those a person edits as text."""
-    if not isinstance(raw, dict):
-        return {}
-    return {k: v for k, v in raw.items() if k != "kind" and isinstance(v, str)}
+def text_fields(proposal: Any) -> dict[str, str]:
+    """The pending call's text arguments (name -> text), those a person edits as text: of
+    ``Proposal.arguments``, the names ``edit_pending`` and ``approve(edited=...)`` replace."""
+    return {k: v for k, v in proposal.arguments.items() if isinstance(v, str)}
 
 
 def late_for_approval(run: Any) -> str:
@@ -108,14 +107,14 @@ class PendingPanel(Panel):
 
     def edited(self) -> dict[str, str]:
         """The text arguments changed in their boxes (name -> new text)."""
-        shown = text_fields(self._fields_of.raw) if self._fields_of is not None else {}
+        shown = text_fields(self._fields_of) if self._fields_of is not None else {}
         return {k: box.value for k, box in self.fields.items() if box.value != shown.get(k)}
 
     def _text_boxes(self, p: Any) -> None:
         if p is self._fields_of or (p is not None and self._fields_of is not None and p.raw == self._fields_of.raw):
             return  # the same call: keep what the person typed
         self._fields_of = p
-        texts = text_fields(p.raw) if p is not None else {}
+        texts = text_fields(p) if p is not None else {}
         old = list(self.fields.values())
         self.fields = {}
         for name, text in texts.items():
@@ -135,6 +134,8 @@ class PendingPanel(Panel):
         self.edit_button.disabled = waiting or p is None
         self.editor.value = "" if p is None else json.dumps(p.raw, ensure_ascii=False, default=str)
         self._text_boxes(p)
+        # at a gate the edit is the approval; before one it replaces the call that will be proposed to the gate
+        self.edited_button.description = "Approve as edited" if waiting else "Apply edit"
         if p is None and self.error:
             self.html.value = ("<div class='hl-pending'><b style='color:#c62828'>the proposer raised</b>: "
                                f"{esc(redact.text(self.error))} (Step asks it again)</div>")

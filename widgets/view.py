@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import ipywidgets as w
 
+from harness_lab.actions import TOOL_KINDS
 from harness_lab.errors import HarnessLabError
 from harness_lab.events import StepRecord
 from harness_lab.states import RunState
@@ -34,6 +35,13 @@ from .trace_panel import TracePanel
 from .verdict_panel import VerdictPanel
 
 __all__ = ["LabView"]
+
+class _Spent(NamedTuple):
+    """A history point as budget_series reads a step record: its step and the budget spent after it."""
+
+    step: int
+    usage: Any
+
 
 # A step whose decision is anything but a plain tool call is where the harness intervened.
 _PLAIN = frozenset({"execute"})
@@ -69,7 +77,7 @@ class LabView:
         self.end_button = w.Button(description="Run to end")
         self.close_button = w.Button(description="Close", tooltip="close this dashboard and its forks'")
         # Run to: a breakpoint picked here ("end", a tool kind, a step number)
-        self.until = w.Dropdown(options=["end", "gate", "tool: write_report", "tool: finish", "step"], value="end",
+        self.until = w.Dropdown(options=["end", "gate", *(f"tool: {k}" for k in sorted(TOOL_KINDS)), "step"], value="end",
                                 description="Run to", layout=w.Layout(width="220px"))
         self.until_step = w.BoundedIntText(value=1, min=0, max=10**9, layout=w.Layout(width="80px"))
         self.run_to_button = w.Button(description="Run to", tooltip="run until the breakpoint picked beside")
@@ -238,8 +246,15 @@ class LabView:
         return self._show_fork(forked, target, parent_upto=forked.step_no)
 
     def _show_fork(self, forked: Any, source: str, *, parent_upto: int) -> LabView:
-        # the child's budget plot shows this run's history up to the fork point, faded
-        parent = budget_series(self.run, [r for r in self.run.records if r.step <= parent_upto]) if self.plot else None
+        # the child's budget plot shows this run's history up to the fork point, faded: from the store's
+        # history when there is one (a stored run keeps only its last records in memory)
+        parent = None
+        if self.plot:
+            try:
+                steps: list[Any] = [_Spent(p.step, p.spent) for p in self.run.history if 0 < p.step <= parent_upto]
+            except HarnessLabError:
+                steps = [r for r in self.run.records if r.step <= parent_upto]
+            parent = budget_series(self.run, steps)
         child = LabView(forked, plot=self.plot is not None, trace_rows=self.trace.tail, parent=parent)
         child._owns_run, child.parent = True, self
         self.forks.append(child)

@@ -14,12 +14,15 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
 
 
 def _require_chromium() -> None:
@@ -72,3 +75,29 @@ def jupyter_lab(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
             server.kill()
             server.wait()
         log.close()
+
+
+@pytest.fixture
+def run_all_in_chromium(jupyter_lab: tuple[str, str, Path]) -> Callable[[Any, str, dict[str, int]], Any]:
+    """``run_all(pw, notebook, viewport)``: a page in Debian's chromium (closed with the playwright
+    context) on ``notebook`` in the server's folder, the kernel attached (its name shown and its status
+    idle) before every cell is run from the Run menu; returns the page."""
+    base, token, _root = jupyter_lab
+
+    def run_all(pw: Any, notebook: str, viewport: dict[str, int]) -> Any:
+        from playwright.sync_api import expect
+
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=viewport)
+        page.set_default_timeout(60_000)
+        expect.set_options(timeout=60_000)  # a cold JupyterLab and kernel take seconds, not milliseconds
+        page.goto(f"{base}/lab/tree/{notebook}?token={token}")
+        expect(page.locator(".jp-NotebookPanel-toolbar .jp-KernelName, .jp-NotebookPanel-toolbar "
+                            "[data-jp-item-name='kernelName']").first).to_contain_text("harness-lab")
+        expect(page.locator(".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator").first
+               ).to_have_attribute("data-status", "idle")
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        return page
+
+    return run_all

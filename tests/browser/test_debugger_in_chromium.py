@@ -16,11 +16,8 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts"
 NOTEBOOK = "debug_missing_limitations.ipynb"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
 LIMITATIONS = "\n\n## Limitations\nOnly two evidence notes were read; the comparison stays narrow.\n"
 SOURCE = """\
 import tempfile
@@ -54,10 +51,10 @@ def _context_column(page: Any, root: Any, width: int) -> None:
     assert not clipped
 
 
-def test_a_new_user_debugs_missing_limitations_to_review_ready_in_six_actions(jupyter_lab):
+def test_a_new_user_debugs_missing_limitations_to_review_ready_in_six_actions(jupyter_lab, run_all_in_chromium):
     from playwright.sync_api import expect, sync_playwright
 
-    base, token, root = jupyter_lab
+    _base, _token, root = jupyter_lab
     (root / NOTEBOOK).write_text(json.dumps(_notebook()), encoding="utf-8")
     ARTIFACTS.mkdir(exist_ok=True)
     actions = 0
@@ -68,19 +65,8 @@ def test_a_new_user_debugs_missing_limitations_to_review_ready_in_six_actions(ju
         what()
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = run_all_in_chromium(pw, NOTEBOOK, {"width": 1280, "height": 800})
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.set_default_timeout(60_000)
-            expect.set_options(timeout=60_000)  # a cold JupyterLab and kernel take seconds, not milliseconds
-            page.goto(f"{base}/lab/tree/{NOTEBOOK}?token={token}")
-            # the kernel is attached: its name shown and its status idle, before any cell runs
-            expect(page.locator(".jp-NotebookPanel-toolbar .jp-KernelName, .jp-NotebookPanel-toolbar "
-                                "[data-jp-item-name='kernelName']").first).to_contain_text("harness-lab")
-            expect(page.locator(".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator").first
-                   ).to_have_attribute("data-status", "idle")
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
             dash = page.locator(".hl-labview").first
             expect(dash.locator(".hl-current-state").first).to_have_text("CREATED")
 
@@ -117,7 +103,5 @@ def test_a_new_user_debugs_missing_limitations_to_review_ready_in_six_actions(ju
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "debugger-chromium-failure.png"), full_page=False)
             raise
-        finally:
-            browser.close()
     for size in ("1280x800", "1920x1080"):
         assert (ARTIFACTS / f"debugger-{size}.png").stat().st_size > 10_000

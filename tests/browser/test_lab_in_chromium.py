@@ -12,11 +12,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts"
 LESSON = "04_gates_faults.ipynb"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
 
 pytestmark = pytest.mark.browser
 
@@ -29,25 +26,13 @@ def lab(jupyter_lab: tuple[str, str, Path]) -> tuple[str, str]:
     return base, token
 
 
-def test_lesson_4_runs_in_chromium_and_the_widget_answers_clicks(lab):
+def test_lesson_4_runs_in_chromium_and_the_widget_answers_clicks(lab, run_all_in_chromium):
     from playwright.sync_api import expect, sync_playwright
 
-    base, token = lab
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = run_all_in_chromium(pw, LESSON, {"width": 1400, "height": 1000})
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)
-            expect.set_options(timeout=60_000)  # a cold JupyterLab and kernel take seconds, not milliseconds
-            page.goto(f"{base}/lab/tree/{LESSON}?token={token}")
-            # the kernel is attached: its name shown and its status idle, before any cell runs
-            expect(page.locator(".jp-NotebookPanel-toolbar .jp-KernelName, .jp-NotebookPanel-toolbar "
-                                "[data-jp-item-name='kernelName']").first).to_contain_text("harness-lab")
-            expect(page.locator(".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator").first
-                   ).to_have_attribute("data-status", "idle")
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
             expect(page.locator(".jp-OutputArea-output", has_text="all claims hold")).to_have_count(1, timeout=120_000)
 
             try_it = page.locator(".hl-labview").filter(has_text="try-it").last
@@ -66,6 +51,4 @@ def test_lesson_4_runs_in_chromium_and_the_widget_answers_clicks(lab):
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "lesson4-chromium-failure.png"), full_page=False)
             raise
-        finally:
-            browser.close()
     assert (ARTIFACTS / "lesson4-chromium.png").stat().st_size > 10_000

@@ -83,7 +83,7 @@ def test_fork_here_with_a_fresh_budget_redoes_the_step_and_an_edited_report_pass
     assert child.run.step_no == 2 and child.run.usage.decisions == 0 and child.run.usage.tool_calls == 0
     assert run.state is RunState.EXHAUSTED and run.step_no == 9  # the source untouched
     # the fork's pending call is step 3's write_report, its text in a text box as text
-    assert set(child.pending.fields) == {"text"}
+    assert set(child.pending.fields) == {"text"} and child.pending.edited_button.description == "Apply edit"
     box = child.pending.fields["text"]
     assert box.value == view.timeline.view.proposal.raw["text"]
     box.value += LIMITATIONS
@@ -98,8 +98,12 @@ def test_fork_here_keeping_the_budget_starts_with_the_spend_the_step_started_wit
     view = exhausted
     child = view.fork_here(budget="keep", step=3)
     assert child.run.usage.decisions == 2 and child.run.usage.tool_calls == 2  # as after step 2, not 8
-    # its budget plot shows the parent's history up to the fork point
+    # its budget plot and its timeline show the parent's history up to the fork point
     assert child.plot is not None and child.plot.parent["step"] == [1.0, 2.0]
+    assert [p[0] for p in child.timeline.picker.options][:2] == [
+        "0 · registered · CREATED · from missing_limitations",
+        "1 · read_evidence → execute · RUNNING · from missing_limitations"]
+    assert "opacity:0.45" in child.timeline.strip.value
 
 
 def test_approve_as_edited_at_a_gate_executes_the_edited_call(make_run):
@@ -107,6 +111,7 @@ def test_approve_as_edited_at_a_gate_executes_the_edited_call(make_run):
     view = LabView(run)
     view.run_to_gate()
     assert run.waiting is not None and set(view.pending.fields) == {"remote", "branch"}
+    assert view.pending.edited_button.description == "Approve as edited"
     view.pending.fields["branch"].value = "review"
     view.pending.edited_button.click()
     decided = [e for e in run.events if e.kind == "human_decided"][-1]
@@ -135,8 +140,10 @@ def test_snapshot_now_takes_a_snapshot_the_snapshot_panel_lists(make_run):
 
 def test_a_run_without_a_store_says_it_has_no_timeline(make_run):
     view = LabView(make_run())
-    assert "no timeline:" in view.timeline.strip.value
+    assert "no timeline:" in view.timeline.strip.value and "has no store" in view.timeline.strip.value
     assert view.timeline.fork_fresh_button.disabled
+    view.step()
+    assert "timeline" not in view.last_changed and view.timeline.renders == 1  # nothing to redraw
 
 
 def test_run_to_end_and_an_unknown_breakpoint(make_run):
@@ -194,3 +201,62 @@ def test_run_to_a_tool_stops_with_that_call_pending_and_run_to_a_step_after_it(t
     assert run.step_no == 4
     assert [e.action for e in view.session.entries] == ["run_to", "run_to"]
     assert view.session.entries[0].args == {"until": "tool: write_report", "max_steps": None}
+
+
+def test_a_step_adds_its_point_without_reading_the_whole_history(tmp_path, monkeypatch):
+    run = Run.from_scenario("missing_limitations", workspace=tmp_path / "ws", clock=FakeClock(), store=InMemoryStore())
+    reads = []
+    whole = Run.history
+
+    def counted(self: Run) -> list:
+        reads.append(self.step_no)
+        return whole.fget(self)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Run, "history", property(counted))
+    view = LabView(run)
+    for _ in range(3):
+        view.step()
+    assert reads == [0]  # once for the first draw; each step then adds its own point
+    assert [p.step for p in view.timeline.points] == [0, 1, 2, 3]
+    assert view.timeline.points == whole.fget(run)  # type: ignore[attr-defined]
+    snap = view.snapshot_now()
+    view.step()
+    view.rollback(snap.id)  # a restore: the history is read whole again at the next step
+    view.step()
+    assert reads == [0, 5] and view.timeline.points == whole.fget(run)  # type: ignore[attr-defined]
+
+
+def test_a_run_reopened_from_its_store_is_debugged_the_same_way(tmp_path):
+    from harness_lab import SQLiteStore
+
+    db = tmp_path / "runs.db"
+    live = Run.from_scenario("missing_limitations", workspace=tmp_path / "ws", clock=FakeClock(), store=SQLiteStore(db))
+    live.run()
+    view = LabView(Run.open(db, "missing_limitations"))
+    assert view.step_button.disabled and view.end_button.disabled  # read-only: nothing to step
+    assert view.select_step(3).file_text("report.md") == live.at(3).file_text("report.md")
+    assert view.timeline.view.point == live.at(3).point
+    child = view.fork_here(budget="fresh")
+    assert child.run.pending is not None and child.run.pending.action.kind == "write_report"
+    with pytest.raises(RunStateError, match="read-only"):
+        view.step()
+    assert "read-only" in view.status.value
+
+
+
+def test_a_fork_of_a_long_stored_run_plots_its_parent_from_the_store_not_the_trimmed_records(tmp_path):
+    from harness_lab import EvidenceCatalogue, FunctionProposer, load_contract
+    from harness_lab.paths import data_dir
+
+    contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
+        max_decisions=200, max_tool_calls=200, max_tokens=None)
+    count = iter(range(1000))  # a different note each step: no repeated call for the loop check to stop
+    run = Run(contract=contract, proposer=FunctionProposer(
+        lambda view: {"kind": "write_file", "path": "n.txt", "content": f"note {next(count)}"}),
+              evidence=EvidenceCatalogue.from_dir(data_dir() / "evidence"), workspace=tmp_path / "ws",
+              clock=FakeClock(), store=InMemoryStore())
+    run.run(max_steps=150)
+    assert run.step_no == 150 and run.records[0].step > 10  # a stored run keeps only its last records in memory
+    view = LabView(run)
+    child = view.fork_here(budget="keep", step=11)
+    assert child.plot is not None and child.plot.parent["step"] == [float(n) for n in range(1, 11)]
