@@ -25,7 +25,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lab: $(STAMP)
-	mkdir -p $(SCRATCH)/home
+	mkdir -p $(SCRATCH)/home $(SCRATCH)/jupyter-config
+	# saving a lesson keeps its stored form where a run changed only volatile values (no git churn)
+	ln -sf $(CURDIR)/notebooks/jupyter_server_config.py $(SCRATCH)/jupyter-config/jupyter_server_config.py
 	$(JUPYTER_ENV) $(BIN)/jupyter lab --notebook-dir=notebooks --ip 127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 lint: $(STAMP)

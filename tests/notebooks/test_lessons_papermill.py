@@ -32,6 +32,7 @@ PARAMETERS: dict[str, dict[str, object]] = {
     "08_functional_verification": {"scenario": "coding_special_cases_input"},
     "09_context_cycle": {"expected_rows": 250},
     "10_watchdog": {"max_restarts": 1},
+    "11_time_travel": {"budget": "keep"},
 }
 
 # What each changed parameter must visibly change in the lesson's output.
@@ -48,6 +49,8 @@ EXPECTED: dict[str, str] = {
     "08_functional_verification": "check tests: passed, exit status 0",
     "09_context_cycle": "True 0 rows; 250 expected",
     "10_watchdog": "-> resuming (restart 1/1, pid <pid>)",
+    # "keep": the spend at step 3, not the source's spend at its end (8 decisions: exhausted at once)
+    "11_time_travel": "spent at the fork (keep): 3 decisions, 3 tool calls, 1461 tokens",
 }
 
 
@@ -67,7 +70,7 @@ def outputs_text(path: Path) -> str:
 def test_the_lessons_exist_in_order():
     assert LESSONS == ["01_finish_validation", "02_context_layers", "03_sandbox_snapshots", "04_gates_faults",
                        "05_crash_resume", "06_experiments", "07_real_model", "08_functional_verification",
-                       "09_context_cycle", "10_watchdog"]
+                       "09_context_cycle", "10_watchdog", "11_time_travel"]
 
 
 @pytest.mark.notebook
