@@ -19,7 +19,9 @@ machine's figures can be read against it.
 
 Target (issue 19): <= 5 ms each, any n, flat in the history's length. Figures are the median and the
 best of ``--repeats`` per step (2 shared cores: the best is the cost without interference, the median
-what a busy machine gives); the line per length gives the worst median over the steps.
+what a busy machine gives); the line per length gives the worst median over the steps. A fork's CPU
+time (``time.process_time``: this process only, so another's load does not count) is given beside it,
+best / median.
 """
 
 from __future__ import annotations
@@ -64,13 +66,16 @@ def writing_run(workspace: Path, store: SQLiteStore) -> Run:
                approver=AutoApprove(), run_id="bench", store=store)
 
 
-def _times_ms(fn: Callable[[], Any], repeats: int, after: Callable[[Any], None] | None = None) -> tuple[float, float]:
-    """(median, best) in ms; ``after`` gets each result, outside the timing."""
+def _times_ms(fn: Callable[[], Any], repeats: int, after: Callable[[Any], None] | None = None,
+              cpu: list[float] | None = None) -> tuple[float, float]:
+    """(median, best) in ms; ``after`` gets each result, outside the timing; ``cpu`` gets the CPU ms of each."""
     times = []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = fn()
         times.append(time.perf_counter() - t)
+        if cpu is not None:
+            cpu.append((time.process_time() - c) * 1000)
         if after is not None:
             after(out)
     return statistics.median(times) * 1000, min(times) * 1000
@@ -84,7 +89,9 @@ def steps_to_measure(last: int, points: int) -> list[int]:
     return sorted(set(worst[:-1] + [last]))
 
 
-def measure(steps: int, repeats: int, points: int, tmp: Path) -> list[tuple[int, float, float, float, float]]:
+def measure(steps: int, repeats: int, points: int, tmp: Path,
+            cpu: dict[str, list[float]]) -> list[tuple[int, float, float, float, float]]:
+    """The rows per step (see main); ``cpu`` gets the CPU ms of every fork, under "step" and "checkpoint"."""
     store = SQLiteStore(tmp / f"runs-{steps}.sqlite")
     run = writing_run(tmp / f"ws-{steps}", store)
     run.run(max_steps=steps)
@@ -96,12 +103,12 @@ def measure(steps: int, repeats: int, points: int, tmp: Path) -> list[tuple[int,
         fork_median, fork_best = _times_ms(
             lambda n=n: run.fork(at_step=n, budget="fresh", new_run_id=f"F{next(forks)}",
                                  workspace=tmp / f"fork-{steps}-{next(forks)}"),
-            repeats, after=lambda fork: fork.close())
+            repeats, after=lambda fork: fork.close(), cpu=cpu["step"])
         rows.append((n, at_median, at_best, fork_median, fork_best))
     last = run.step_no
     rows.append((-1, 0.0, 0.0, *_times_ms(
         lambda: run.fork(f"bench@{last}", new_run_id=f"F{next(forks)}", workspace=tmp / f"fork-{steps}-{next(forks)}"),
-        repeats, after=lambda fork: fork.close())))
+        repeats, after=lambda fork: fork.close(), cpu=cpu["checkpoint"])))
     run.close()
     store.close()
     return rows
@@ -114,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", type=int, default=5)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
-        results = {steps: measure(steps, args.repeats, args.points, Path(scratch)) for steps in args.steps}
+        cpu: dict[int, dict[str, list[float]]] = {steps: {"step": [], "checkpoint": []} for steps in args.steps}
+        results = {steps: measure(steps, args.repeats, args.points, Path(scratch), cpu[steps]) for steps in args.steps}
     print(f"time travel, median / best of {args.repeats} (ms; target <= {TARGET_MS:g} ms each, any n)")
     print(f"  {'steps':>7} {'n':>7}   {'at(n)':>15}   {'fork(at_step=n)':>15}")
     for steps, rows in results.items():
@@ -130,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         flag = "ok" if max(at_worst, fork_worst) <= TARGET_MS else "over target"
         print(f"  {steps:>7} steps: at(n) {at_worst:.2f} ms, fork {fork_worst:.2f} ms ({flag}); "
               f"reference fork(checkpoint) {rows[-1][3]:.2f} ms")
+    print("fork CPU time (process_time, ms), best / median over every fork measured:")
+    for steps, kinds in cpu.items():
+        print(f"  {steps:>7} steps: " + "; ".join(f"fork from a {kind} {min(v):.2f} / {statistics.median(v):.2f}"
+                                                for kind, v in kinds.items()))
     return 0
 
 

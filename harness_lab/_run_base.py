@@ -333,7 +333,9 @@ def _snapshot_dir() -> Path:
     if where not in _SWEPT:
         _SWEPT.add(where)
         _sweep_snapshot_dirs(Path(where))
-    return Path(tempfile.mkdtemp(prefix=f"{_SNAPSHOTS}{pid}-{_identity_tag(pid)}-"))
+    if pid not in _OWN_TAG:  # this process's identity is fixed while it lives: /proc is read once per pid
+        _OWN_TAG[pid] = _identity_tag(pid)
+    return Path(tempfile.mkdtemp(prefix=f"{_SNAPSHOTS}{pid}-{_OWN_TAG[pid]}-"))
 
 
 def _identity_tag(pid: int) -> str:
@@ -359,6 +361,7 @@ def _sweep_snapshot_dirs(where: Path) -> None:
 _SNAPSHOTS = "harness-lab-snapshots-"
 _SNAPSHOT_NAME = re.compile(rf"{_SNAPSHOTS}(?P<pid>\d{{1,10}})-(?P<tag>[0-9a-f]{{12}})-")
 _SWEPT: set[str] = set()  # temporary folders this process has swept already
+_OWN_TAG: dict[int, str] = {}  # pid -> this process's tag (a child of os.fork has its own pid)
 
 
 def _keep_window(trace: list[Any], size: int) -> None:

@@ -31,11 +31,17 @@ __all__ = ["fork_run"]
 # Without a store nothing records a run's forks: each run counts the ids it handed out here, so its
 # forks are -fork1, -fork2, ... (weak: a closed, dropped run takes its count with it).
 _FORKS_NAMED: weakref.WeakKeyDictionary[Run, int] = weakref.WeakKeyDictionary()
+# The fork's first scan keeps up to this many bytes of the files it proves in memory rather than in
+# its snapshot store (Sandbox.hold_blobs): a folder and a file per blob were most of a fork's cost.
+# Past it they are linked from the source's store, or written, as before.
+_HELD_BYTES = 1 << 22
 
 
 def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
-             workspace: str | Path | None = None, budget: BudgetChoice = "keep") -> Run:
-    """See :meth:`Run.fork <harness_lab.run.Run.fork>` and the module docstring."""
+             workspace: str | Path | None = None, budget: BudgetChoice = "keep",
+             files: dict[str, str] | None = None) -> Run:
+    """See :meth:`Run.fork <harness_lab.run.Run.fork>` and the module docstring. ``files``: the checkpoint's
+    files as the store holds them (path -> sha256), when the caller read them already (``fork_at``)."""
     store = run.checkpoints.store if run.checkpoints is not None else run._travel_store  # Run.open's
     check_budget(budget)
     match = _CHECKPOINT_ID.match(checkpoint_id)
@@ -58,7 +64,7 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
     made = _first_missing(target) if target is not None else None
     fork = _new_fork(run, new_run_id, workspace)
     try:
-        return _fill_fork(run, fork, checkpoint_id, loaded, new_run_id or _fork_id(run, store), store, budget)
+        return _fill_fork(run, fork, checkpoint_id, loaded, new_run_id or _fork_id(run, store), store, budget, files)
     except BaseException:
         fork.close()
         if made is not None:
@@ -88,10 +94,10 @@ def _new_fork(run: Run, new_run_id: str | None, workspace: str | Path | None) ->
 
 def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
                loaded: tuple[Checkpoint, dict[str, Any] | None, dict[str, str]] | None, fork_id: str,
-               store: Store | None, budget: BudgetChoice = "keep") -> Run:
+               store: Store | None, budget: BudgetChoice = "keep", files: dict[str, str] | None = None) -> Run:
     if loaded is not None:
         checkpoint, context, texts = loaded
-        stored = _fork_files(run, checkpoint, fork, store)
+        stored = _fork_files(run, checkpoint, fork, store, files)
         _continue(fork, checkpoint, context, f"fork of checkpoint {checkpoint_id}", store)
         # Its own rows were redacted under this contract (the fork's): their item texts stand as they
         # are, and its first row can name the checkpoint instead of storing the context again.
@@ -115,21 +121,26 @@ def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
     if store is not None and not getattr(store, "read_only", False):  # Run.open(path) opened it read-only
         fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=items, like=run.checkpoints,
                                         context_from=source, files_stored=stored)
+    fork.sandbox.hold_blobs(0)  # the first scan (the first row's) is done: later ones store as they go
     return fork
 
 
-def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run, store: Store | None) -> dict[str, str] | None:
+def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run, store: Store | None,
+                files: dict[str, str] | None = None) -> dict[str, str] | None:
     """Put the checkpoint's files in the fork's (empty) workspace; the files (path -> sha256) when they
     came from the store (whose bytes it holds already: the fork's first row does not read them again)."""
-    # The fork's first checkpoint hashes every copied file (proven, not remembered); sharing the
-    # source's blobs spares it storing each file's bytes again.
+    # The fork's first scan hashes every copied file (proven, not remembered); holding what it stores
+    # in memory (or sharing the source's blobs past the budget) spares storing each file again.
     if run.read_only is None and run.sandbox.workspace_hash() == checkpoint.workspace_hash:
         shutil.copytree(run.workspace, fork.workspace, symlinks=True, dirs_exist_ok=True)
-        fork.sandbox.adopt_blobs(run.sandbox)
+        fork.sandbox.hold_blobs(_HELD_BYTES, share=run.sandbox)
         return None
     # The files the store kept beside the checkpoint's row (schema 7: harness_lab.timeline.files).
-    if store is not None and (files := files_at(store, checkpoint.run_id, checkpoint.step)) is not None:
+    if files is None and store is not None:
+        files = files_at(store, checkpoint.run_id, checkpoint.step)
+    if store is not None and files is not None:
         write_files(fork.workspace, files, store, f"checkpoint {checkpoint.id}")
+        fork.sandbox.hold_blobs(_HELD_BYTES)
         return files
     for snap in reversed(run.sandbox.snapshots()):
         if snap.workspace_hash == checkpoint.workspace_hash:

@@ -99,6 +99,14 @@ class SnapshotOps:
         assert info is not None
         return info
 
+    def hold_blobs(self, limit: int, share: SnapshotOps | None = None) -> None:
+        """Keep the contents the next scans store in memory, up to ``limit`` bytes in all (0: stop), each
+        written to the snapshot store only when a rollback, a materialize or another store needs it;
+        past the budget, linked from ``share``'s store when it holds them (see :meth:`adopt_blobs`).
+        For a fork: its first scan reads (and proves) every file it was just given, but need not store
+        them all again. The scan still reads and hashes every file: nothing is taken on trust."""
+        self._store.blobs.hold(limit, share._store.blobs if share is not None else None)
+
     def adopt_blobs(self, source: SnapshotOps, snapshot_id: str | None = None) -> int:
         """Share the stored contents of ``source``'s files (its current manifest, or snapshot
         ``snapshot_id``) with this sandbox's snapshot store, e.g. after copying its workspace here

@@ -2,6 +2,12 @@
 
 A blob is written to a temporary name and renamed into place, so a reader (or a crash) never
 sees half a blob under its final name. Identical contents are stored once, whatever their paths.
+
+:meth:`BlobStore.hold` keeps the next new blobs in memory instead (up to a byte budget), each written
+the first time anything asks for its :meth:`~BlobStore.path`: a fork's first scan reads every file it
+just wrote, and storing them all again (a folder and a file per blob) was most of a fork's cost, for
+contents that only a rollback or a later fork ever reads. Snapshots live only in this process, so a
+blob held in memory is as durable as one on disk.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ class BlobStore:
         self._made = False
         self._known: set[str] = set()
         self._subdirs: set[str] = set()  # fan-out directories known to exist (saves a syscall per blob)
+        self._held: dict[str, bytes] = {}  # stored, not yet written (see hold)
+        self._hold_left = 0
+        self._share: BlobStore | None = None
 
     def _ensure_root(self) -> None:
         if not self._made:
@@ -35,13 +44,26 @@ class BlobStore:
             os.makedirs(os.path.join(self.directory, digest[:2]), mode=0o700, exist_ok=True)
             self._subdirs.add(digest[:2])
 
+    def hold(self, limit: int, share: BlobStore | None = None) -> None:
+        """Keep new blobs in memory, up to ``limit`` bytes in all (0: stop), written when first needed.
+        ``share``: a store holding the same contents (the fork's source): a blob past the budget is
+        linked from it when it can be, as :meth:`adopt` does."""
+        self._hold_left, self._share = limit, share if limit > 0 else None
+
     def path(self, digest: str) -> str:
+        """Where blob ``digest`` lies (a held one is written now: the caller reads the file)."""
+        data = self._held.pop(digest, None)
+        if data is not None:
+            self._write(digest, data)
+        return self._where(digest)
+
+    def _where(self, digest: str) -> str:
         return os.path.join(self.directory, digest[:2], digest[2:])
 
     def has(self, digest: str) -> bool:
-        if digest in self._known:
+        if digest in self._known or digest in self._held:
             return True
-        if os.path.exists(self.path(digest)):
+        if os.path.exists(self._where(digest)):
             self._known.add(digest)
             return True
         return False
@@ -54,7 +76,7 @@ class BlobStore:
             return True
         self._ensure_subdir(digest)
         try:
-            os.link(other.path(digest), self.path(digest))
+            os.link(other.path(digest), self._where(digest))
         except FileExistsError:
             pass
         except OSError:
@@ -64,12 +86,17 @@ class BlobStore:
 
     def put_bytes(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
-        if not self.has(digest):
+        if self.has(digest):
+            return digest
+        if len(data) <= self._hold_left:
+            self._held[digest] = data
+            self._hold_left -= len(data)
+        elif self._share is None or not self._share.has(digest) or not self.adopt(digest, self._share):
             self._write(digest, data)
         return digest
 
     def _write(self, digest: str, data: bytes) -> None:
-        final = self.path(digest)
+        final = self._where(digest)
         self._ensure_subdir(digest)
         tmp = f"{final}.tmp-{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
@@ -99,7 +126,7 @@ class BlobStore:
             os.unlink(tmp)
         else:
             self._ensure_subdir(digest)
-            os.replace(tmp, self.path(digest))
+            os.replace(tmp, self._where(digest))
             self._known.add(digest)
         return digest
 

@@ -140,12 +140,13 @@ class Boundary:
         self.real_root = os.path.realpath(root)
         self.root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.root_dev = os.fstat(self.root_fd).st_dev
-        self.root_mount = mount_id(self.root_fd)
         have = openat2_available(self.root_fd)
         if resolution == "openat2" and not have:
             os.close(self.root_fd)
             raise SandboxEnvironmentError("policy asks for openat2 but this kernel does not provide it")
         self.mechanism = "openat2" if have and resolution != "walk" else "walk"
+        # Only the walk compares mounts (openat2 refuses a crossing itself): /proc is read for it alone.
+        self.root_mount = mount_id(self.root_fd) if self.mechanism == "walk" else None
 
     def close(self) -> None:
         if self.root_fd >= 0:

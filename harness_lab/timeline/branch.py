@@ -35,8 +35,8 @@ def fork_at(run: Run, n: int, *, budget: BudgetChoice, new_run_id: str | None,
     store = travel_store(run)
     n, owner = check_step(run, store, n)
     check_budget(budget)
-    _held_files(store, owner, n)
-    return fork_run(run, f"{owner}@{n}", new_run_id=new_run_id, workspace=workspace, budget=budget)
+    files = _held_files(store, owner, n)
+    return fork_run(run, f"{owner}@{n}", new_run_id=new_run_id, workspace=workspace, budget=budget, files=files)
 
 
 def rollback_to(run: Run, n: int, *, budget: BudgetChoice) -> None:

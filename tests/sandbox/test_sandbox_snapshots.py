@@ -406,3 +406,37 @@ def test_adopted_blobs_spare_storing_a_copied_tree_again_and_outlive_the_source(
         (tmp_path / "copy" / "docs" / "a.txt").write_text("changed in the copy")
         copy.rollback(first.id)
         assert (tmp_path / "copy" / "docs" / "a.txt").read_text() == (ws / "docs" / "a.txt").read_text()
+
+
+def test_held_blobs_are_proven_kept_off_disk_and_written_when_a_rollback_reads_them(sb: Sandbox, ws: Path,
+                                                                                   tmp_path: Path) -> None:
+    shutil.copytree(ws, tmp_path / "copy", symlinks=True)
+    before = {p: (tmp_path / "copy" / p).read_bytes() for p, e in sb.manifest().items() if e[0] == "f"}
+    blobs = tmp_path / "copy-snaps" / "blobs"
+    with Sandbox(tmp_path / "copy", snapshot_dir=tmp_path / "copy-snaps") as copy:
+        copy.hold_blobs(1 << 20)
+        first = copy.snapshot()
+        copy.hold_blobs(0)
+        assert copy._scanner.hashed_last == len(before) > 0  # every file still read and hashed
+        assert first.workspace_hash == sb.workspace_hash()
+        assert not blobs.exists()  # ... but none stored on disk yet
+        for path in before:
+            assert copy.call("write_file", path=path, content="changed").ok
+        assert copy.call("write_file", path="new.txt", content="new").ok
+        copy.rollback(first.id)
+        assert {p: (tmp_path / "copy" / p).read_bytes() for p in before} == before
+        assert not (tmp_path / "copy" / "new.txt").exists()
+        assert copy.workspace_hash(rescan=True) == first.workspace_hash
+
+
+def test_past_the_hold_budget_blobs_are_linked_from_the_shared_store(sb: Sandbox, ws: Path, tmp_path: Path) -> None:
+    shutil.copytree(ws, tmp_path / "copy", symlinks=True)
+    theirs = Path(sb.capabilities["snapshot_dir"]) / "blobs"
+    sb.workspace_hash()  # the source's files are stored
+    files = {e[1] for e in sb.manifest().values() if e[0] == "f"}
+    with Sandbox(tmp_path / "copy", snapshot_dir=tmp_path / "copy-snaps") as copy:
+        copy.hold_blobs(1, share=sb)  # no file fits in one byte
+        copy.snapshot()
+        for digest in files:
+            mine = tmp_path / "copy-snaps" / "blobs" / digest[:2] / digest[2:]
+            assert mine.stat().st_ino == (theirs / digest[:2] / digest[2:]).stat().st_ino

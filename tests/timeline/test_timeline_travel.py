@@ -304,3 +304,24 @@ def test_an_l5_reference_opens_at_the_step_that_stored_it_and_after(tmp_path: Pa
         view.ref("ref_009")
     with pytest.raises(RunStateError, match=r"^no reference 'ref_001' in run run's context at step 0$"):
         run.at(0).ref("ref_001")
+
+
+def test_a_forks_files_are_proven_not_stored_again_and_its_snapshots_still_restore_them(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = _exhausted(store, tmp_path)
+    text = run.at(3).file_text("report.md")
+    fork = run.fork(at_step=3, budget="fresh", workspace=tmp_path / "fork")
+    blobs = Path(fork.sandbox.capabilities["snapshot_dir"]) / "blobs"
+    first = fork.sandbox.snapshot()
+    assert not blobs.exists()  # the first scan read the file; its bytes stay in memory until needed
+    assert fork.sandbox.call("write_file", path="report.md", content="overwritten").ok
+    fork.sandbox.rollback(first.id)
+    assert (fork.workspace / "report.md").read_text() == text
+    again = fork.fork(first.id, workspace=tmp_path / "again")  # materialized from the held bytes
+    assert (again.workspace / "report.md").read_text() == text
+    assert fork.sandbox.call("write_file", path="report.md", content="overwritten again").ok
+    fork.rollback(to_step=3)
+    assert (fork.workspace / "report.md").read_text() == text
+    for r in (again, fork, run):
+        r.close()
+    store.close()
