@@ -18,8 +18,6 @@ repair that goes back to a snapshot); read :mod:`harness_lab.run` first.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from ._run_base import RunBase, _sha
 from .events import Note, StopReason
 from .faults import CrashPoint
@@ -36,9 +34,6 @@ from .validation import (
     run_functional_layer,
 )
 from .validation.semantic import SemanticReviewer
-
-if TYPE_CHECKING:
-    from .run import Run
 
 __all__ = ["FinishCheck"]
 
@@ -89,8 +84,7 @@ class FinishCheck(RunBase):
                 self._transition(RunState.BLOCKED, why)
                 self.stop_reason = StopReason(code=SAME_ROOT_CAUSE, message=why)
                 return verdict
-            # only a Run is ever a FinishCheck: the repair policy reads it whole
-            repair = self.repair.after_failure(cast("Run", self), verdict) if self.repair is not None else None
+            repair = self.repair.after_failure(self, verdict) if self.repair is not None else None
             if repair is not None:
                 self._emit(Note, topic="repair", message=repair.note, data=repair.model_dump(mode="json"))
             if repair is not None and repair.action == "escalate":

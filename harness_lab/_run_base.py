@@ -14,7 +14,7 @@ import tempfile
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._context_tools import context_action
 from ._process_id import process_identity
@@ -55,6 +55,7 @@ from .validation import Receipt, Verdict, sha256_hex
 
 if TYPE_CHECKING:
     from .resume import ResumeReport
+    from .run_like import RunLike
 
 __all__ = ["RunBase"]
 
@@ -157,7 +158,9 @@ class RunBase(Restorable):
         self._ws_hash: str | None = None  # the workspace as the last step left it
         self.scenario: str | None = None  # set by from_scenario: resume rebuilds the run from it
         # With a store, every step is checkpointed; only a window of the trace stays in memory.
-        self.checkpoints = Checkpointer(store, self, fresh=not resume) if store is not None else None
+        # A RunBase is only ever made as a Run (its step loop completes the protocol checkpoints read).
+        run = cast("RunLike", self)
+        self.checkpoints = Checkpointer(store, run, fresh=not resume) if store is not None else None
         self.resume_report: ResumeReport | None = None  # what Run.resume checked, in the seed's order
         # Run.open: a stored run reopened for inspection only (what it refuses says why); its store, read-only.
         self.read_only: str | None = None

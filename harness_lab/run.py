@@ -245,7 +245,7 @@ class Run(HumanGate, FinishCheck):
         the checks ``trigger.still_valid`` may name (see :mod:`harness_lab.triggers`), re-verified first."""
         from .resume import resume_run
 
-        return resume_run(store, run_id, proposer=proposer, evidence=evidence, approver=approver,
+        return resume_run(cls, store, run_id, proposer=proposer, evidence=evidence, approver=approver,
                           effects=effects, clock=clock, isolation=isolation, trigger_checks=trigger_checks)
 
     def fork(self, checkpoint_id: str | None = None, *, at_step: int | None = None, budget: BudgetChoice = "keep",
