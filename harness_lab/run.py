@@ -2,6 +2,10 @@
 
 The model only proposes; this module decides. ``step()`` is synchronous and returns one
 :class:`~harness_lab.events.StepRecord`; ``pending`` shows the next proposal before it executes.
+
+``Run`` adds the step loop to :class:`~harness_lab._run_base.RunBase` (its bookkeeping) and owns its
+collaborators, no mixins: ``run.image`` (capture / restore), ``run.human_gate`` (approve / reject),
+``run.finish_check`` (validation); its public methods for them delegate.
 """
 
 from __future__ import annotations
