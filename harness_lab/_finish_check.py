@@ -12,13 +12,13 @@ a layer runs after the format one, each layer that ran leaves a ``verification``
 and the receipt keeps each layer's outcome apart. So a report contract (no check commands, no reviewer) validates exactly
 as before the layers existed.
 
-:class:`~harness_lab.run.Run` inherits this and supplies the part it calls (``rollback``, for a
-repair that goes back to a snapshot); read :mod:`harness_lab.run` first.
+:class:`~harness_lab.run.Run` owns one (``run.finish_check``) and gives it the part it calls (``rollback``,
+for a repair that goes back to a snapshot); read :mod:`harness_lab.run` first.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable
 
 from ._run_base import RunBase, _sha
 from .events import Note, StopReason
@@ -37,125 +37,126 @@ from .validation import (
 )
 from .validation.semantic import SemanticReviewer
 
-if TYPE_CHECKING:
-    from .run import Run
-
 __all__ = ["FinishCheck"]
 
 
-class FinishCheck(RunBase):
-    """The validate part of ``step()``: the finish step's effect."""
+class FinishCheck:
+    """The validate part of ``step()``: the finish step's effect. A collaborator the run owns
+    (``run.finish_check``): it reads and moves the run's state through the run it is given."""
 
-    # The goal layer's judge: set it on a run (``run.reviewer = EvidenceSupportReviewer()``) to review each
-    # finish whose format passed; a resumed or forked run starts without one.
-    reviewer: SemanticReviewer | None = None
+    def __init__(self, run: RunBase, rollback: Callable[[str], None]) -> None:
+        self._run = run
+        self._rollback = rollback  # Run.rollback: a repair that goes back to a snapshot
+        self.reviewer: SemanticReviewer | None = None  # see Run.reviewer
 
-    def _validate_step(self) -> Verdict | None:
+    def validate_step(self) -> Verdict | None:
         """Validation is the finish step's effect: a crash fault may strike either side of it."""
-        if self._faults.armed:
-            self._crash_point(CrashPoint.BEFORE_EFFECT)
+        run = self._run
+        if run._faults.armed:
+            run._crash_point(CrashPoint.BEFORE_EFFECT)
         # A Ctrl-C mid-validation leaves the state VALIDATING (a repair may have rolled back): the
         # finish was carried out in part and is unrecorded, so it is a crash after the effect; with a
         # store, resume validates again from the last checkpoint (validation has no outside effect).
         try:
             verdict = self._validate()
         except BaseException as exc:
-            self._crash_on_interrupt(exc, CrashPoint.AFTER_EFFECT, "finish", "validate")
+            run._crash_on_interrupt(exc, CrashPoint.AFTER_EFFECT, "finish", "validate")
             raise
-        if self._faults.armed:
-            self._crash_point(CrashPoint.AFTER_EFFECT)
+        if run._faults.armed:
+            run._crash_point(CrashPoint.AFTER_EFFECT)
         return verdict
 
     def _validate(self) -> Verdict | None:
-        self._transition(RunState.VALIDATING, "finish proposed: validating the artifact, not the claim")
-        verification = self.contract.verification
+        run = self._run
+        run._transition(RunState.VALIDATING, "finish proposed: validating the artifact, not the claim")
+        verification = run.contract.verification
         report = verification.report
         # Checked reports are read one byte past the limit only (a flood is refused, not loaded whole).
-        limit = MAX_REPORT_BYTES + 1 if self.validation else None
-        snapshot = self.sandbox.read_bytes(report.path, limit)
-        verdict, functional, semantic = self._layers(snapshot) if self.validation else (None, None, None)
+        limit = MAX_REPORT_BYTES + 1 if run.validation else None
+        snapshot = run.sandbox.read_bytes(report.path, limit)
+        verdict, functional, semantic = self._layers(snapshot) if run.validation else (None, None, None)
         if verdict is not None and not verdict.accepted:
-            self.context.add_feedback(self.step_no, "finish rejected: " + "; ".join(verdict.reasons),
-                                      source=f"step {self.step_no}:validator")
+            run.context.add_feedback(run.step_no, "finish rejected: " + "; ".join(verdict.reasons),
+                                     source=f"step {run.step_no}:validator")
             cause = root_cause(verdict) or ""
             # the draft: the report's bytes, or for a functional layer's rejection the tree it checked
             draft = (verdict.tree_sha256 if isinstance(verdict, LayerVerdict) else None) or _sha(snapshot)
-            new = self.failed_attempts.add(cause, draft)
-            rule = self.contract.stop.rules[1]
-            if self.repair is None and new and rule.fires(self.failed_attempts.causes):
+            new = run.failed_attempts.add(cause, draft)
+            rule = run.contract.stop.rules[1]
+            if run.repair is None and new and rule.fires(run.failed_attempts.causes):
                 # The contract's stop.failure; with a repair policy, the policy answers it (a rollback).
                 why = (f"stop.failure: {rule.describe()} ({cause}) over {rule.times} different drafts; "
                        "retrying cannot fix this cause: change the approach, the goal or the checks")
-                self._transition(RunState.BLOCKED, why)
-                self.stop_reason = StopReason(code=SAME_ROOT_CAUSE, message=why)
+                run._transition(RunState.BLOCKED, why)
+                run.stop_reason = StopReason(code=SAME_ROOT_CAUSE, message=why)
                 return verdict
-            # only a Run is ever a FinishCheck: the repair policy reads it whole
-            repair = self.repair.after_failure(cast("Run", self), verdict) if self.repair is not None else None
+            repair = run.repair.after_failure(run, verdict) if run.repair is not None else None
             if repair is not None:
-                self._emit(Note, topic="repair", message=repair.note, data=repair.model_dump(mode="json"))
+                run._emit(Note, topic="repair", message=repair.note, data=repair.model_dump(mode="json"))
             if repair is not None and repair.action == "escalate":
-                self._transition(RunState.BLOCKED, repair.note)
-                self.stop_reason = StopReason(code="escalated", message=repair.note)
+                run._transition(RunState.BLOCKED, repair.note)
+                run.stop_reason = StopReason(code="escalated", message=repair.note)
                 return verdict
-            self._transition(RunState.RUNNING, "checks failed: " + "; ".join(verdict.reasons))
+            run._transition(RunState.RUNNING, "checks failed: " + "; ".join(verdict.reasons))
             if repair is not None and repair.action == "rollback" and repair.snapshot is not None:
-                self.rollback(repair.snapshot)  # files, run state and context together
-                self._pending = None  # ask afresh, with the note: never repeat the failed approach unchanged
-                self.context.add_feedback(self.step_no, repair.note, source="repair", key="repair:approach")
+                self._rollback(repair.snapshot)  # files, run state and context together
+                run._pending = None  # ask afresh, with the note: never repeat the failed approach unchanged
+                run.context.add_feedback(run.step_no, repair.note, source="repair", key="repair:approach")
             return verdict
-        self._faults.after_validate(self)
-        changed = self.sandbox.read_bytes(report.path, limit) != snapshot  # changed behind the validator
-        if functional is not None and not changed and self.sandbox.workspace_hash() != functional.tree_sha256:
+        run._faults.after_validate(run)
+        changed = run.sandbox.read_bytes(report.path, limit) != snapshot  # changed behind the validator
+        if functional is not None and not changed and run.sandbox.workspace_hash() != functional.tree_sha256:
             changed = True  # the tree the checks passed on is no longer the tree there
         if changed:
             why = "the artifact changed after it was validated; finish not accepted, validate it again"
-            self.context.add_feedback(self.step_no, why, source=f"step {self.step_no}:validator")
-            self._emit(Note, topic="artifact_changed", message=why,
-                       data={"validated_sha256": _sha(snapshot)} if functional is None else
-                       {"validated_sha256": _sha(snapshot), "validated_tree_sha256": functional.tree_sha256})
-            self._transition(RunState.RUNNING, why)
+            run.context.add_feedback(run.step_no, why, source=f"step {run.step_no}:validator")
+            run._emit(Note, topic="artifact_changed", message=why,
+                      data={"validated_sha256": _sha(snapshot)} if functional is None else
+                      {"validated_sha256": _sha(snapshot), "validated_tree_sha256": functional.tree_sha256})
+            run._transition(RunState.RUNNING, why)
             return verdict
         checked = verdict is not None
-        self.accepted_bytes = snapshot
-        self.receipt = Receipt(
-            artifact_path=report.path, artifact_sha256=_sha(snapshot), contract_version=self.contract.version,
-            evidence_sha256=dict(self.executor.observed), step=self.step_no,
-            structural="passed" if self.validation and "format" in verification.checks else "not_run",
+        run.accepted_bytes = snapshot
+        run.receipt = Receipt(
+            artifact_path=report.path, artifact_sha256=_sha(snapshot), contract_version=run.contract.version,
+            evidence_sha256=dict(run.executor.observed), step=run.step_no,
+            structural="passed" if run.validation and "format" in verification.checks else "not_run",
             semantic="passed" if semantic is not None else "not_run",
-            functional="passed" if functional is not None else "not_run" if _functional_applies(self) else
+            functional="passed" if functional is not None else "not_run" if _functional_applies(run) else
             "not_applicable",
             checks=functional.checks if functional is not None else (),
             tree_sha256=functional.tree_sha256 if functional is not None else None,
         )
-        self._transition(RunState.REVIEW_READY, "all checks passed" if checked else "validation disabled: finish accepted unchecked")
-        self.stop_reason = StopReason(code="checks_passed" if checked else "finish_unvalidated",
-                                      message="mechanical checks passed; ready for human review"
-                                      if checked else "finish accepted without validation")
+        run._transition(RunState.REVIEW_READY, "all checks passed" if checked else "validation disabled: finish accepted unchecked")
+        run.stop_reason = StopReason(code="checks_passed" if checked else "finish_unvalidated",
+                                     message="mechanical checks passed; ready for human review"
+                                     if checked else "finish accepted without validation")
         return verdict
 
     def _layers(self, snapshot: bytes | None) -> tuple[Verdict | None, LayerVerdict | None, LayerVerdict | None]:
         """The contract's layers in order, up to the first that fails: (the step's verdict, the functional
         layer's verdict if it ran, the goal layer's if it ran)."""
-        verification = self.contract.verification
+        run = self._run
+        verification = run.contract.verification
         layers = verification.checks
         structural: ReportVerdict | None = None
         if "format" in layers:
-            structural = check_report(snapshot, self.executor.observed, self.evidence, verification.report)
+            structural = check_report(snapshot, run.executor.observed, run.evidence, verification.report)
             if not structural.accepted:
                 return structural, None, None
         functional = goal = None
-        run_functional = "functional" in layers and _functional_applies(self)
+        run_functional = "functional" in layers and _functional_applies(run)
         if structural is not None and (run_functional or ("goal" in layers and self.reviewer is not None)):
             # more layers follow: the format layer's pass gets its own note, as theirs do
-            self._emit(Note, topic="verification", message="format layer passed",
-                       data=structural.model_dump(mode="json"))  # its layer reads "structural"
+            run._emit(Note, topic="verification", message="format layer passed",
+                      data=structural.model_dump(mode="json"))  # its layer reads "structural"
         if run_functional:
-            functional = run_functional_layer(self.sandbox, verification)
+            functional = run_functional_layer(run.sandbox, verification)
             self._note_layer(functional)
             if not functional.accepted:
                 return functional, functional, None
         if "goal" in layers and self.reviewer is not None:
-            review = self.reviewer.review(snapshot or b"", self.evidence)
+            review = self.reviewer.review(snapshot or b"", run.evidence)
             goal = LayerVerdict(layer="goal", accepted=review.passed, errors=tuple(
                 LayerFailure(code="goal_failed", message=f"{self.reviewer.name}: {why}") for why in review.reasons))
             self._note_layer(goal, review.model_dump(mode="json"))
@@ -164,13 +165,10 @@ class FinishCheck(RunBase):
         return structural or functional or goal, functional, goal
 
     def _note_layer(self, verdict: LayerVerdict, detail: dict[str, object] | None = None) -> None:
+        run = self._run
         said = "passed" if verdict.accepted else "failed: " + "; ".join(verdict.reasons)
         data = verdict.model_dump(mode="json") if detail is None else {**verdict.model_dump(mode="json"), "review": detail}
-        self._emit(Note, topic="verification", message=f"{verdict.layer} layer {said}", data=data)
-
-    # -- the part validation uses: Run's ---------------------------------------------------------
-    def rollback(self, snapshot_id: str) -> None:
-        raise NotImplementedError
+        run._emit(Note, topic="verification", message=f"{verdict.layer} layer {said}", data=data)
 
 
 def _functional_applies(run: RunBase) -> bool:

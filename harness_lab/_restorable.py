@@ -1,16 +1,17 @@
-"""The run's restorable state: what it used (``usage``, counted in :class:`_Counters`) and
-``capture`` / ``restore`` / ``continue_from``, which snapshots, checkpoints, rollback, resume and forks share.
+"""The run's restorable state: ``capture`` / ``restore`` / ``continue_from``, which snapshots,
+checkpoints, rollback, resume and forks share (:class:`RunImage`), and what the run used, counted in
+:class:`_Counters` (``usage`` is the run's).
 
-:class:`~harness_lab._run_base.RunBase` builds on this; read :mod:`harness_lab.run` first.
+:class:`~harness_lab._run_base.RunBase` owns a :class:`RunImage` (``run.image``) and delegates to it;
+read :mod:`harness_lab.run` first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
-from ._step_records import usage
 from .approval import ApprovalRequest
 from .checkpoint_record import RUN_STATE_EMPTY
 from .clock import Clock
@@ -26,13 +27,12 @@ from .states import RunState
 from .stop_rules import FailedAttempts
 from .validation import Receipt
 
-__all__ = ["Restorable"]
+__all__ = ["RunImage"]
 
 
-class Restorable:
-    """The part of a run a snapshot or checkpoint holds, and how it is taken and put back."""
+class _Held(Protocol):
+    """What the image reads and sets of a run (a protocol: this module never imports the run)."""
 
-    # Set by RunBase.__init__ (and the step loop); declared here for the methods below.
     state: RunState
     stop_reason: StopReason | None
     executor: ToolExecutor
@@ -48,8 +48,7 @@ class Restorable:
     failed_attempts: FailedAttempts
     step_no: int
     _seq: int
-    _used: _Counters
-    _usage: Usage | None
+    usage: Usage
     _pending: Proposal | None
     _failed_ask: EndpointFailure | None
     _endpoint_failures: int
@@ -57,90 +56,84 @@ class Restorable:
     _in_flight: Proposal | None
     _gates_at_start: GatesMark | None
 
+    def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None: ...
+
+
+class RunImage:
+    """The part of a run a snapshot or checkpoint holds, and how it is taken and put back: a
+    collaborator the run owns (``run.image``; ``run.capture()``, ``restore`` and ``continue_from`` delegate here)."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: _Held) -> None:
+        self._run = run
+
     def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str,
                       ref_loader: Callable[[str], str | None] | None = None) -> None:
-        """Resume and fork entry: unlike a rollback, the step counters come from the checkpoint too."""
-        self.step_no, self._seq, self.usage = step, seq, usage
-        self.gates.started_at = self.clock.now() - usage.elapsed_s
+        """See :meth:`Run.continue_from <harness_lab.run.Run.continue_from>`."""
+        run = self._run
+        run.step_no, run._seq, run.usage = step, seq, usage
+        run.gates.started_at = run.clock.now() - usage.elapsed_s
         self.restore(captured, source=source, ref_loader=ref_loader)
-        if self.repair is not None:  # not in restore(): a rollback is one of the policy's own moves
-            self.repair.restore(captured.get("repair"), {s.id for s in self.sandbox.snapshots()})
-
-    @property
-    def usage(self) -> Usage:
-        """What the run used so far, as a frozen record (made again when read after a counter moved)."""
-        used, made = self._used, self._usage
-        if (made is None or made.decisions != used.decisions or made.tool_calls != used.tool_calls
-                or made.tokens != used.tokens or made.elapsed_s != used.elapsed_s):
-            made = self._usage = usage(used.decisions, used.tool_calls, used.tokens, used.elapsed_s)
-        return made
-
-    @usage.setter
-    def usage(self, value: Usage) -> None:
-        self._used = _Counters(value.decisions, value.tool_calls, value.tokens, value.elapsed_s)
-        self._usage = value
+        if run.repair is not None:  # not in restore(): a rollback is one of the policy's own moves
+            run.repair.restore(captured.get("repair"), {s.id for s in run.sandbox.snapshots()})
 
     def capture(self, *, context: bool = True) -> dict[str, Any]:
-        """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets.
-        ``context=False`` leaves the context out (a checkpoint writes it as a change log)."""
+        """See :meth:`Run.capture <harness_lab.run.Run.capture>`."""
+        run = self._run
         held = self.capture_compact()
-        captured: dict[str, Any] = {"state": self.state.value}
+        captured: dict[str, Any] = {"state": run.state.value}
         for key in _CAPTURED:
             captured[key] = held[key] if key in held else _empty(RUN_STATE_EMPTY[key])
         if context:
-            captured["context"] = self.context.state()
+            captured["context"] = run.context.state()
         return captured
 
     def capture_compact(self) -> dict[str, Any]:
-        """:meth:`capture` without the context, the state, and the entries at their empty value
-        (``checkpoint.RUN_STATE_EMPTY``): a checkpoint row's ``run_state``, which
-        :class:`~harness_lab.checkpoint.Checkpoint` fills back in. Built every step with a store."""
+        """See :meth:`Run.capture_compact <harness_lab.run.Run.capture_compact>`."""
+        run = self._run
         held: dict[str, Any] = {}
-        if self.stop_reason is not None:
-            held["stop_reason"] = self.stop_reason.model_dump(mode="json")
-        if self.executor.observed:
-            held["observed"] = dict(self.executor.observed)
+        if run.stop_reason is not None:
+            held["stop_reason"] = run.stop_reason.model_dump(mode="json")
+        if run.executor.observed:
+            held["observed"] = dict(run.executor.observed)
         # mid-step, the gates have already counted the in-flight proposal: record them as before it
-        held["gates"] = self.gates.state(self._gates_at_start if self._in_flight is not None else None)
-        if _stateful(self.proposer) and (proposer := self.proposer.state()) is not None:
+        held["gates"] = run.gates.state(run._gates_at_start if run._in_flight is not None else None)
+        if _stateful(run.proposer) and (proposer := run.proposer.state()) is not None:
             held["proposer"] = proposer
-        if self.receipt is not None:
-            held["receipt"] = self.receipt.model_dump(mode="json")
-        if self.waiting is not None:
-            held["waiting"] = self.waiting.model_dump(mode="json")
-        if (pending := self._pending or self._in_flight) is not None:
+        if run.receipt is not None:
+            held["receipt"] = run.receipt.model_dump(mode="json")
+        if run.waiting is not None:
+            held["waiting"] = run.waiting.model_dump(mode="json")
+        if (pending := run._pending or run._in_flight) is not None:
             held["pending"] = pending.raw
-        if self.repair is not None and (repair := self.repair.state()) is not None:
+        if run.repair is not None and (repair := run.repair.state()) is not None:
             held["repair"] = repair
-        if (attempts := self.failed_attempts.state()) is not None:
+        if (attempts := run.failed_attempts.state()) is not None:
             held["attempts"] = attempts
         return held
 
     def restore(self, captured: dict[str, Any], *, source: str,
                 ref_loader: Callable[[str], str | None] | None = None) -> None:
-        """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent.
-        The repair policy's state is left as it is (resume and fork set it: :meth:`continue_from`)."""
-        self.state = RunState(captured["state"])
-        self.stop_reason = StopReason.model_validate(captured["stop_reason"]) if captured["stop_reason"] else None
-        self.executor.observed = dict(captured["observed"])
+        """See :meth:`Run.restore <harness_lab.run.Run.restore>`."""
+        run = self._run
+        run.state = RunState(captured["state"])
+        run.stop_reason = StopReason.model_validate(captured["stop_reason"]) if captured["stop_reason"] else None
+        run.executor.observed = dict(captured["observed"])
         # Keep the summarizer in use (a fault may have swapped it in): state() holds data, not code.
-        self.context = ContextManager.from_state(captured["context"], summarizer=self.context.summarizer,
-                                                 ref_loader=ref_loader)
-        self.gates.restore(captured["gates"])
-        if captured["proposer"] is not None and isinstance(self.proposer, StatefulProposer):
-            self.proposer.restore(captured["proposer"])
-        self.receipt = Receipt.model_validate(captured["receipt"]) if captured["receipt"] else None
-        self.accepted_bytes = None if self.receipt is None else self.accepted_bytes
-        self.waiting = ApprovalRequest.model_validate(captured["waiting"]) if captured["waiting"] else None
-        self.failed_attempts = FailedAttempts.from_state(captured.get("attempts"))  # older captures lack it
-        self._pending = parse_proposal(captured["pending"]) if captured["pending"] is not None else None
+        run.context = ContextManager.from_state(captured["context"], summarizer=run.context.summarizer,
+                                                ref_loader=ref_loader)
+        run.gates.restore(captured["gates"])
+        if captured["proposer"] is not None and isinstance(run.proposer, StatefulProposer):
+            run.proposer.restore(captured["proposer"])
+        run.receipt = Receipt.model_validate(captured["receipt"]) if captured["receipt"] else None
+        run.accepted_bytes = None if run.receipt is None else run.accepted_bytes
+        run.waiting = ApprovalRequest.model_validate(captured["waiting"]) if captured["waiting"] else None
+        run.failed_attempts = FailedAttempts.from_state(captured.get("attempts"))  # older captures lack it
+        run._pending = parse_proposal(captured["pending"]) if captured["pending"] is not None else None
         # The endpoint is asked afresh: a failure seen before the restore belongs to the abandoned line.
-        self._failed_ask, self._endpoint_failures, self._parked_on_endpoint = None, 0, False
-        self._emit(Restored, source=source, state=self.state)
-
-    # -- the part restore uses: RunBase's ---------------------------------------------------------
-    def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
-        raise NotImplementedError
+        run._failed_ask, run._endpoint_failures, run._parked_on_endpoint = None, 0, False
+        run._emit(Restored, source=source, state=run.state)
 
 
 @dataclass(slots=True)

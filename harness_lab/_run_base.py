@@ -1,5 +1,6 @@
 """The run's bookkeeping: construction, the one state-changing function, the trace, crashes and
-interrupts; the restorable state (``capture`` / ``restore``, ``usage``) is :mod:`harness_lab._restorable`'s.
+interrupts, what the run used (``usage``); the restorable state (``capture`` / ``restore``) is the
+:class:`~harness_lab._restorable.RunImage` it owns (``self.image``), which those methods delegate to.
 
 :class:`~harness_lab.run.Run` adds the step loop on top; read that module first.
 """
@@ -14,13 +15,13 @@ import tempfile
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._context_tools import context_action
 from ._process_id import process_identity
-from ._restorable import Restorable, _Counters
+from ._restorable import RunImage, _Counters
 from ._run_setup import initial_context
-from ._step_records import step_record
+from ._step_records import step_record, usage
 from .approval import ApprovalRequest, Approver, AskHuman
 from .checkpoint import Checkpointer
 from .clock import Clock, SystemClock
@@ -55,14 +56,17 @@ from .validation import Receipt, Verdict, sha256_hex
 
 if TYPE_CHECKING:
     from .resume import ResumeReport
+    from .run_like import RunLike
 
 __all__ = ["RunBase"]
 
 _R = TypeVar("_R", bound="RunBase")
 
 
-class RunBase(Restorable):
+class RunBase:
     """State, trace and restorable state of a run; the step loop lives in :class:`Run`."""
+
+    step_no: int  # declared before __init__ sets it: the executor's context tool reads it
 
     def __init__(
         self,
@@ -113,6 +117,7 @@ class RunBase(Restorable):
                 "start a new run in a fresh directory, or resume the old run explicitly"
             )
         self.approver: Approver = approver or AskHuman()
+        self.image = RunImage(self)  # capture / restore / continue_from (snapshots, checkpoints, resume, fork)
         self.clock: Clock = clock or SystemClock()
         self.context = initial_context(contract, evidence)
         self.gates = LoopGates(contract.budget, self.clock)
@@ -157,13 +162,52 @@ class RunBase(Restorable):
         self._ws_hash: str | None = None  # the workspace as the last step left it
         self.scenario: str | None = None  # set by from_scenario: resume rebuilds the run from it
         # With a store, every step is checkpointed; only a window of the trace stays in memory.
-        self.checkpoints = Checkpointer(store, self, fresh=not resume) if store is not None else None
+        # A RunBase is only ever made as a Run (its step loop completes the protocol checkpoints read).
+        run = cast("RunLike", self)
+        self.checkpoints = Checkpointer(store, run, fresh=not resume) if store is not None else None
         self.resume_report: ResumeReport | None = None  # what Run.resume checked, in the seed's order
         # Run.open: a stored run reopened for inspection only (what it refuses says why); its store, read-only.
         self.read_only: str | None = None
         self._travel_store: Store | None = None
         self._travel_store_owned = False  # Run.open opened it from a path: close() closes it
         self.closed = False
+
+    # -- the restorable state (its image) and what the run used ------------------------------------
+    def capture(self, *, context: bool = True) -> dict[str, Any]:
+        """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets.
+        ``context=False`` leaves the context out (a checkpoint writes it as a change log)."""
+        return self.image.capture(context=context)
+
+    def capture_compact(self) -> dict[str, Any]:
+        """:meth:`capture` without the context, the state, and the entries at their empty value
+        (``checkpoint.RUN_STATE_EMPTY``): a checkpoint row's ``run_state``, which
+        :class:`~harness_lab.checkpoint.Checkpoint` fills back in. Built every step with a store."""
+        return self.image.capture_compact()
+
+    def restore(self, captured: dict[str, Any], *, source: str,
+                ref_loader: Callable[[str], str | None] | None = None) -> None:
+        """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent.
+        The repair policy's state is left as it is (resume and fork set it: :meth:`continue_from`)."""
+        self.image.restore(captured, source=source, ref_loader=ref_loader)
+
+    def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str,
+                      ref_loader: Callable[[str], str | None] | None = None) -> None:
+        """Resume and fork entry: unlike a rollback, the step counters come from the checkpoint too."""
+        self.image.continue_from(captured, step=step, seq=seq, usage=usage, source=source, ref_loader=ref_loader)
+
+    @property
+    def usage(self) -> Usage:
+        """What the run used so far, as a frozen record (made again when read after a counter moved)."""
+        used, made = self._used, self._usage
+        if (made is None or made.decisions != used.decisions or made.tool_calls != used.tool_calls
+                or made.tokens != used.tokens or made.elapsed_s != used.elapsed_s):
+            made = self._usage = usage(used.decisions, used.tool_calls, used.tokens, used.elapsed_s)
+        return made
+
+    @usage.setter
+    def usage(self, value: Usage) -> None:
+        self._used = _Counters(value.decisions, value.tool_calls, value.tokens, value.elapsed_s)
+        self._usage = value
 
     def close(self) -> None:
         """Release the sandbox and remove the temporary directories this run created."""

@@ -39,7 +39,7 @@ import os
 import time
 from collections.abc import Mapping
 from math import isfinite
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ._checkpoint_row import (
     _KEPT,
@@ -65,15 +65,13 @@ from .effect_classes import EffectClass, effect_class, effect_of_tool
 from .errors import StoreError
 from .events import StepRecord, Usage, dump_step_row
 from .redaction import SECRET_CATEGORIES, Redactor, redact
+from .run_like import RunLike
 from .states import RunState
 from .store import EffectEntry, Store
 from .timeline.files import FileRows
 from .tools import ToolResult
 
-if TYPE_CHECKING:
-    from ._run_base import RunBase as Run
-
-__all__ = ["ALWAYS_KEPT", "FULL_BYTES", "FULL_EVERY", "PERSISTED", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "Checkpointer", "EffectClass", "StoredSpec",
+__all__ = ["ALWAYS_KEPT", "FULL_BYTES", "FULL_EVERY", "PERSISTED", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "CheckpointedRun", "Checkpointer", "EffectClass", "StoredSpec",
            "check_run_id", "effect_class", "effect_of_tool", "redact", "run_spec", "stored_spec"]
 
 FULL_EVERY = 16  # steps between whole context states: a restore replays at most this many change logs
@@ -90,13 +88,19 @@ def check_run_id(run_id: str) -> None:
                          "a tab, NUL); it names the run's checkpoints ('<run>@<step>') and every message")
 
 
+class CheckpointedRun(RunLike, Protocol):
+    """A run with its checkpointer (what heartbeat, resume and time travel read; see :mod:`harness_lab.run_like`)."""
+
+    checkpoints: Checkpointer | None
+
+
 class Checkpointer(_RowJson):
     """Writes one checkpoint per step and keeps the side-effect ledger for one run."""
 
     _redact: Redactor
     _version: str
 
-    def __init__(self, store: Store, run: Run, *, fresh: bool, loaded: Mapping[str, str] | None = None,
+    def __init__(self, store: Store, run: RunLike, *, fresh: bool, loaded: Mapping[str, str] | None = None,
                  like: Checkpointer | None = None, context_from: str | None = None,
                  files_stored: Mapping[str, str] | None = None) -> None:
         """``loaded``: the run's context was just read from ``store`` (a fork): its items' stored
@@ -278,7 +282,7 @@ class Checkpointer(_RowJson):
             self._failure = f"{self.run.stop_reason.code}: {self.run.stop_reason.message}"
 
 
-def _landed_delete(action: _Action, entry: EffectEntry, path: object, run: Run) -> ToolResult | None:
+def _landed_delete(action: _Action, entry: EffectEntry, path: object, run: RunLike) -> ToolResult | None:
     """The result of a delete_file that landed before a crash (resume resolved its intent and its target
     is still gone): what it returned then, so it is not done twice. Anything else is redone."""
     pre = entry.detail.get("pre") or {}
@@ -290,7 +294,7 @@ def _landed_delete(action: _Action, entry: EffectEntry, path: object, run: Run) 
                               landed="before a crash; found done on resume, not repeated")
 
 
-def _target(action: _Action, run: Run) -> str | None:
+def _target(action: _Action, run: RunLike) -> str | None:
     if isinstance(action, WriteReport):
         return run.contract.verification.report.path
     path = getattr(action, "path", None)

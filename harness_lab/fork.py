@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import shutil
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checkpoint import Checkpointer
 from .checkpoint_record import Checkpoint
@@ -24,9 +25,11 @@ from .timeline.files import files_at, write_files
 from .timeline.records import BudgetChoice
 
 if TYPE_CHECKING:
-    from .run import Run
+    from .resume import ResumableRun as Run  # a Protocol: no import of run.py (one-way arrows)
 
 __all__ = ["fork_run"]
+
+_F = TypeVar("_F", bound="Run")  # fork_run gives back a run of the class it was given
 
 # Without a store nothing records a run's forks: each run counts the ids it handed out here, so its
 # forks are -fork1, -fork2, ... (weak: a closed, dropped run takes its count with it).
@@ -37,9 +40,9 @@ _FORKS_NAMED: weakref.WeakKeyDictionary[Run, int] = weakref.WeakKeyDictionary()
 _HELD_BYTES = 1 << 22
 
 
-def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
+def fork_run(run: _F, checkpoint_id: str, *, new_run_id: str | None = None,
              workspace: str | Path | None = None, budget: BudgetChoice = "keep",
-             files: dict[str, str] | None = None) -> Run:
+             files: dict[str, str] | None = None) -> _F:
     """See :meth:`Run.fork <harness_lab.run.Run.fork>` and the module docstring. ``files``: the checkpoint's
     files as the store holds them (path -> sha256), when the caller read them already (``fork_at``)."""
     store = run.checkpoints.store if run.checkpoints is not None else run._travel_store  # Run.open's
@@ -75,16 +78,15 @@ def fork_run(run: Run, checkpoint_id: str, *, new_run_id: str | None = None,
         raise
 
 
-def _new_fork(run: Run, new_run_id: str | None, workspace: str | Path | None) -> Run:
-    from .run import Run
-
+def _new_fork(run: _F, new_run_id: str | None, workspace: str | Path | None) -> _F:
     proposer: Proposer = run.proposer
     if isinstance(proposer, ScriptedProposer):  # its own copy: the original's position is untouched
         proposer = ScriptedProposer(proposer.actions, then=proposer.then)
-    fork = Run(contract=run.contract, proposer=proposer, evidence=run.evidence, workspace=workspace,
-               validation=run.validation, approver=run.approver, clock=run.clock, run_id=new_run_id or "fork",
-               resume=True, repair=RepairPolicy.from_spec(run.repair.spec()) if run.repair is not None else None,
-               isolation=run.isolation)
+    make: Callable[..., _F] = type(run)  # the run's own class: this module never imports run.py
+    fork = make(contract=run.contract, proposer=proposer, evidence=run.evidence, workspace=workspace,
+                validation=run.validation, approver=run.approver, clock=run.clock, run_id=new_run_id or "fork",
+                resume=True, repair=RepairPolicy.from_spec(run.repair.spec()) if run.repair is not None else None,
+                isolation=run.isolation)
     fork.scenario = run.scenario
     if any(fork.workspace.iterdir()):
         fork.close()
@@ -92,9 +94,9 @@ def _new_fork(run: Run, new_run_id: str | None, workspace: str | Path | None) ->
     return fork
 
 
-def _fill_fork(run: Run, fork: Run, checkpoint_id: str,
+def _fill_fork(run: Run, fork: _F, checkpoint_id: str,
                loaded: tuple[Checkpoint, dict[str, Any] | None, dict[str, str]] | None, fork_id: str,
-               store: Store | None, budget: BudgetChoice = "keep", files: dict[str, str] | None = None) -> Run:
+               store: Store | None, budget: BudgetChoice = "keep", files: dict[str, str] | None = None) -> _F:
     if loaded is not None:
         checkpoint, context, texts = loaded
         stored = _fork_files(run, checkpoint, fork, store, files)

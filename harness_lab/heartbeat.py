@@ -35,7 +35,7 @@ from .states import RunState
 from .store import Heartbeat, Store
 
 if TYPE_CHECKING:
-    from .run import Run
+    from .checkpoint import CheckpointedRun as Run  # a Protocol: no import of run.py (one-way arrows)
 
 __all__ = ["GracefulStop", "HeartbeatThread", "Watchdog", "WatchdogVerdict", "drive", "driver_of", "process_alive",
            "progress_report"]

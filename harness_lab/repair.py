@@ -23,16 +23,18 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from .actions import WriteFile, WriteReport
+from .contract import ControlContract
+from .events import StepRecord
 from .proposal import Proposal
+from .sandbox import Sandbox
+from .stop_rules import FailedAttempts
 from .validation import Verdict
-
-if TYPE_CHECKING:
-    from .run import Run
 
 __all__ = ["RepairPolicy", "RepairStep"]
 
@@ -45,6 +47,21 @@ class RepairStep(BaseModel):
     failure: int
     note: str
     snapshot: str | None = None
+
+
+class _Run(Protocol):
+    """What the policy reads of a run (a protocol: this module never imports the run)."""
+
+    @property
+    def contract(self) -> ControlContract: ...
+    @property
+    def sandbox(self) -> Sandbox: ...
+    @property
+    def workspace(self) -> Path: ...
+    @property
+    def failed_attempts(self) -> FailedAttempts: ...
+    @property
+    def records(self) -> list[StepRecord]: ...
 
 
 @dataclass
@@ -91,12 +108,12 @@ class RepairPolicy:
             # Ids restart in a new sandbox ("snap-0001"): the old id must never name a new snapshot.
             self.healthy, self.healthy_lost = None, self.healthy
 
-    def before_execute(self, run: Run, proposal: Proposal) -> None:
+    def before_execute(self, run: _Run, proposal: Proposal) -> None:
         """Mark the last healthy state: a snapshot right before the artifact is first written."""
         if self.healthy is None and self.healthy_lost is None and _writes_artifact(run, proposal):
             self.healthy = run.sandbox.snapshot(label="healthy: before the first draft").id
 
-    def after_failure(self, run: Run, verdict: Verdict) -> RepairStep:
+    def after_failure(self, run: _Run, verdict: Verdict) -> RepairStep:
         """One answer to a failed verification; the run carries it out."""
         self.failures += 1
         cap = self.max_retries if self.max_retries is not None else run.contract.verification.max_repairs
@@ -126,14 +143,14 @@ class RepairPolicy:
         return step
 
 
-def _writes_artifact(run: Run, proposal: Proposal) -> bool:
+def _writes_artifact(run: _Run, proposal: Proposal) -> bool:
     action = proposal.action
     if isinstance(action, WriteReport):
         return True
     return isinstance(action, WriteFile) and _names(run, action.path) == _names(run, run.contract.verification.report.path)
 
 
-def _names(run: Run, path: str) -> tuple[str, ...]:
+def _names(run: _Run, path: str) -> tuple[str, ...]:
     """*path* as the sandbox reads it, lexically: './report.md', 'report.md' and '<root>/report.md'
     name the same file (the sandbox refuses '..' anyway)."""
     if path.startswith("/"):
@@ -145,7 +162,7 @@ def _names(run: Run, path: str) -> tuple[str, ...]:
     return tuple(c for c in path.split("/") if c not in ("", "."))
 
 
-def _last_approach(run: Run) -> str:
+def _last_approach(run: _Run) -> str:
     for record in reversed(run.records):
         if record.proposal is not None and _writes_artifact(run, record.proposal):
             return record.proposal.describe()

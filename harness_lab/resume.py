@@ -40,15 +40,15 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeGuard
+from typing import Any, Literal, Protocol, TypeGuard, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from ._stored_context import stored_context
 from .approval import Approver
-from .checkpoint import Checkpointer, StoredSpec, stored_spec
+from .checkpoint import CheckpointedRun, Checkpointer, StoredSpec, stored_spec
 from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 from .clock import Clock
 from .contract import PERSIST_CATEGORIES, load_contract
@@ -69,11 +69,8 @@ from .scenarios import load_scenario
 from .store import EffectEntry, RunInfo, Store
 from .triggers import TriggerTest, trigger_holds
 
-if TYPE_CHECKING:
-    from .run import Run
-
-__all__ = ["ResumeCheck", "ResumeReport", "bound_spec", "continue_checkpoint", "load_checkpoint", "resume_note",
-           "resume_run"]
+__all__ = ["ResumableRun", "ResumeCheck", "ResumeReport", "bound_spec", "continue_checkpoint", "load_checkpoint",
+           "resume_note", "resume_run"]
 
 # The step is the digits after the last '@' (a run id may hold '@'; an old store's, even a newline).
 _CHECKPOINT_ID = re.compile(r"(?P<run>.+)@(?P<step>\d+)\Z", re.DOTALL)
@@ -105,6 +102,15 @@ class ResumeReport(BaseModel):
         return "; ".join(f"{c.name} {'ok' if c.ok else 'FAILED'}: {c.detail}" for c in self.checks)
 
 
+class ResumableRun(CheckpointedRun, Protocol):
+    """A run as resume, fork and time travel see it (see :mod:`harness_lab.run_like`)."""
+
+    resume_report: ResumeReport | None
+
+
+_R = TypeVar("_R", bound=ResumableRun)
+
+
 def load_checkpoint(store: Store, run_id: str, step: int | None = None) -> tuple[Checkpoint, dict[str, Any] | None]:
     """The checkpoint of ``step`` (default: the last one) and the context state stored with it."""
     checkpoint, context, _ = _load(store, run_id, step, texts=False)
@@ -127,10 +133,10 @@ def _load(store: Store, run_id: str, step: int | None,
     return checkpoint, context, found
 
 
-def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, evidence: EvidenceCatalogue | None = None,
-               approver: Approver | None = None, effects: ExternalEffects | None = None,
+def resume_run(cls: Callable[..., _R], store: Store, run_id: str, *, proposer: Proposer | None = None,
+               evidence: EvidenceCatalogue | None = None, approver: Approver | None = None, effects: ExternalEffects | None = None,
                clock: Clock | None = None, isolation: Isolation = "auto",
-               trigger_checks: Mapping[str, TriggerTest] | None = None) -> Run:
+               trigger_checks: Mapping[str, TriggerTest] | None = None) -> _R:
     """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
     spec = bound_spec(store, info)  # an edited spec (workspace, actions, contract) is refused before anything acts
@@ -142,9 +148,9 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
                             f"ago: {beat.doing}); stop that process first, or resume once it is gone")
     made = _first_missing(workspace := Path(spec.workspace))
     there = made.parent if made is not None else workspace
-    if not there.is_dir():  # a file where the workspace (or a folder above it) was: Run cannot even be made
+    if not there.is_dir():  # a file where the workspace (or a folder above it) was: ResumableRun cannot even be made
         raise WorkspaceError(f"run {run_id!r}: its workspace {workspace} cannot be used: {there} is not a directory")
-    run = _rebuild(info.run_id, spec, proposer, evidence, approver, effects, clock, isolation, trigger_checks)
+    run = _rebuild(cls, info.run_id, spec, proposer, evidence, approver, effects, clock, isolation, trigger_checks)
     if made is not None:  # Run made the missing workspace: take it away again, so the check reports it
         _unmake(run.workspace, made)
     try:
@@ -177,13 +183,13 @@ def resume_run(store: Store, run_id: str, *, proposer: Proposer | None = None, e
 
 
 # -- the five checks -------------------------------------------------------------------------------
-def _trigger(run: Run) -> ResumeCheck:
+def _trigger(run: ResumableRun) -> ResumeCheck:
     """Re-verified now (a static switch, or the check the contract names: see harness_lab.triggers)."""
     ok, detail = trigger_holds(run.contract.trigger, run.trigger_checks, run.workspace)
     return ResumeCheck(name="trigger", ok=ok, detail=detail)
 
 
-def _workspace(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> ResumeCheck:
+def _workspace(run: ResumableRun, checkpoint: Checkpoint, flight: EffectEntry | None) -> ResumeCheck:
     if not run.workspace.is_dir():
         return ResumeCheck(name="workspace", ok=False, detail=f"{run.workspace} is missing")
     now = run.sandbox.workspace_hash()
@@ -245,7 +251,7 @@ def _pending_words(checkpoint: Checkpoint) -> list[str]:
             for item in checkpoint.pending]
 
 
-def _prechecks(run: Run, checkpoint: Checkpoint, flight: EffectEntry | None) -> ResumeCheck:
+def _prechecks(run: ResumableRun, checkpoint: Checkpoint, flight: EffectEntry | None) -> ResumeCheck:
     problems = []
     if run.contract.version != checkpoint.contract_version:
         problems.append(f"the contract changed since the checkpoint ({checkpoint.contract_version[:12]} -> "
@@ -277,11 +283,9 @@ def bound_spec(store: Store, info: RunInfo) -> StoredSpec:
     return stored_spec(info.run_id, info.spec, first)
 
 
-def _rebuild(run_id: str, spec: StoredSpec, proposer: Proposer | None, evidence: EvidenceCatalogue | None,
+def _rebuild(cls: Callable[..., _R], run_id: str, spec: StoredSpec, proposer: Proposer | None, evidence: EvidenceCatalogue | None,
              approver: Approver | None, effects: ExternalEffects | None, clock: Clock | None,
-             isolation: Isolation, trigger_checks: Mapping[str, TriggerTest] | None) -> Run:
-    from .run import Run
-
+             isolation: Isolation, trigger_checks: Mapping[str, TriggerTest] | None) -> _R:
     try:
         isolation = isolation_at_least(spec.isolation, isolation)
     except ValueError as exc:
@@ -298,7 +302,7 @@ def _rebuild(run_id: str, spec: StoredSpec, proposer: Proposer | None, evidence:
                                 "pass proposer= to resume it")
         proposer = ScriptedProposer(recorded.actions, then=recorded.then)
     repair = RepairPolicy.from_spec(spec.repair.model_dump() if spec.repair is not None else None)
-    run = Run(contract=contract, proposer=proposer, evidence=evidence or EvidenceCatalogue.from_dir(data_dir() / "evidence"),
+    run = cls(contract=contract, proposer=proposer, evidence=evidence or EvidenceCatalogue.from_dir(data_dir() / "evidence"),
               workspace=spec.workspace, validation=spec.validation, approver=approver,
               clock=clock, effects=effects, run_id=run_id, resume=True,
               repair=repair, isolation=isolation, trigger_checks=trigger_checks)  # its state: the checkpoint's (_continue)
@@ -326,7 +330,7 @@ def _unmake(path: Path, top: Path) -> None:
         path = path.parent
 
 
-def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, source: str,
+def _continue(run: ResumableRun, checkpoint: Checkpoint, context: dict[str, Any] | None, source: str,
               store: Store | None = None) -> None:
     captured = run.capture(context=context is None)  # fills whatever memory.exclude kept out of the checkpoint
     captured.update(checkpoint.run_state)
@@ -340,7 +344,7 @@ def _continue(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, 
         raise row_error(f"checkpoint {checkpoint.id}", exc) from None
 
 
-def continue_checkpoint(run: Run, checkpoint: Checkpoint, context: dict[str, Any] | None, source: str,
+def continue_checkpoint(run: ResumableRun, checkpoint: Checkpoint, context: dict[str, Any] | None, source: str,
                         store: Store | None = None) -> None:
     """Put ``run`` in the state of ``checkpoint`` with its stored ``context`` (no check, nothing written:
     what resume does once its checks passed, and what ``Run.open`` and forks from a step do)."""
@@ -360,7 +364,7 @@ def _checked_flight(entry: EffectEntry) -> EffectEntry:
     return entry
 
 
-def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged: bool) -> None:
+def _settle(run: ResumableRun, store: Store, flight: EffectEntry, *, workspace_unchanged: bool) -> None:
     kind = effect_of_tool(flight.tool)
     if kind == "redoable" or (kind == "workspace" and (workspace_unchanged or _delete_landed(run, flight))):
         if not workspace_unchanged:  # the check above proved these were not there at the checkpoint
@@ -374,7 +378,7 @@ def _settle(run: Run, store: Store, flight: EffectEntry, *, workspace_unchanged:
         "unknown, so it is not retried: a human must check before it is tried again"))
 
 
-def _delete_landed(run: Run, flight: EffectEntry) -> bool:
+def _delete_landed(run: ResumableRun, flight: EffectEntry) -> bool:
     """A delete_file whose target is gone, the rest as its intent found it (the workspace check proved
     that): its outcome is known. Resolved, the next step answers it without deleting again."""
     path, pre = flight.detail.get("path"), flight.detail.get("pre") or {}

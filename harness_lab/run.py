@@ -2,17 +2,22 @@
 
 The model only proposes; this module decides. ``step()`` is synchronous and returns one
 :class:`~harness_lab.events.StepRecord`; ``pending`` shows the next proposal before it executes.
+
+``Run`` adds the step loop to :class:`~harness_lab._run_base.RunBase` (its bookkeeping) and owns its
+collaborators, no mixins: ``run.image`` (capture / restore), ``run.human_gate`` (approve / reject),
+``run.finish_check`` (validation); its public methods for them delegate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 
 from ._edits import edited_proposal
 from ._finish_check import FinishCheck
 from ._human_gate import HumanGate
-from ._run_base import _kind
+from ._run_base import RunBase, _kind
 from ._step_records import proposed, tool_called
 from ._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
 from .actions import Finish, ForbiddenAction
@@ -45,6 +50,7 @@ from .timeline.breakpoints import Stops, Until
 from .timeline.records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
 from .tools import ToolResult
 from .triggers import TRIGGER_INVALID, TriggerTest, trigger_holds
+from .validation.semantic import SemanticReviewer
 
 __all__ = ["Run"]
 
@@ -55,12 +61,63 @@ _VALIDATE = Decision(verdict="validate", reason="finish is a claim: validate the
 _WHOLE: object = object()  # edit_pending given no whole proposal (None is a proposal: a malformed one)
 
 
-class Run(HumanGate, FinishCheck):
+class Run(RunBase):
     """A single-steppable run. ``step()`` reads as propose -> gate -> execute -> observe -> validate."""
 
     _paused_before: Proposal | None = None  # the pending call a tool breakpoint last stopped run() before
 
+    # -- its collaborators (made on first use: Run has no constructor of its own) --------------
+    @cached_property
+    def human_gate(self) -> HumanGate:
+        """The human gate: asks the approver, parks the run, and approve / reject of what waits."""
+        return HumanGate(self, execute=self._execute, observe=self._observe,
+                         check_external_change=self._check_external_change)
+
+    @cached_property
+    def finish_check(self) -> FinishCheck:
+        """Validation, the finish step's effect: the contract's layers, the receipt, a repair's answer."""
+        return FinishCheck(self, self.rollback)
+
+    @property
+    def reviewer(self) -> SemanticReviewer | None:
+        """The goal layer's judge: set it (``run.reviewer = EvidenceSupportReviewer()``) to review each
+        finish whose format passed; a resumed or forked run starts without one."""
+        return self.finish_check.reviewer
+
+    @reviewer.setter
+    def reviewer(self, value: SemanticReviewer | None) -> None:
+        self.finish_check.reviewer = value
+
     # -- the caller drives -------------------------------------------------------------------
+    def approve(self, *, by: str = "human", args_sha256: str | None = None,
+                edited: Mapping[str, object] | None = None) -> StepRecord:
+        """Execute the parked proposal: exactly the action that was approved. ``args_sha256`` (if given)
+        must be the request's. ``edited``: approve with changes (as Inspect's approvers can), e.g.
+        ``edited={"message": "..."}``: the fields given replace the call's arguments, the tool stays; what
+        executes is exactly the edited call, recorded as such (the step's proposal; ``HumanDecided``
+        carries both sha256s, ``edited=True`` and the original arguments). An edit the tool cannot take
+        is refused with one line naming the field: nothing executed, the request still waits.
+        After the gate's timeout, or past the run's wall-clock limit, it is too late: the step stops the
+        run safely (human_timeout, or wall_clock as step() would) and executes nothing."""
+        return self.human_gate.approve(by=by, args_sha256=args_sha256, edited=edited)
+
+    def reject(self, reason: str, *, by: str = "human") -> StepRecord:
+        """Refuse the parked proposal: the run stops safely, with the reason kept."""
+        return self.human_gate.reject(reason, by=by)
+
+    @property
+    def gate_expired(self) -> bool:
+        """A human gate waits past its timeout: approving is too late, the next step closes it
+        (human_timeout, BLOCKED). Reads the clock only while a gate with a timeout waits."""
+        return self.human_gate.gate_expired
+
+    @property
+    def step_due(self) -> bool:
+        """Whether ``run()`` (and ``harness-lab run --db``'s loop) takes another step: not after the end,
+        and not while a human decides, unless the gate's timeout passed (the step closes it); not right
+        after the model's endpoint failed too often (a later ``step()`` or a resume asks it again)."""
+        return self.human_gate.step_due
+
     @property
     def pending(self) -> Proposal | None:
         """The next proposal, inspectable before it executes (asks the proposer at most once);
@@ -112,14 +169,14 @@ class Run(HumanGate, FinishCheck):
 
     def step(self) -> StepRecord:
         """One decision: propose -> gate -> execute -> observe -> validate."""
-        if self.waiting is not None and not self.state.terminal and self._gate_timed_out() is None:
+        if self.waiting is not None and not self.state.terminal and self.human_gate.timed_out() is None:
             raise RunStateError(f"run {self.run_id} waits for a human: call approve() or reject(reason)")
         if self.state is RunState.CREATED and self.crashed is None:  # the run starts only if its trigger holds
             holds, why = trigger_holds(self.contract.trigger, self.trigger_checks, self.workspace)
             if not holds:
                 return self.halt(TRIGGER_INVALID, f"the run did not start: its trigger {why}")
         self._open_step()
-        if self.waiting is not None and (timeout := self._gate_timed_out()) is not None:
+        if self.waiting is not None and (timeout := self.human_gate.timed_out()) is not None:
             self.waiting, self._pending = None, None
             return self._close(None, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
         try:
@@ -166,7 +223,7 @@ class Run(HumanGate, FinishCheck):
             self._crash_on_interrupt(exc, CrashPoint.BEFORE_EFFECT if result is None else CrashPoint.AFTER_EFFECT,
                                      _kind(proposal), "observe")
             raise
-        verdict = self._validate_step() if decision.verdict == "validate" else None
+        verdict = self.finish_check.validate_step() if decision.verdict == "validate" else None
         return self._close(proposal, decision, result=result, verdict=verdict, stop=stop)
 
     def run(self, *, until: Until = None, max_steps: int | None = None) -> RunState:
@@ -245,7 +302,7 @@ class Run(HumanGate, FinishCheck):
         the checks ``trigger.still_valid`` may name (see :mod:`harness_lab.triggers`), re-verified first."""
         from .resume import resume_run
 
-        return resume_run(store, run_id, proposer=proposer, evidence=evidence, approver=approver,
+        return resume_run(cls, store, run_id, proposer=proposer, evidence=evidence, approver=approver,
                           effects=effects, clock=clock, isolation=isolation, trigger_checks=trigger_checks)
 
     def fork(self, checkpoint_id: str | None = None, *, at_step: int | None = None, budget: BudgetChoice = "keep",
@@ -450,7 +507,7 @@ class Run(HumanGate, FinishCheck):
         if convergence == "hint":
             return Decision(verdict="refuse", reason=self.gates.hint()), None
         if action.gate_category in self.contract.human_gate.required_for:
-            return self._human_gate(proposal)
+            return self.human_gate.decide(proposal)
         return _EXECUTE, None
 
     def _execute(self, proposal: Proposal, key: str | None = None) -> ToolResult:

@@ -30,18 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1] / "harness_lab"
-
-# issue 20: the mixin tower around run.py and its persistence, one cycle counting type-only and
-# function-level imports; dissolved when Run is composed of collaborators (docs/core-redesign.md).
-# Time travel (issue 19) joined it the way resume and fork did: Run's thin methods import
-# timeline.travel / timeline.branch inside functions, and those name Run for its type.
-RUN_TOWER = frozenset(f"harness_lab.{m}" for m in (
-    "run", "_run_base", "_restorable", "checkpoint", "_checkpoint_row", "resume", "fork", "heartbeat",
-    "repair", "_human_gate", "_finish_check", "timeline.travel", "timeline.branch"))
-
 
 @dataclass(frozen=True)
 class Edge:
@@ -180,24 +169,11 @@ def test_the_reader_counts_every_kind_of_import(tmp_path: Path) -> None:
     assert _private_imports(pkg) == ["pkg/d.py:1: pkg.d imports _hidden from pkg.sub.e"]
 
 
-def test_no_import_cycle_outside_the_run_tower() -> None:
-    cycles, edges = _cycles()
-    others = [c for c in cycles if not set(c) <= RUN_TOWER]
-    assert others == [], "\n" + "\n".join(_describe(c, edges) for c in others)
-
-
-@pytest.mark.xfail(strict=True, reason="issue 20: the run tower's cycle; dissolved when Run is composed")
 def test_no_import_cycle() -> None:
+    """No cycle at all, counting type-only and function-level imports: the persistence side types the
+    run it works on against protocols (harness_lab.run_like) and is given the class to make."""
     cycles, edges = _cycles()
     assert cycles == [], "\n" + "\n".join(_describe(c, edges) for c in cycles)
-
-
-def test_the_run_tower_cycle_is_the_known_one() -> None:
-    """What the xfail above stands for, exactly: one cycle, these 11 modules (a module joining or
-    leaving it is a change someone must see); the marker goes when the cycle does."""
-    cycles, edges = _cycles()
-    tower = [c for c in cycles if set(c) <= RUN_TOWER]
-    assert [set(c) for c in tower] in ([RUN_TOWER], []), "\n" + "\n".join(_describe(c, edges) for c in tower)
 
 
 def _private_imports(root: Path = ROOT) -> list[str]:

@@ -9,7 +9,7 @@ before schema 7): one line naming the value.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import RunStateError
 from ..events import Note
@@ -21,13 +21,15 @@ from .records import ROLLED_BACK, BudgetChoice
 from .travel import check_step, travel_store
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..resume import ResumableRun as Run  # a Protocol: no import of run.py (one-way arrows)
 
 __all__ = ["fork_at", "rollback_to"]
 
+_F = TypeVar("_F", bound="Run")  # fork_at gives back a run of the class it was given
 
-def fork_at(run: Run, n: int, *, budget: BudgetChoice, new_run_id: str | None,
-            workspace: str | Path | None) -> Run:
+
+def fork_at(run: _F, n: int, *, budget: BudgetChoice, new_run_id: str | None,
+            workspace: str | Path | None) -> _F:
     """See :meth:`Run.fork <harness_lab.run.Run.fork>`."""
     from ..fork import fork_run
 

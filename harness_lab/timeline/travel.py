@@ -8,6 +8,7 @@ resume does) and the manifest rows of steps n-1 and n (see :mod:`harness_lab.tim
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,7 +29,7 @@ from .files import file_changes, files_at
 from .records import ROLLED_BACK, StepPoint, StepView
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..resume import ResumableRun as Run  # a Protocol: no import of run.py (one-way arrows)
 
 __all__ = ["check_step", "history", "lineage", "open_run", "step_range", "step_view", "travel_store"]
 
@@ -235,7 +236,7 @@ def _no_proposer(run_id: str, kind: str) -> Any:
     return propose
 
 
-def open_run(cls: type[_R], db: str | Path | Store, run_id: str, proposer: Proposer | None = None) -> _R:
+def open_run(cls: Callable[..., _R], db: str | Path | Store, run_id: str, proposer: Proposer | None = None) -> _R:
     """See :meth:`Run.open <harness_lab.run.Run.open>`: nothing is written to the store or the run's workspace."""
     owned = isinstance(db, (str, Path))
     store: Store = SQLiteStore(db, create=False, read_only=True) if isinstance(db, (str, Path)) else db
