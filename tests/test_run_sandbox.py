@@ -67,7 +67,10 @@ def test_rollback_restores_files_run_state_and_context(contract, evidence, tmp_p
     pending = run.pending
     assert pending is not None and pending.action is not None
     assert pending.action.model_dump() == {"kind": "read_evidence", "id": "budget-gates"}
-    assert run.events[-1].kind == "restored"
+    # the restore is an event, then a note naming the snapshot (what run.at(n) reads the rollback from)
+    restored, note = run.events[-2:]
+    assert restored.kind == "restored"
+    assert note.kind == "note" and note.topic == "rolled_back" and healthy.id in note.message
 
 
 def test_close_removes_only_the_directories_the_run_made(contract, evidence, tmp_path) -> None:
