@@ -28,9 +28,9 @@ from time_travel import writing_run
 
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers import FunctionProposer
-from harness_lab.run import Run
 from harness_lab.store import SQLiteStore
 from harness_lab.timeline import Breakpoint, compare
 

@@ -48,8 +48,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from step_overhead import noop_run  # noqa: E402
 
 import harness_lab.checkpoint  # noqa: E402
-from harness_lab.resume import _continue, load_checkpoint  # noqa: E402
-from harness_lab.run import Run  # noqa: E402
+from harness_lab.loop.run import Run  # noqa: E402
+from harness_lab.persistence.resume import _continue, load_checkpoint  # noqa: E402
 from harness_lab.store import SQLiteStore  # noqa: E402
 
 TARGET_MS = 2.0

@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from step_overhead import noop_run  # noqa: E402
 
 from harness_lab._context_rows import ContextRows  # noqa: E402
-from harness_lab._step_records import proposed, step_record, tool_called  # noqa: E402
-from harness_lab._step_records import usage as make_usage  # noqa: E402
 from harness_lab.gates import LoopGates  # noqa: E402
+from harness_lab.loop._step_records import proposed, step_record, tool_called  # noqa: E402
+from harness_lab.loop._step_records import usage as make_usage  # noqa: E402
+from harness_lab.loop.run import Run  # noqa: E402
 from harness_lab.proposal import parse_proposal  # noqa: E402
 from harness_lab.redaction import Redactor  # noqa: E402
-from harness_lab.run import Run  # noqa: E402
 from harness_lab.store import SQLiteStore  # noqa: E402
 
 
@@ -90,7 +90,7 @@ def measure(steps: int, tmp: Path) -> dict[str, float]:
     assert record.proposal is not None and record.tool_result is not None
     proposal, result, dec, usage = record.proposal, record.tool_result, record.decision, record.usage
 
-    def records() -> None:  # as the run makes them (harness_lab._step_records: no re-validation)
+    def records() -> None:  # as the run makes them (harness_lab.loop._step_records: no re-validation)
         a = proposed(1, 1, proposal, dec)
         b = tool_called(2, 1, result.tool, result)
         step_record(1, record.state_before, record.state_after, proposal, dec, result, None,

@@ -85,7 +85,7 @@ def child(db: str, ws: str, outbox: str, mode: str) -> None:
     from persisthelpers import CountingOutbox, outcome, push_run
 
     from harness_lab import Run
-    from harness_lab.approval import AutoApprove
+    from harness_lab.loop.approval import AutoApprove
     from harness_lab.store import SQLiteStore
 
     store = SQLiteStore(db)

@@ -4,7 +4,6 @@ real artifacts, sandboxes tools, manages context, and persists runs.
 The model only proposes; the runtime decides. Start at :class:`Run`.
 """
 
-from .approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman, AutoApprove, AutoReject
 from .clock import Clock, FakeClock, SystemClock
 from .contract import ControlContract, load_contract
 from .errors import (
@@ -19,12 +18,13 @@ from .errors import (
 from .events import StepRecord, StopReason
 from .evidence import EvidenceCatalogue
 from .faults import CrashPoint, Fault, fault_catalogue
+from .loop.approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman, AutoApprove, AutoReject
+from .loop.repair import RepairPolicy
+from .loop.run import Run
+from .loop.scheduler import ExternalLoop
 from .proposal import Proposal, parse_proposal
 from .proposers import FunctionProposer, ScriptedProposer
-from .repair import RepairPolicy
-from .run import Run
 from .sandbox import Sandbox, SandboxPolicy
-from .scheduler import ExternalLoop
 from .states import LoopState, RunState
 from .store import InMemoryStore, SQLiteStore, Store
 from .timeline import StepPoint, StepView

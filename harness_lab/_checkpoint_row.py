@@ -6,8 +6,8 @@ can edit, and resume acts on what the spec says (the workspace it writes in, the
 field is checked, none may be unknown; the first row binds the spec (:func:`spec_binding`: its sha256 and
 its workspace, written in the same transaction), so an edited spec is refused, not acted on.
 
-The text is of the row form (:data:`~harness_lab.checkpoint_record.ROW_FORM`, read back by
-:meth:`Checkpoint.from_row <harness_lab.checkpoint_record.Checkpoint.from_row>`): fields at their
+The text is of the row form (:data:`~harness_lab.persistence.checkpoint_record.ROW_FORM`, read back by
+:meth:`Checkpoint.from_row <harness_lab.persistence.checkpoint_record.Checkpoint.from_row>`): fields at their
 default, and what the row's columns and step record hold, are left out. The pieces that repeat from
 row to row (the gates, the workspace hash, the pending items) are kept as text and dumped again only
 when they change. :class:`_RowJson` is the Checkpointer's base class, so its methods cost the hot
@@ -33,10 +33,10 @@ from pydantic import (
 )
 
 from ._context_rows import ContextRows, _dumps
-from .checkpoint_record import ROW_FORM, Checkpoint, row_error
 from .contract import ControlContract, canonical_json
 from .errors import StoreError
 from .events import _PIECES, Usage
+from .persistence.checkpoint_record import ROW_FORM, Checkpoint, row_error
 from .proposers.scripted import ScriptedProposer
 from .sandbox.policy import Isolation
 

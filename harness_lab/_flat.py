@@ -108,7 +108,7 @@ def built(model: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
 
 _new = object.__new__
 # The setters of pydantic's four slots (__dict__, fields set, extra, private); the step's record
-# builders (harness_lab._step_records) inline built() with them.
+# builders (harness_lab.loop._step_records) inline built() with them.
 RECORD_SLOTS = tuple(BaseModel.__dict__[slot].__set__ for slot in (
     "__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
 _set_dict, _set_fields_set, _set_extra, _set_private = RECORD_SLOTS

@@ -1,6 +1,6 @@
 """The action-model tables a step consults on every call, built once: which actions the gate takes
 as plain tool calls, which tools' results describe the workspace, and which observations have a
-state key (so a change to that state can mark them stale). Read by :mod:`harness_lab.run`.
+state key (so a change to that state can mark them stale). Read by :mod:`harness_lab.loop.run`.
 """
 
 from __future__ import annotations

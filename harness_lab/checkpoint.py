@@ -1,5 +1,5 @@
 """The per-step checkpointer a run with a store carries (the record it writes, and its reader,
-live in :mod:`harness_lab.checkpoint_record`; both are re-exported here).
+live in :mod:`harness_lab.persistence.checkpoint_record`; both are re-exported here).
 
 Where things live: this module holds :class:`Checkpointer`'s flow: the first row that registers the
 run, :meth:`~Checkpointer.commit` (one row per step) and the side-effect ledger
@@ -10,7 +10,7 @@ spec :func:`run_spec`) is in ``harness_lab/_checkpoint_row.py``; its context par
 A :class:`Checkpoint` (seed 000) holds what a later process needs to continue: the contract
 version, the completed scope, artifact and workspace hashes, the last verification result, the
 failure root cause, pending items, the next step, and the restorable run state
-(:meth:`Run.capture() <harness_lab.run.Run.capture>`). It never holds secrets: every text written
+(:meth:`Run.capture() <harness_lab.loop.run.Run.capture>`). It never holds secrets: every text written
 to the store passes a :class:`~harness_lab.redaction.Redactor`, which honours ``contract.memory.exclude``.
 
 The hot path (:meth:`Checkpointer.commit`) builds plain dicts and compact JSON (no model
@@ -23,7 +23,7 @@ replays from (the context part of the rows: :mod:`harness_lab._context_rows`). L
 written, so only over the new and changed text; a memo of the JSON pieces (and whole texts) found
 clean before means a loop's rows cost one hash each to check (see :meth:`~harness_lab.redaction.Redactor.clean`). A step with
 no effect skips the ledger update, so its row is one ``INSERT`` in one implicit transaction. The
-checkpoint text is of the row form (:data:`~harness_lab.checkpoint_record.ROW_FORM`): what the row's
+checkpoint text is of the row form (:data:`~harness_lab.persistence.checkpoint_record.ROW_FORM`): what the row's
 columns and step record hold is not written again (a loop's 640 B became 424 B), and a text of a shape
 found clean before is not checked again.
 A whole state leaves out retired items; a fork's first row holds no context at all but names the
@@ -59,11 +59,13 @@ from ._checkpoint_row import stored_spec as stored_spec
 from ._context_rows import ContextRows, _dumps
 from ._row_text import _STATE_JSON
 from .actions import DeleteFile, WriteReport, _Action
-from .checkpoint_record import ROW_FORM as ROW_FORM  # read here by tests (not in __all__, as before)
-from .checkpoint_record import RUN_STATE_EMPTY, Checkpoint
 from .effect_classes import EffectClass, effect_class, effect_of_tool
 from .errors import StoreError
 from .events import StepRecord, Usage, dump_step_row
+from .persistence.checkpoint_record import (
+    ROW_FORM as ROW_FORM,  # read here by tests (not in __all__, as before)
+)
+from .persistence.checkpoint_record import RUN_STATE_EMPTY, Checkpoint
 from .redaction import SECRET_CATEGORIES, Redactor, redact
 from .run_like import RunLike
 from .states import RunState

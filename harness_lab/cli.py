@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, get_args
 
 if TYPE_CHECKING:
     from .events import StepRecord
+    from .loop.run import Run
     from .proposers.openai_compat import OpenAICompatProposer
-    from .run import Run
     from .store import Store
 
 from ._files import read_regular_file
-from .approval import approver_from_policy
 from .contract import ControlContract, load_contract
 from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
+from .loop.approval import approver_from_policy
 from .paths import data_dir
 from .redaction import Redactor, redactor_for
 from .sandbox.command import check_isolation, check_network_allow
@@ -116,7 +116,7 @@ def _model_proposer(args: argparse.Namespace) -> OpenAICompatProposer | None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .run import Run
+    from .loop.run import Run
 
     _check_liveness(args)
     if args.run_id is not None and not args.run_id.strip():
@@ -172,7 +172,7 @@ def _warn_unisolated(run: Run) -> None:
 
 def _drive_stored(run: Run, store: Store, args: argparse.Namespace) -> int:
     """Checkpoint every step, beat, and stop gracefully on SIGTERM (persistence commands)."""
-    from .heartbeat import drive
+    from .persistence.heartbeat import drive
 
     stopped = drive(run, store, lambda r: _print_step(run, r, args), heartbeat_s=args.heartbeat, grace_s=args.grace)
     if stopped:
@@ -194,8 +194,8 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _resume_stored(store: Store, args: argparse.Namespace) -> int:
-    from .resume import bound_spec
-    from .run import Run
+    from .loop.run import Run
+    from .persistence.resume import bound_spec
 
     approver = approver_from_policy(args.gate_policy)
     proposer = _model_proposer(args)
@@ -226,10 +226,10 @@ def _resume_stored(store: Store, args: argparse.Namespace) -> int:
 
 
 def _cmd_watch(args: argparse.Namespace) -> int:
-    """The watchdog over a store (harness_lab/watch.py): one line a run; exit 1 if a pass of --once found one stuck."""
+    """The watchdog over a store (harness_lab/persistence/watch.py): one line a run; exit 1 if a pass of --once found one stuck."""
     import time
 
-    from .watch import Watcher
+    from .persistence.watch import Watcher
 
     for flag, value in (("--interval", args.interval), ("--timeout", args.timeout), ("--heartbeat", args.heartbeat),
                         ("--exec-timeout", args.exec_timeout)):

@@ -42,10 +42,10 @@ from pydantic import (
 
 from ._files import validate_file
 from .actions import GATE_CATEGORIES
-from .checkpoint_record import RUN_STATE_EMPTY
+from .loop.stop_rules import AllChecksPass, SameRootCause, parse_failure, parse_success
+from .persistence.checkpoint_record import RUN_STATE_EMPTY
 from .redaction import SECRET_CATEGORIES
 from .sandbox.netallow import parse_allowlist
-from .stop_rules import AllChecksPass, SameRootCause, parse_failure, parse_success
 
 __all__ = [
     "DEFAULT_GATED_KINDS",
@@ -91,7 +91,7 @@ _SectionName = Annotated[str, Field(pattern=r"\S")]
 
 class TriggerCheck(BaseModel):
     """``still_valid: {check: <name>, <param>: <value>, ...}``: a check the run looks up by name in the
-    mapping it was given (:data:`harness_lab.triggers.DEFAULT_TRIGGER_CHECKS` by default) and runs at
+    mapping it was given (:data:`harness_lab.loop.triggers.DEFAULT_TRIGGER_CHECKS` by default) and runs at
     start and at resume; its other keys are the check's parameters (``path: ticket.open``)."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
@@ -106,7 +106,7 @@ class TriggerCheck(BaseModel):
 class Trigger(_Frozen):
     source: str = "manual"
     condition: str = "a user asked for this run"
-    # A static switch, or a check re-verified at start and at resume (harness_lab.triggers).
+    # A static switch, or a check re-verified at start and at resume (harness_lab.loop.triggers).
     still_valid: TriggerCheck | Annotated[bool, Field(strict=True)] = True
 
     @field_validator("still_valid", mode="before")
@@ -159,7 +159,7 @@ class ReportContract(_Frozen):
 
 VERIFICATION_LAYERS: tuple[str, ...] = ("format", "functional", "goal")
 """The layers ``verification.checks`` may name, in the order a finish runs them (see
-:mod:`harness_lab._finish_check`): the report's structure, the named check commands, the goal reviewer."""
+:mod:`harness_lab.loop._finish_check`): the report's structure, the named check commands, the goal reviewer."""
 
 # A check's name is a word: it keys the receipt's results and the feedback line.
 _CheckName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
@@ -254,7 +254,7 @@ class Budget(_Frozen):
 
 class Stop(_Frozen):
     """``success`` and ``failure`` as written (text or a structured form); :attr:`rules` reads them as one
-    typed rule (:mod:`harness_lab.stop_rules`) that the Run, the repair policy and the external loop use.
+    typed rule (:mod:`harness_lab.loop.stop_rules`) that the Run, the repair policy and the external loop use.
     Text no rule reads is refused when the contract is loaded."""
 
     success: str | dict[str, Any] = "all verification checks pass"

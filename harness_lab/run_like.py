@@ -1,11 +1,11 @@
 """What the persistence side (checkpoints, resume, fork, heartbeat, repair, time travel) reads and
-writes of a run, as a :class:`typing.Protocol`, so that those modules never import :mod:`harness_lab.run`:
+writes of a run, as a :class:`typing.Protocol`, so that those modules never import :mod:`harness_lab.loop.run`:
 the arrows go one way, run -> persistence -> this module (tests/test_import_graph.py fails on any cycle).
 
-:class:`~harness_lab.run.Run` satisfies it structurally (mypy checks that wherever a ``Run`` is passed).
+:class:`~harness_lab.loop.run.Run` satisfies it structurally (mypy checks that wherever a ``Run`` is passed).
 The members typed by a persistence module itself extend it there: ``checkpoints`` in
-:class:`harness_lab.checkpoint.CheckpointedRun`, ``resume_report`` in :class:`harness_lab.resume.ResumableRun`
-(:mod:`harness_lab.repair`, imported here, types the little it reads of a run by its own protocol). Where a persistence module makes a run (resume, fork, ``Run.open``)
+:class:`harness_lab.checkpoint.CheckpointedRun`, ``resume_report`` in :class:`harness_lab.persistence.resume.ResumableRun`
+(:mod:`harness_lab.loop.repair`, imported here, types the little it reads of a run by its own protocol). Where a persistence module makes a run (resume, fork, ``Run.open``)
 it is given the class to make (``type(run)`` or ``cls``), never imports it.
 """
 
@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from .approval import ApprovalRequest, Approver
 from .clock import Clock
 from .context import ContextManager
 from .contract import ControlContract
@@ -24,14 +23,15 @@ from .evidence import EvidenceCatalogue
 from .executor import ToolExecutor
 from .faults import CrashPoint
 from .gates import LoopGates
+from .loop.approval import ApprovalRequest, Approver
+from .loop.repair import RepairPolicy
+from .loop.stop_rules import FailedAttempts
+from .loop.triggers import TriggerTest
 from .proposers.base import Proposer
-from .repair import RepairPolicy
 from .sandbox import Sandbox
 from .sandbox.policy import Isolation
 from .states import RunState
-from .stop_rules import FailedAttempts
 from .store import Store
-from .triggers import TriggerTest
 from .validation import Receipt
 
 __all__ = ["RunLike"]

@@ -878,9 +878,9 @@ expected_rows = 120  # what the load log says was expected (it loaded 0)"""),
 from harness_lab.context import Layer, is_anomalous, numeric_mismatch
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers.scripted import ScriptedProposer
-from harness_lab.run import Run
 
 root = data_dir()
 report = (root / "scenarios" / "conforming_report.yaml").read_text(encoding="utf-8")
@@ -984,7 +984,7 @@ from pathlib import Path
 
 import yaml
 
-from harness_lab.checkpoint_record import Checkpoint
+from harness_lab.persistence.checkpoint_record import Checkpoint
 from harness_lab.store import SQLiteStore
 
 lab = Path(tempfile.mkdtemp(prefix="harness-lab-watch-"))

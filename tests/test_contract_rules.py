@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from harness_lab.errors import WorkspaceError
+from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import FunctionProposer, ScriptedProposer
-from harness_lab.run import Run
 from harness_lab.states import RunState
 from harness_lab.validation import check_report
 

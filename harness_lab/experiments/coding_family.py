@@ -28,11 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..approval import AutoReject
+from ..loop.approval import AutoReject
+from ..loop.repair import RepairPolicy
+from ..loop.run import Run
 from ..paths import data_dir
 from ..proposers.scripted import ScriptedProposer
-from ..repair import RepairPolicy
-from ..run import Run
 from ..scenarios import Scenario, copy_repository, list_scenarios
 from .metrics import RunOutcome
 from .noise import NoisyScript, perturb_script

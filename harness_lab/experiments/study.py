@@ -13,7 +13,7 @@ the same budget ceiling, and record the resources each group actually used" ("åŸ
   a rejection (before issue 18 this group fed the reasons back and let the script revise, which is the
   next group's variable: both completed 34/200);
 * ``repair``     - + ``revise_after_reject``: a rejection is answered by the repair policy
-  (:mod:`harness_lab.repair`: the reasons are fed back and the agent may revise and finish again, up to
+  (:mod:`harness_lab.loop.repair`: the reasons are fed back and the agent may revise and finish again, up to
   the contract's ``verification.max_repairs``; then roll back; then escalate);
 * ``semantic``   - + ``semantic_review``: a semantic review of the accepted bytes (a later review stage:
   a failed review holds the report back; its verdict is kept apart from the structural one, in
@@ -42,13 +42,13 @@ from typing import Any, Literal, TextIO
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from ..actions import WriteFile, WriteReport
-from ..approval import AutoReject
 from ..contract import ControlContract, load_contract
 from ..evidence import EvidenceCatalogue
+from ..loop.approval import AutoReject
+from ..loop.repair import RepairPolicy
+from ..loop.run import Run
 from ..paths import data_dir
 from ..proposers.scripted import ScriptedProposer
-from ..repair import RepairPolicy
-from ..run import Run
 from ..scenarios import Scenario, load_scenario, require_scenarios
 from ..validation.semantic import EvidenceSupportReviewer, SemanticReviewer
 from .metrics import GroupSummary, RunOutcome, summarize

@@ -65,7 +65,7 @@ class CrashPoint(str, Enum):
 
 
 class FaultTarget(Protocol):
-    """The parts of a run a fault may touch (a :class:`~harness_lab.run.Run` is one)."""
+    """The parts of a run a fault may touch (a :class:`~harness_lab.loop.run.Run` is one)."""
 
     workspace: Path
     contract: ControlContract

@@ -15,20 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman
 from ..checkpoint import stored_spec
-from ..checkpoint_record import ROW_ERRORS, row_error
 from ..context import ContextView
 from ..errors import RunStateError, StoreError
 from ..events import Note, StepRecord, load_step_row
 from ..evidence import EvidenceCatalogue
+from ..loop.approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman
+from ..loop.repair import RepairPolicy
 from ..paths import data_dir
-from ..repair import RepairPolicy
+from ..persistence.checkpoint_record import ROW_ERRORS, row_error
 from ..store import Store
 from .base import EndpointFailure, ProposerOutput
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..loop.run import Run
 
 __all__ = ["ReplayProposer", "ReplayResult", "replay_run", "saved_trace"]
 
@@ -91,7 +91,7 @@ def _key(record: StepRecord) -> tuple[Any, ...]:
 def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None = None,
                workspace: str | Path | None = None) -> ReplayResult:
     from ..executor import Outbox
-    from ..run import Run
+    from ..loop.run import Run
 
     records = saved_trace(store, run_id)
     if not records:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import RunStateError
 from ..events import Note
-from ..resume import continue_checkpoint, load_checkpoint
+from ..persistence.resume import continue_checkpoint, load_checkpoint
 from ..store import Store
 from .budget import check_budget, spend
 from .files import files_at, restore_files
@@ -21,7 +21,7 @@ from .records import ROLLED_BACK, BudgetChoice
 from .travel import check_step, travel_store
 
 if TYPE_CHECKING:
-    from ..resume import ResumableRun as Run  # a Protocol: no import of run.py (one-way arrows)
+    from ..persistence.resume import ResumableRun as Run  # a Protocol: no import of run.py (one-way arrows)
 
 __all__ = ["fork_at", "rollback_to"]
 
@@ -30,8 +30,8 @@ _F = TypeVar("_F", bound="Run")  # fork_at gives back a run of the class it was 
 
 def fork_at(run: _F, n: int, *, budget: BudgetChoice, new_run_id: str | None,
             workspace: str | Path | None) -> _F:
-    """See :meth:`Run.fork <harness_lab.run.Run.fork>`."""
-    from ..fork import fork_run
+    """See :meth:`Run.fork <harness_lab.loop.run.Run.fork>`."""
+    from ..persistence.fork import fork_run
 
     _check_usable(run, "fork")
     store = travel_store(run)
@@ -42,7 +42,7 @@ def fork_at(run: _F, n: int, *, budget: BudgetChoice, new_run_id: str | None,
 
 
 def rollback_to(run: Run, n: int, *, budget: BudgetChoice) -> None:
-    """See :meth:`Run.rollback <harness_lab.run.Run.rollback>`: the state, context and files of step n;
+    """See :meth:`Run.rollback <harness_lab.loop.run.Run.rollback>`: the state, context and files of step n;
     the step count goes on (rows are never rewritten), the spend is the budget chosen."""
     _check_usable(run, "roll back")
     store = travel_store(run)

@@ -22,7 +22,7 @@ from .files import file_changes
 from .records import FileChange, StepPoint, StepView
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..loop.run import Run
 
 __all__ = ["RunComparison", "compare"]
 

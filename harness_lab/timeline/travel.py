@@ -12,24 +12,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 from ..context import ContextManager, ContextView
 from ..contract import load_contract
 from ..errors import RunStateError
 from ..events import Note, Restored, StepRecord, StopReason, Usage, load_step_row
 from ..evidence import EvidenceCatalogue
+from ..loop.repair import RepairPolicy
 from ..paths import data_dir
+from ..persistence.checkpoint_record import ROW_ERRORS, Checkpoint, row_error
+from ..persistence.resume import bound_spec, continue_checkpoint, load_checkpoint, resume_note
 from ..proposers.base import Proposer
 from ..proposers.scripted import FunctionProposer, ScriptedProposer
-from ..repair import RepairPolicy
-from ..resume import bound_spec, continue_checkpoint, load_checkpoint, resume_note
 from ..scenarios import load_scenario
 from ..store import SQLiteStore, Store, StoredStep
 from .files import file_changes, files_at
 from .records import ROLLED_BACK, StepPoint, StepView
 
 if TYPE_CHECKING:
-    from ..resume import ResumableRun as Run  # a Protocol: no import of run.py (one-way arrows)
+    from ..persistence.resume import ResumableRun as Run  # a Protocol: no import of run.py (one-way arrows)
 
 __all__ = ["check_step", "history", "lineage", "open_run", "step_range", "step_view", "travel_store"]
 
@@ -96,7 +96,7 @@ def check_step(run: Run, store: Store, n: object,
 
 
 def history(run: Run) -> list[StepPoint]:
-    """See :attr:`Run.history <harness_lab.run.Run.history>`. A committed row never changes: the points
+    """See :attr:`Run.history <harness_lab.loop.run.Run.history>`. A committed row never changes: the points
     made once are kept with the run, and a later call parses only the rows committed since (a dashboard
     asks after every step)."""
     store = travel_store(run)
@@ -118,7 +118,7 @@ def history(run: Run) -> list[StepPoint]:
 
 
 def step_view(run: Run, n: int) -> StepView:
-    """See :meth:`Run.at <harness_lab.run.Run.at>`."""
+    """See :meth:`Run.at <harness_lab.loop.run.Run.at>`."""
     store = travel_store(run)
     segments = lineage(store, run.run_id)
     n, owner = check_step(run, store, n, segments)
@@ -237,7 +237,7 @@ def _no_proposer(run_id: str, kind: str) -> Any:
 
 
 def open_run(cls: Callable[..., _R], db: str | Path | Store, run_id: str, proposer: Proposer | None = None) -> _R:
-    """See :meth:`Run.open <harness_lab.run.Run.open>`: nothing is written to the store or the run's workspace."""
+    """See :meth:`Run.open <harness_lab.loop.run.Run.open>`: nothing is written to the store or the run's workspace."""
     owned = isinstance(db, (str, Path))
     store: Store = SQLiteStore(db, create=False, read_only=True) if isinstance(db, (str, Path)) else db
     try:

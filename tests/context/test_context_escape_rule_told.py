@@ -7,9 +7,9 @@ as a header, or a ``\\|`` in a source as a field separator.
 
 from __future__ import annotations
 
-from harness_lab._run_setup import initial_context
 from harness_lab.context import Layer
 from harness_lab.context.items import item_header, shown_text
+from harness_lab.loop._run_setup import initial_context
 
 
 def test_the_run_s_system_item_states_the_escape_rule(contract, evidence) -> None:  # type: ignore[no-untyped-def]

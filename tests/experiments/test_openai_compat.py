@@ -19,9 +19,9 @@ from jsonpost import JsonPostServer
 from harness_lab.contract import ControlContract
 from harness_lab.errors import ConfigError
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.loop.run import Run
 from harness_lab.proposers import EndpointFailure
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer
-from harness_lab.run import Run
 
 REPLAY = json.loads((Path(__file__).parent / "openai_replay.json").read_text())
 KEY = "sk-test-DO-NOT-LEAK-4f1c2a"

@@ -17,8 +17,8 @@ from test_openai_compat import KEY, REPLAY, ReplayServer
 from harness_lab.contract import ControlContract
 from harness_lab.errors import ConfigError
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.loop.run import Run
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer
-from harness_lab.run import Run
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from typing import Any
 from harness_lab.clock import Clock
 from harness_lab.contract import ControlContract, load_contract
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
-from harness_lab.run import Run
 
 GOOD = (data_dir() / "reports" / "conforming.md").read_text(encoding="utf-8")
 READ_A = {"kind": "read_evidence", "id": "harness-boundary"}

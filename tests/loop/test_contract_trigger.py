@@ -9,15 +9,15 @@ import pytest
 from loophelpers import CONFORMING, contract, make_run
 
 from harness_lab import Run
-from harness_lab.approval import AutoApprove
 from harness_lab.contract import ControlContract, Trigger, load_contract
 from harness_lab.errors import ConfigError
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.loop.approval import AutoApprove
+from harness_lab.loop.triggers import DEFAULT_TRIGGER_CHECKS, TRIGGER_INVALID, TriggerTest
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.states import RunState
 from harness_lab.store import SQLiteStore
-from harness_lab.triggers import DEFAULT_TRIGGER_CHECKS, TRIGGER_INVALID, TriggerTest
 
 
 def _with_trigger(still_valid: Any) -> ControlContract:

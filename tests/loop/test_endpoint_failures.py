@@ -157,7 +157,7 @@ def test_an_endpoint_failure_needs_a_reason_and_a_count(bad: dict[str, Any]) -> 
 
 
 def test_the_external_loop_retries_an_unavailable_endpoint_once_then_blocks(tmp_path: Path) -> None:
-    from harness_lab.scheduler import ExternalLoop
+    from harness_lab.loop.scheduler import ExternalLoop
     from harness_lab.states import LoopState
 
     run = Run.from_scenario("conforming_report", proposer=Flaky(down=set(range(2, 100))), workspace=tmp_path / "ws")

@@ -16,8 +16,8 @@ from harness_lab.clock import FakeClock
 from harness_lab.errors import SimulatedCrash
 from harness_lab.faults import Fault, FaultHook, ProcessCrash, RepeatedActionLoop, ToolTimeout
 from harness_lab.faults.base import ToolImpl
+from harness_lab.loop.run import Run
 from harness_lab.proposers import FunctionProposer, ScriptedProposer
-from harness_lab.run import Run
 from harness_lab.states import RunState
 from harness_lab.store import SQLiteStore
 from harness_lab.tools import ToolResult

@@ -11,12 +11,12 @@ import pytest
 from loophelpers import READ_A, READ_B, WRITE_GOOD, make_run
 from runhelpers import CountingOutbox
 
-import harness_lab._finish_check
-import harness_lab._run_base
-from harness_lab.approval import ApprovalDecision, ApprovalRequest, AskHuman, AutoApprove
+import harness_lab.loop._finish_check
+import harness_lab.loop._run_base
 from harness_lab.errors import RunStateError
 from harness_lab.faults import CrashPoint
-from harness_lab.run import Run
+from harness_lab.loop.approval import ApprovalDecision, ApprovalRequest, AskHuman, AutoApprove
+from harness_lab.loop.run import Run
 from harness_lab.states import RunState
 from harness_lab.store import SQLiteStore
 
@@ -103,7 +103,7 @@ def _interrupt_observe(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _interrupt_close(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     # the push step's record being made (its sixth argument is the tool's result)
-    _interrupt_once(harness_lab._run_base, "step_record", monkeypatch,
+    _interrupt_once(harness_lab.loop._run_base, "step_record", monkeypatch,
                     when=lambda *a, **k: a[5] is not None and a[5].tool == "push")
 
 
@@ -168,7 +168,7 @@ def test_an_interrupt_while_a_finish_is_validated_is_a_crash_after_the_effect(
     store = SQLiteStore(tmp_path / "runs.sqlite") if with_store else None
     outbox = CountingOutbox()
     run = make_run(tmp_path, ACTIONS, effects=outbox, approver=AutoApprove(), run_id="R1", store=store)
-    _interrupt_once(harness_lab._finish_check, "check_report", monkeypatch)
+    _interrupt_once(harness_lab.loop._finish_check, "check_report", monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         run.run()
     _crashed_after(run, CrashPoint.AFTER_EFFECT, "validate", "finish", 5)

@@ -13,9 +13,9 @@ from harness_lab.clock import FakeClock
 from harness_lab.errors import RunStateError, SimulatedCrash
 from harness_lab.executor import Outbox
 from harness_lab.faults import BudgetSqueeze, CrashPoint, ProcessCrash, StaleContext, ToolTimeout
+from harness_lab.loop.run import Run
 from harness_lab.proposal import Proposal, parse_proposal
 from harness_lab.proposers import FunctionProposer, ProposerOutput, ScriptedProposer
-from harness_lab.run import Run
 from harness_lab.states import RunState
 from harness_lab.store import InMemoryStore
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from loophelpers import make_run
 
-from harness_lab._finish_check import FinishCheck
-from harness_lab._human_gate import HumanGate
-from harness_lab._restorable import RunImage
-from harness_lab.run import Run
+from harness_lab.loop._finish_check import FinishCheck
+from harness_lab.loop._human_gate import HumanGate
+from harness_lab.loop._restorable import RunImage
+from harness_lab.loop.run import Run
 from harness_lab.validation import EvidenceSupportReviewer
 
 

@@ -9,9 +9,16 @@ from loophelpers import FINISH, GOOD, READ_A, READ_B, READ_C, WRITE_GOOD, contra
 
 from harness_lab.clock import FakeClock
 from harness_lab.errors import RunStateError
+from harness_lab.loop.run import Run
+from harness_lab.loop.scheduler import (
+    SEED_000_TABLE,
+    ExternalLoop,
+    RoundFacts,
+    RoundOutcome,
+    classify,
+    next_state,
+)
 from harness_lab.proposers import FunctionProposer
-from harness_lab.run import Run
-from harness_lab.scheduler import SEED_000_TABLE, ExternalLoop, RoundFacts, RoundOutcome, classify, next_state
 from harness_lab.states import LOOP_TRANSITIONS, LoopState, RunState
 
 BAD = GOOD.replace("## Limitations\nTest material only.\n", "")

@@ -1,4 +1,4 @@
-"""The step's records, built without re-validation (``harness_lab._step_records``), are the very
+"""The step's records, built without re-validation (``harness_lab.loop._step_records``), are the very
 records the validated constructors make: equal, same dump, same set fields, same hash (or
 the same refusal), frozen."""
 
@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from harness_lab import Run
-from harness_lab._step_records import proposed, step_record, tool_called, usage
 from harness_lab.events import Proposed, StepRecord, ToolCalled, Usage
+from harness_lab.loop._step_records import proposed, step_record, tool_called, usage
 
 _SCENARIOS = ("conforming_report", "endless_tool_calls", "missing_section_then_fixed", "sets_run_state",
               "no_report_claims_done")

@@ -11,11 +11,11 @@ from loophelpers import FINISH, GOOD, READ_A, READ_B, WRITE_GOOD, contract, make
 from harness_lab import Run
 from harness_lab.contract import ControlContract, Stop, load_contract
 from harness_lab.errors import ConfigError
+from harness_lab.loop.repair import RepairPolicy
+from harness_lab.loop.scheduler import ExternalLoop
+from harness_lab.loop.stop_rules import SAME_ROOT_CAUSE, AllChecksPass, SameRootCause, parse_failure
 from harness_lab.paths import data_dir
-from harness_lab.repair import RepairPolicy
-from harness_lab.scheduler import ExternalLoop
 from harness_lab.states import LoopState, RunState
-from harness_lab.stop_rules import SAME_ROOT_CAUSE, AllChecksPass, SameRootCause, parse_failure
 from harness_lab.store import SQLiteStore
 
 NO_LIMITS = GOOD.replace("## Limitations\nTest material only.\n", "")

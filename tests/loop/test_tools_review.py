@@ -9,7 +9,7 @@ from typing import Any
 
 from loophelpers import make_run
 
-from harness_lab.approval import AutoApprove
+from harness_lab.loop.approval import AutoApprove
 from harness_lab.proposal import parse_proposal
 from harness_lab.tools import ToolResult
 

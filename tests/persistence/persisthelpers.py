@@ -13,9 +13,9 @@ from typing import Any
 from runhelpers import CountingOutbox  # noqa: F401  (the persistence tests import it from here)
 
 from harness_lab import Run
-from harness_lab.approval import AutoApprove
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.loop.approval import AutoApprove
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.store import Store

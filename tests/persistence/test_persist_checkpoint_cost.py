@@ -14,7 +14,7 @@ from persisthelpers import CountingOutbox, push_run
 from harness_lab import Run
 from harness_lab.checkpoint import FULL_EVERY
 from harness_lab.context import ContextItem
-from harness_lab.resume import load_checkpoint
+from harness_lab.persistence.resume import load_checkpoint
 from harness_lab.store import SCHEMA_VERSION, InMemoryStore, SQLiteStore, Store
 
 BIG = "".join(f"line {k}: nothing unusual here\n" for k in range(1200))  # ~36 KB: a stored output

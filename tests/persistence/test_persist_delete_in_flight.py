@@ -9,9 +9,9 @@ import pytest
 from persisthelpers import ACTIONS, CountingOutbox, outcome, push_run
 
 from harness_lab import Run, RunState
-from harness_lab.approval import AutoApprove
 from harness_lab.errors import SimulatedCrash
 from harness_lab.faults import CrashPoint, ProcessCrash
+from harness_lab.loop.approval import AutoApprove
 from harness_lab.store import SQLiteStore
 
 # read, read, write a note, delete it, write the report, finish

@@ -12,10 +12,10 @@ from types import FrameType
 import pytest
 
 from harness_lab import Run
-from harness_lab.checkpoint_record import Checkpoint
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.paths import data_dir
+from harness_lab.persistence.checkpoint_record import Checkpoint
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.states import RunState
 from harness_lab.store import SQLiteStore

@@ -15,8 +15,8 @@ from persisthelpers import CountingOutbox, push_run
 
 from harness_lab import Run
 from harness_lab.cli import main
-from harness_lab.heartbeat import Watchdog, drive
 from harness_lab.paths import data_dir
+from harness_lab.persistence.heartbeat import Watchdog, drive
 from harness_lab.store import SQLiteStore
 
 

@@ -16,11 +16,11 @@ import pytest
 from persisthelpers import CountingOutbox, push_run
 
 from harness_lab import Run, RunState
-from harness_lab.approval import Approver, AskHuman, AutoApprove
 from harness_lab.errors import RunStateError, StoreError, WorkspaceError
-from harness_lab.heartbeat import GracefulStop, HeartbeatThread, Watchdog, drive
-from harness_lab.resume import _CHECKPOINT_ID, load_checkpoint
-from harness_lab.scheduler import ExternalLoop, RoundOutcome
+from harness_lab.loop.approval import Approver, AskHuman, AutoApprove
+from harness_lab.loop.scheduler import ExternalLoop, RoundOutcome
+from harness_lab.persistence.heartbeat import GracefulStop, HeartbeatThread, Watchdog, drive
+from harness_lab.persistence.resume import _CHECKPOINT_ID, load_checkpoint
 from harness_lab.states import LoopState
 from harness_lab.store import InMemoryStore, SQLiteStore
 

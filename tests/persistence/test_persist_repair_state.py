@@ -10,9 +10,9 @@ from typing import Any
 from harness_lab import Run
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.loop.repair import RepairPolicy
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
-from harness_lab.repair import RepairPolicy
 from harness_lab.states import RunState
 from harness_lab.store import SQLiteStore
 

@@ -9,7 +9,7 @@ import pytest
 from persisthelpers import CountingOutbox, push_run
 
 from harness_lab.cli import main
-from harness_lab.run import Run
+from harness_lab.loop.run import Run
 from harness_lab.store import SQLiteStore
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from persisthelpers import CountingOutbox, outcome, push_run
 
 from harness_lab import Run, RunState
-from harness_lab.approval import AutoApprove
-from harness_lab.heartbeat import HeartbeatThread, Watchdog
+from harness_lab.loop.approval import AutoApprove
+from harness_lab.persistence.heartbeat import HeartbeatThread, Watchdog
 from harness_lab.store import SQLiteStore
 
 HERE = Path(__file__).resolve().parent
@@ -73,7 +73,7 @@ SLOW = textwrap.dedent("""
     from pathlib import Path
     sys.path[:0] = [{here!r}, {tests!r}]  # persisthelpers, and runhelpers beside the conftest
     from persisthelpers import ACTIONS, CountingOutbox, push_run
-    from harness_lab.heartbeat import drive
+    from harness_lab.persistence.heartbeat import drive
     from harness_lab.store import SQLiteStore
     store = SQLiteStore({db!r})
     reads = [{{"kind": "read_evidence", "id": i}} for i in ("harness-boundary", "acceptance-snapshot", "budget-gates")]

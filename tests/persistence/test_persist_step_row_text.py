@@ -9,7 +9,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness_lab._step_records import proposed, step_record, tool_called, usage
 from harness_lab.actions import _FLAT
 from harness_lab.events import (
     _FLAT_ROWS,
@@ -20,6 +19,7 @@ from harness_lab.events import (
     dump_step_row,
     load_step_row,
 )
+from harness_lab.loop._step_records import proposed, step_record, tool_called, usage
 from harness_lab.proposal import parse_proposal
 from harness_lab.states import RunState
 from harness_lab.tools import ToolResult

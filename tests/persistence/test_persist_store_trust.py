@@ -17,7 +17,7 @@ from persisthelpers import CountingOutbox, push_run
 from harness_lab import Run
 from harness_lab.cli import main
 from harness_lab.errors import StoreError
-from harness_lab.heartbeat import Watchdog
+from harness_lab.persistence.heartbeat import Watchdog
 from harness_lab.proposers.replay import replay_run, saved_trace
 from harness_lab.store import Heartbeat, SQLiteStore
 

@@ -23,10 +23,10 @@ import pytest
 import yaml
 from persisthelpers import kill_when
 
-from harness_lab.checkpoint_record import Checkpoint
-from harness_lab.heartbeat import Watchdog, process_alive
+from harness_lab.persistence.checkpoint_record import Checkpoint
+from harness_lab.persistence.heartbeat import Watchdog, process_alive
+from harness_lab.persistence.watch import RESTART_HEADER, Watcher
 from harness_lab.store import Heartbeat, SQLiteStore
-from harness_lab.watch import RESTART_HEADER, Watcher
 
 _ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 _CLI = [sys.executable, "-m", "harness_lab.cli"]

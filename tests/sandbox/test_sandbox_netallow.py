@@ -28,9 +28,9 @@ from harness_lab.cli import main
 from harness_lab.contract import ControlContract, load_contract
 from harness_lab.errors import ConfigError, SandboxEnvironmentError
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
-from harness_lab.run import Run
 from harness_lab.sandbox import Sandbox, SandboxPolicy
 from harness_lab.sandbox.netallow import MAX_CONNECTIONS, Relay, parse_allowlist
 from harness_lab.store import SQLiteStore

@@ -10,13 +10,13 @@ from runhelpers import CountingOutbox
 
 from harness_lab import Run, RunState
 from harness_lab.actions import GatedAction
-from harness_lab.approval import AskHuman
 from harness_lab.contract import load_contract
 from harness_lab.errors import RunStateError, SimulatedCrash
 from harness_lab.events import dump_step_row, load_step_row
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.executor import Outbox
 from harness_lab.faults import CrashPoint, ProcessCrash
+from harness_lab.loop.approval import AskHuman
 from harness_lab.paths import data_dir
 from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import ScriptedProposer

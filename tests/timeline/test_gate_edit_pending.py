@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from harness_lab import Run
-from harness_lab.approval import AskHuman
 from harness_lab.contract import load_contract
 from harness_lab.errors import RunStateError
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.loop.approval import AskHuman
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.store import SQLiteStore

@@ -20,7 +20,7 @@ from harness_lab.faults.catalogue import (
     ToolException,
     ToolTimeout,
 )
-from harness_lab.run import Run
+from harness_lab.loop.run import Run
 from harness_lab.store import SQLiteStore
 from tests.loop.loophelpers import FINISH, READ_A, READ_B, READ_C, WRITE_GOOD, contract, evidence
 from tests.timeline.timelinehelpers import RecordingProposer, Seen, note_step, workspace_files

@@ -11,9 +11,9 @@ import pytest
 
 from harness_lab.errors import ConfigError, RunStateError
 from harness_lab.events import Usage
+from harness_lab.loop.run import Run
 from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import FunctionProposer
-from harness_lab.run import Run
 from harness_lab.states import RunState
 from harness_lab.store import InMemoryStore, SQLiteStore
 from harness_lab.timeline.files import FULL_EVERY

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness_lab.context import ContextView
+from harness_lab.loop.run import Run
 from harness_lab.proposers import ScriptedProposer
-from harness_lab.run import Run
 
 
 @dataclass

@@ -2,23 +2,23 @@
 and is then approved (executed exactly as requested, or exactly as a person edited it: ``approve(edited=...)``)
 or rejected; a late answer executes nothing.
 
-:class:`~harness_lab.run.Run` owns one (``run.human_gate``) and gives it the step parts an approved call
-runs through (``_execute``, ``_observe``, ``_check_external_change``); read :mod:`harness_lab.run` first.
+:class:`~harness_lab.loop.run.Run` owns one (``run.human_gate``) and gives it the step parts an approved call
+runs through (``_execute``, ``_observe``, ``_check_external_change``); read :mod:`harness_lab.loop.run` first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ._edits import edited_proposal
+from .._edits import edited_proposal
+from ..errors import RunStateError
+from ..events import Decision, HumanDecided, Note, StepRecord, StopReason
+from ..faults import CrashPoint
+from ..proposal import Proposal
+from ..states import RunState
+from ..tools import ToolResult
 from ._run_base import RunBase
 from .approval import ApprovalDecision, ApprovalRequest
-from .errors import RunStateError
-from .events import Decision, HumanDecided, Note, StepRecord, StopReason
-from .faults import CrashPoint
-from .proposal import Proposal
-from .states import RunState
-from .tools import ToolResult
 
 __all__ = ["HumanGate"]
 
@@ -37,7 +37,7 @@ class HumanGate:
 
     def approve(self, *, by: str = "human", args_sha256: str | None = None,
                 edited: Mapping[str, object] | None = None) -> StepRecord:
-        """See :meth:`Run.approve <harness_lab.run.Run.approve>`."""
+        """See :meth:`Run.approve <harness_lab.loop.run.Run.approve>`."""
         run = self._run
         _require_text(by=by)
         request, proposal = self._require_waiting()
@@ -84,7 +84,7 @@ class HumanGate:
         return run._close(proposal, decision, result=result)
 
     def reject(self, reason: str, *, by: str = "human") -> StepRecord:
-        """See :meth:`Run.reject <harness_lab.run.Run.reject>`."""
+        """See :meth:`Run.reject <harness_lab.loop.run.Run.reject>`."""
         run = self._run
         _require_text(reason=reason, by=by)
         request, proposal = self._require_waiting()
@@ -142,12 +142,12 @@ class HumanGate:
 
     @property
     def gate_expired(self) -> bool:
-        """See :attr:`Run.gate_expired <harness_lab.run.Run.gate_expired>`."""
+        """See :attr:`Run.gate_expired <harness_lab.loop.run.Run.gate_expired>`."""
         return self.timed_out() is not None
 
     @property
     def step_due(self) -> bool:
-        """See :attr:`Run.step_due <harness_lab.run.Run.step_due>`."""
+        """See :attr:`Run.step_due <harness_lab.loop.run.Run.step_due>`."""
         run = self._run
         return (not run.state.terminal and not run._parked_on_endpoint
                 and (run.waiting is None or self.gate_expired))

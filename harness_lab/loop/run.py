@@ -3,7 +3,7 @@
 The model only proposes; this module decides. ``step()`` is synchronous and returns one
 :class:`~harness_lab.events.StepRecord`; ``pending`` shows the next proposal before it executes.
 
-``Run`` adds the step loop to :class:`~harness_lab._run_base.RunBase` (its bookkeeping) and owns its
+``Run`` adds the step loop to :class:`~harness_lab.loop._run_base.RunBase` (its bookkeeping) and owns its
 collaborators, no mixins: ``run.image`` (capture / restore), ``run.human_gate`` (approve / reject),
 ``run.finish_check`` (validation); its public methods for them delegate.
 """
@@ -14,43 +14,43 @@ from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 
-from ._edits import edited_proposal
-from ._finish_check import FinishCheck
-from ._human_gate import HumanGate
-from ._run_base import RunBase, _kind
-from ._step_records import proposed, tool_called
-from ._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
-from .actions import Finish, ForbiddenAction
-from .approval import Approver
-from .checkpoint import Checkpointer
-from .clock import Clock
-from .context import ContextView
-from .contract import load_contract
-from .effect_classes import effect_class
-from .errors import RunStateError
-from .events import (
+from .._edits import edited_proposal
+from .._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
+from ..actions import Finish, ForbiddenAction
+from ..checkpoint import Checkpointer
+from ..clock import Clock
+from ..context import ContextView
+from ..contract import load_contract
+from ..effect_classes import effect_class
+from ..errors import RunStateError
+from ..events import (
     Decision,
     Note,
     StepRecord,
     StopReason,
 )
-from .evidence import EvidenceCatalogue
-from .executor import ExternalEffects
-from .faults import CrashPoint, Fault, FaultRecord, resolve_fault
-from .paths import data_dir
-from .proposal import Proposal, parse_proposal
-from .proposers.base import EndpointFailure, Proposer, ProposerOutput
-from .proposers.scripted import ScriptedProposer
-from .sandbox.policy import Isolation
-from .sandbox.snapshots import SnapshotInfo
-from .scenarios import copy_repository, load_scenario, scenario_ref
-from .states import RunState
-from .store import Store
-from .timeline.breakpoints import Stops, Until
-from .timeline.records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
-from .tools import ToolResult
+from ..evidence import EvidenceCatalogue
+from ..executor import ExternalEffects
+from ..faults import CrashPoint, Fault, FaultRecord, resolve_fault
+from ..paths import data_dir
+from ..proposal import Proposal, parse_proposal
+from ..proposers.base import EndpointFailure, Proposer, ProposerOutput
+from ..proposers.scripted import ScriptedProposer
+from ..sandbox.policy import Isolation
+from ..sandbox.snapshots import SnapshotInfo
+from ..scenarios import copy_repository, load_scenario, scenario_ref
+from ..states import RunState
+from ..store import Store
+from ..timeline.breakpoints import Stops, Until
+from ..timeline.records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
+from ..tools import ToolResult
+from ..validation.semantic import SemanticReviewer
+from ._finish_check import FinishCheck
+from ._human_gate import HumanGate
+from ._run_base import RunBase, _kind
+from ._step_records import proposed, tool_called
+from .approval import Approver
 from .triggers import TRIGGER_INVALID, TriggerTest, trigger_holds
-from .validation.semantic import SemanticReviewer
 
 __all__ = ["Run"]
 
@@ -295,12 +295,12 @@ class Run(RunBase):
         isolation: Isolation = "auto",
         trigger_checks: Mapping[str, TriggerTest] | None = None,
     ) -> Run:
-        """Continue a checkpointed run in the seed's order (see :mod:`harness_lab.resume`); the
+        """Continue a checkpointed run in the seed's order (see :mod:`harness_lab.persistence.resume`); the
         checks are in ``run.resume_report``; a failed check leaves the run BLOCKED and the store as it was.
         The run keeps the isolation it was started with; ``isolation`` may strengthen it for this process
         ("required" or a named wrapper over "auto"), never weaken it (a ConfigError). ``trigger_checks``:
-        the checks ``trigger.still_valid`` may name (see :mod:`harness_lab.triggers`), re-verified first."""
-        from .resume import resume_run
+        the checks ``trigger.still_valid`` may name (see :mod:`harness_lab.loop.triggers`), re-verified first."""
+        from ..persistence.resume import resume_run
 
         return resume_run(cls, store, run_id, proposer=proposer, evidence=evidence, approver=approver,
                           effects=effects, clock=clock, isolation=isolation, trigger_checks=trigger_checks)
@@ -315,10 +315,10 @@ class Run(RunBase):
         if (checkpoint_id is None) == (at_step is None):
             raise RunStateError("fork: give exactly one of a checkpoint or snapshot id and at_step=")
         if at_step is not None:
-            from .timeline.branch import fork_at
+            from ..timeline.branch import fork_at
 
             return fork_at(self, at_step, budget=budget, new_run_id=new_run_id, workspace=workspace)
-        from .fork import fork_run
+        from ..persistence.fork import fork_run
 
         assert checkpoint_id is not None
         return fork_run(self, checkpoint_id, new_run_id=new_run_id, workspace=workspace, budget=budget)
@@ -328,7 +328,7 @@ class Run(RunBase):
     def history(self) -> list[StepPoint]:
         """Every committed step as a :class:`~harness_lab.timeline.StepPoint`, step 0 (the run as
         registered) first. Read from the run's store: a run without one has no history to travel in."""
-        from .timeline.travel import history
+        from ..timeline.travel import history
 
         return history(self)
 
@@ -337,7 +337,7 @@ class Run(RunBase):
         decision, the result in full, the verdict, the budget spent and the workspace files with their
         diff against step n-1 (see :class:`~harness_lab.timeline.StepView`). Read from the run's store: a
         run without one refuses in one line ("give it InMemoryStore() or SQLiteStore(path)")."""
-        from .timeline.travel import step_view
+        from ..timeline.travel import step_view
 
         return step_view(self, n)
 
@@ -349,7 +349,7 @@ class Run(RunBase):
         A path is opened read-only (a fork of the run is then not registered in it); a ``Store`` object as
         it is (forks register there). ``proposer``: what its forks propose with (default: the recorded
         script; a run of another proposer needs one before a fork of it steps)."""
-        from .timeline.travel import open_run
+        from ..timeline.travel import open_run
 
         return open_run(cls, db, run_id, proposer)
 
@@ -376,8 +376,8 @@ class Run(RunBase):
         ``"fresh"`` zeroes it; a mapping sets the fields it names (see :mod:`harness_lab.timeline`)."""
         if (snapshot_id is None) == (to_step is None):
             raise RunStateError("rollback: give exactly one of a snapshot id and to_step=")
-        from .timeline.branch import rollback_to
-        from .timeline.budget import check_budget, spend
+        from ..timeline.branch import rollback_to
+        from ..timeline.budget import check_budget, spend
 
         self._refuse_if_read_only()
         if to_step is not None:

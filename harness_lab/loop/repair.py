@@ -7,7 +7,7 @@ table measures plain feedback loops. With it on, each failed finish is answered 
 1. failures 1 .. ``max_retries`` (by default the contract's ``verification.max_repairs``, 3 in the
    shipped contract): *retry* -- the reasons are fed back, the proposer tries again;
 2. the next failure, or an earlier one on which the contract's ``stop.failure`` rule fires (the same
-   root cause failed twice over different drafts: :mod:`harness_lab.stop_rules`): *rollback* -- the workspace, run state and context return to the last healthy
+   root cause failed twice over different drafts: :mod:`harness_lab.loop.stop_rules`): *rollback* -- the workspace, run state and context return to the last healthy
    snapshot (taken before the first draft of the artifact) and a note says "approach X failed
    because Y; try a different approach";
 3. a failure after the rollback: *escalate* -- the run stops BLOCKED with code ``escalated`` and a
@@ -28,13 +28,13 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from .actions import WriteFile, WriteReport
-from .contract import ControlContract
-from .events import StepRecord
-from .proposal import Proposal
-from .sandbox import Sandbox
+from ..actions import WriteFile, WriteReport
+from ..contract import ControlContract
+from ..events import StepRecord
+from ..proposal import Proposal
+from ..sandbox import Sandbox
+from ..validation import Verdict
 from .stop_rules import FailedAttempts
-from .validation import Verdict
 
 __all__ = ["RepairPolicy", "RepairStep"]
 
@@ -118,7 +118,7 @@ class RepairPolicy:
         self.failures += 1
         cap = self.max_retries if self.max_retries is not None else run.contract.verification.max_repairs
         why = "; ".join(verdict.reasons) or "checks failed"
-        # The contract's stop.failure, over the run's attempts (harness_lab.stop_rules): when it fires,
+        # The contract's stop.failure, over the run's attempts (harness_lab.loop.stop_rules): when it fires,
         # retrying cannot fix the cause, so the policy moves on before the cap.
         rule = run.contract.stop.rules[1]
         stuck = rule.fires(run.failed_attempts.causes)

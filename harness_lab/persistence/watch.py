@@ -2,7 +2,7 @@
 with a stuck one.
 
 One pass (:meth:`Watcher.scan`) opens the store read-only and judges each run with
-:meth:`Watchdog.judge <harness_lab.heartbeat.Watchdog.judge>` (alive / stuck / settled / no_heartbeat).
+:meth:`Watchdog.judge <harness_lab.persistence.heartbeat.Watchdog.judge>` (alive / stuck / settled / no_heartbeat).
 Only a stuck run makes it write: the run is marked ``stuck`` with its reason and, with ``resume``, a
 restart report is added and ``harness-lab resume`` starts in a child process of its own session (a
 crash of the resumed run does not take the watcher down, and a Ctrl-C of the watcher does not stop the
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
-from .checkpoint import check_run_id
-from .errors import HarnessLabError, StoreError
+from ..checkpoint import check_run_id
+from ..errors import HarnessLabError, StoreError
+from ..store import SQLiteStore, Store
 from .heartbeat import Watchdog, WatchdogVerdict
-from .store import SQLiteStore, Store
 
 __all__ = ["RESTART_HEADER", "WatchLine", "Watcher"]
 

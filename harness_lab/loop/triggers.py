@@ -33,8 +33,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .contract import Trigger, TriggerCheck
-from .errors import ConfigError
+from ..contract import Trigger, TriggerCheck
+from ..errors import ConfigError
 
 __all__ = ["DEFAULT_TRIGGER_CHECKS", "TRIGGER_INVALID", "TriggerTest", "check_trigger", "trigger_holds"]
 

@@ -2,8 +2,8 @@
 checkpoints, rollback, resume and forks share (:class:`RunImage`), and what the run used, counted in
 :class:`_Counters` (``usage`` is the run's).
 
-:class:`~harness_lab._run_base.RunBase` owns a :class:`RunImage` (``run.image``) and delegates to it;
-read :mod:`harness_lab.run` first.
+:class:`~harness_lab.loop._run_base.RunBase` owns a :class:`RunImage` (``run.image``) and delegates to it;
+read :mod:`harness_lab.loop.run` first.
 """
 
 from __future__ import annotations
@@ -12,20 +12,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
+from ..clock import Clock
+from ..context import ContextManager
+from ..events import Event, Restored, StopReason, Usage
+from ..executor import ToolExecutor
+from ..gates import GatesMark, LoopGates
+from ..persistence.checkpoint_record import RUN_STATE_EMPTY
+from ..proposal import Proposal, parse_proposal
+from ..proposers.base import EndpointFailure, Proposer, StatefulProposer
+from ..sandbox import Sandbox
+from ..states import RunState
+from ..validation import Receipt
 from .approval import ApprovalRequest
-from .checkpoint_record import RUN_STATE_EMPTY
-from .clock import Clock
-from .context import ContextManager
-from .events import Event, Restored, StopReason, Usage
-from .executor import ToolExecutor
-from .gates import GatesMark, LoopGates
-from .proposal import Proposal, parse_proposal
-from .proposers.base import EndpointFailure, Proposer, StatefulProposer
 from .repair import RepairPolicy
-from .sandbox import Sandbox
-from .states import RunState
 from .stop_rules import FailedAttempts
-from .validation import Receipt
 
 __all__ = ["RunImage"]
 
@@ -70,7 +70,7 @@ class RunImage:
 
     def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str,
                       ref_loader: Callable[[str], str | None] | None = None) -> None:
-        """See :meth:`Run.continue_from <harness_lab.run.Run.continue_from>`."""
+        """See :meth:`Run.continue_from <harness_lab.loop.run.Run.continue_from>`."""
         run = self._run
         run.step_no, run._seq, run.usage = step, seq, usage
         run.gates.started_at = run.clock.now() - usage.elapsed_s
@@ -79,7 +79,7 @@ class RunImage:
             run.repair.restore(captured.get("repair"), {s.id for s in run.sandbox.snapshots()})
 
     def capture(self, *, context: bool = True) -> dict[str, Any]:
-        """See :meth:`Run.capture <harness_lab.run.Run.capture>`."""
+        """See :meth:`Run.capture <harness_lab.loop.run.Run.capture>`."""
         run = self._run
         held = self.capture_compact()
         captured: dict[str, Any] = {"state": run.state.value}
@@ -90,7 +90,7 @@ class RunImage:
         return captured
 
     def capture_compact(self) -> dict[str, Any]:
-        """See :meth:`Run.capture_compact <harness_lab.run.Run.capture_compact>`."""
+        """See :meth:`Run.capture_compact <harness_lab.loop.run.Run.capture_compact>`."""
         run = self._run
         held: dict[str, Any] = {}
         if run.stop_reason is not None:
@@ -115,7 +115,7 @@ class RunImage:
 
     def restore(self, captured: dict[str, Any], *, source: str,
                 ref_loader: Callable[[str], str | None] | None = None) -> None:
-        """See :meth:`Run.restore <harness_lab.run.Run.restore>`."""
+        """See :meth:`Run.restore <harness_lab.loop.run.Run.restore>`."""
         run = self._run
         run.state = RunState(captured["state"])
         run.stop_reason = StopReason.model_validate(captured["stop_reason"]) if captured["stop_reason"] else None

@@ -1,8 +1,8 @@
 """The run's bookkeeping: construction, the one state-changing function, the trace, crashes and
 interrupts, what the run used (``usage``); the restorable state (``capture`` / ``restore``) is the
-:class:`~harness_lab._restorable.RunImage` it owns (``self.image``), which those methods delegate to.
+:class:`~harness_lab.loop._restorable.RunImage` it owns (``self.image``), which those methods delegate to.
 
-:class:`~harness_lab.run.Run` adds the step loop on top; read that module first.
+:class:`~harness_lab.loop.run.Run` adds the step loop on top; read that module first.
 """
 
 from __future__ import annotations
@@ -17,18 +17,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._context_tools import context_action
-from ._process_id import process_identity
-from ._restorable import RunImage, _Counters
-from ._run_setup import initial_context
-from ._step_records import step_record, usage
-from .approval import ApprovalRequest, Approver, AskHuman
-from .checkpoint import Checkpointer
-from .clock import Clock, SystemClock
-from .contract import ControlContract
-from .effect_classes import effect_class
-from .errors import ConfigError, RunStateError, WorkspaceError
-from .events import (
+from .._context_tools import context_action
+from ..checkpoint import Checkpointer
+from ..clock import Clock, SystemClock
+from ..contract import ControlContract
+from ..effect_classes import effect_class
+from ..errors import ConfigError, RunStateError, WorkspaceError
+from ..events import (
     Decision,
     Event,
     Note,
@@ -37,26 +32,31 @@ from .events import (
     StopReason,
     Usage,
 )
-from .evidence import EvidenceCatalogue
-from .executor import ExternalEffects, Outbox, ToolExecutor
-from .faults import CrashPoint, FaultSchedule
-from .gates import GatesMark, LoopGates
-from .proposal import Proposal
-from .proposers.base import EndpointFailure, Proposer
+from ..evidence import EvidenceCatalogue
+from ..executor import ExternalEffects, Outbox, ToolExecutor
+from ..faults import CrashPoint, FaultSchedule
+from ..gates import GatesMark, LoopGates
+from ..persistence._process_id import process_identity
+from ..proposal import Proposal
+from ..proposers.base import EndpointFailure, Proposer
+from ..sandbox import Sandbox, SandboxPolicy
+from ..sandbox.command import check_isolation, check_network_allow
+from ..sandbox.policy import Isolation, isolation_at_least
+from ..states import RunState, can_transition
+from ..store import Store
+from ..tools import ToolResult
+from ..validation import Receipt, Verdict, sha256_hex
+from ._restorable import RunImage, _Counters
+from ._run_setup import initial_context
+from ._step_records import step_record, usage
+from .approval import ApprovalRequest, Approver, AskHuman
 from .repair import RepairPolicy
-from .sandbox import Sandbox, SandboxPolicy
-from .sandbox.command import check_isolation, check_network_allow
-from .sandbox.policy import Isolation, isolation_at_least
-from .states import RunState, can_transition
 from .stop_rules import FailedAttempts
-from .store import Store
-from .tools import ToolResult
 from .triggers import DEFAULT_TRIGGER_CHECKS, TriggerTest, check_trigger
-from .validation import Receipt, Verdict, sha256_hex
 
 if TYPE_CHECKING:
-    from .resume import ResumeReport
-    from .run_like import RunLike
+    from ..persistence.resume import ResumeReport
+    from ..run_like import RunLike
 
 __all__ = ["RunBase"]
 
@@ -87,7 +87,7 @@ class RunBase:
         trigger_checks: Mapping[str, TriggerTest] | None = None,
     ) -> None:
         self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
-        # The checks trigger.still_valid may name (harness_lab.triggers); a bad name is refused here.
+        # The checks trigger.still_valid may name (harness_lab.loop.triggers); a bad name is refused here.
         self.trigger_checks = DEFAULT_TRIGGER_CHECKS if trigger_checks is None else trigger_checks
         check_trigger(contract.trigger, self.trigger_checks)
         # What commands run in: the caller's choice, at least what the contract demands. Checked before
@@ -99,7 +99,7 @@ class RunBase:
         check_network_allow(contract.sandbox.network_allow, check_isolation(self.isolation, os.geteuid()))
         self._isolation_noted = False  # the note that commands run without a namespace, once per process
         self.run_id = run_id
-        self.repair = repair  # None: plain feedback loops (seed 004's table); see harness_lab.repair
+        self.repair = repair  # None: plain feedback loops (seed 004's table); see harness_lab.loop.repair
         # Directories the run made itself are removed by close(); a caller's workspace never is.
         self._owned_dirs: list[Path] = []
         # A temporary workspace nobody can find once the run is gone goes with it, unless a store holds the

@@ -12,20 +12,18 @@ a layer runs after the format one, each layer that ran leaves a ``verification``
 and the receipt keeps each layer's outcome apart. So a report contract (no check commands, no reviewer) validates exactly
 as before the layers existed.
 
-:class:`~harness_lab.run.Run` owns one (``run.finish_check``) and gives it the part it calls (``rollback``,
-for a repair that goes back to a snapshot); read :mod:`harness_lab.run` first.
+:class:`~harness_lab.loop.run.Run` owns one (``run.finish_check``) and gives it the part it calls (``rollback``,
+for a repair that goes back to a snapshot); read :mod:`harness_lab.loop.run` first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._run_base import RunBase, _sha
-from .events import Note, StopReason
-from .faults import CrashPoint
-from .states import RunState
-from .stop_rules import SAME_ROOT_CAUSE, root_cause
-from .validation import (
+from ..events import Note, StopReason
+from ..faults import CrashPoint
+from ..states import RunState
+from ..validation import (
     MAX_REPORT_BYTES,
     LayerFailure,
     LayerVerdict,
@@ -35,7 +33,9 @@ from .validation import (
     check_report,
     run_functional_layer,
 )
-from .validation.semantic import SemanticReviewer
+from ..validation.semantic import SemanticReviewer
+from ._run_base import RunBase, _sha
+from .stop_rules import SAME_ROOT_CAUSE, root_cause
 
 __all__ = ["FinishCheck"]
 

@@ -15,7 +15,7 @@ unrecoverable or stop condition      blocked              report the evidence an
 external change made context stale   ready                discard stale items, reselect the context
 ===================================  ===================  ==============================================
 
-The stop condition is the contract's ``stop.failure`` rule (:mod:`harness_lab.stop_rules`, the one the
+The stop condition is the contract's ``stop.failure`` rule (:mod:`harness_lab.loop.stop_rules`, the one the
 Run and the repair policy read): the *same root cause failing twice in a row* (over rounds) blocks, as
 does a recoverable failure with no rounds left. Priority when a round shows several things: the run's own
 terminal state, then the gate, then staleness, then the failure.
@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import RunStateError
-from .events import StepRecord
-from .states import LOOP_TRANSITIONS, LoopState, RunState
+from ..errors import RunStateError
+from ..events import StepRecord
+from ..states import LOOP_TRANSITIONS, LoopState, RunState
+from ..validation import Receipt
 from .stop_rules import SAME_ROOT_CAUSE, SameRootCause, root_cause
-from .validation import Receipt
 
 if TYPE_CHECKING:
     from .run import Run

@@ -9,12 +9,12 @@ each against the validated constructor: equal, same dump, same set fields.
 
 from __future__ import annotations
 
-from ._flat import RECORD_SLOTS, shared_fields
-from .events import Decision, Event, Proposed, StepRecord, ToolCalled, Usage
-from .proposal import Proposal
-from .states import RunState
-from .tools import ToolResult
-from .validation import Verdict
+from .._flat import RECORD_SLOTS, shared_fields
+from ..events import Decision, Event, Proposed, StepRecord, ToolCalled, Usage
+from ..proposal import Proposal
+from ..states import RunState
+from ..tools import ToolResult
+from ..validation import Verdict
 
 __all__ = ["proposed", "step_record", "tool_called", "usage"]
 

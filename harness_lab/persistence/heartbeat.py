@@ -5,7 +5,7 @@
 * :class:`Watchdog` (default 90 s) marks a run ``stuck`` in the store when its beats stop (the process
   is gone or hung) or when beats keep coming but no step completed for that long (alive but stuck);
   :meth:`Watchdog.judge` gives the same verdict and writes nothing. ``harness-lab watch``
-  (:mod:`harness_lab.watch`) runs it over a store and resumes or reports the stuck runs.
+  (:mod:`harness_lab.persistence.watch`) runs it over a store and resumes or reports the stuck runs.
   A run whose last checkpoint is terminal or waits for a human, or that a SIGTERM stopped (status
   ``stopped``, until it is resumed), is ``settled``: no beat is expected.
 * :class:`GracefulStop` turns SIGTERM into a request the loop sees between steps: the last step is
@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Literal
 
+from ..errors import HarnessLabError
+from ..events import StepRecord
+from ..states import RunState
+from ..store import Heartbeat, Store
 from ._process_id import process_alive
 from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
-from .errors import HarnessLabError
-from .events import StepRecord
-from .states import RunState
-from .store import Heartbeat, Store
 
 if TYPE_CHECKING:
-    from .checkpoint import CheckpointedRun as Run  # a Protocol: no import of run.py (one-way arrows)
+    from ..checkpoint import CheckpointedRun as Run  # a Protocol: no import of run.py (one-way arrows)
 
 __all__ = ["GracefulStop", "HeartbeatThread", "Watchdog", "WatchdogVerdict", "drive", "driver_of", "process_alive",
            "progress_report"]

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from .context.changes import replay
-from .store import Store
+from ..context.changes import replay
+from ..store import Store
 
 __all__ = ["item_texts", "stored_context"]
 

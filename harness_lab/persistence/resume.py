@@ -1,4 +1,4 @@
-"""Resume a checkpointed run in the seed's order (a fork from a checkpoint or snapshot: :mod:`harness_lab.fork`).
+"""Resume a checkpointed run in the seed's order (a fork from a checkpoint or snapshot: :mod:`harness_lab.persistence.fork`).
 
 Before anything is built the store is read as untrusted input (:func:`bound_spec`): the run's spec is
 checked field by field and must be the one its first row bound (its sha256 and workspace), and every row
@@ -6,7 +6,7 @@ read must have its shape; an edited or damaged store is one :class:`~harness_lab
 naming the run and the field or step. Then seed 000's order, each step a :class:`ResumeCheck` in
 ``run.resume_report``:
 
-1. ``trigger``    the contract's trigger still holds (re-verified now: see :mod:`harness_lab.triggers`);
+1. ``trigger``    the contract's trigger still holds (re-verified now: see :mod:`harness_lab.loop.triggers`);
 2. ``workspace``  the workspace hash equals the checkpoint's, or differs only by the step that was
                   in flight at the crash (its write-ahead intent names the path, and a write killed
                   before its rename leaves a temporary file beside it, removed once the resume is
@@ -31,7 +31,7 @@ one transaction): a run another live process writes (a ``run --db`` or ``resume`
 a gate it decides) is refused with :class:`~harness_lab.errors.RunStateError` naming it, before anything is
 built or written; of two resumes started in the same instant exactly one goes on. A lease left by a
 process that died is taken over. A run whose heartbeat says a live process of this machine drives it
-(:func:`~harness_lab.heartbeat.driver_of`; one that holds no lease, such as an older harness-lab) is
+(:func:`~harness_lab.persistence.heartbeat.driver_of`; one that holds no lease, such as an older harness-lab) is
 refused too. A workspace path where no folder can be (a file stands there or above it) raises
 :class:`~harness_lab.errors.WorkspaceError` instead: no run can be made on it.
 """
@@ -46,28 +46,28 @@ from typing import Any, Literal, Protocol, TypeGuard, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from ..checkpoint import CheckpointedRun, Checkpointer, StoredSpec, stored_spec
+from ..clock import Clock
+from ..contract import PERSIST_CATEGORIES, load_contract
+from ..effect_classes import effect_of_tool
+from ..errors import ConfigError, RunStateError, StoreError, WorkspaceError
+from ..events import Usage
+from ..evidence import EvidenceCatalogue
+from ..executor import ExternalEffects
+from ..loop.approval import Approver
+from ..loop.repair import RepairPolicy
+from ..loop.triggers import TriggerTest, trigger_holds
+from ..paths import data_dir
+from ..proposers.base import Proposer
+from ..proposers.scripted import ScriptedProposer
+from ..sandbox.fileops import write_debris
+from ..sandbox.policy import Isolation, isolation_at_least
+from ..sandbox.snapshots import manifest_hash
+from ..scenarios import load_scenario
+from ..store import EffectEntry, RunInfo, Store
 from ._stored_context import stored_context
-from .approval import Approver
-from .checkpoint import CheckpointedRun, Checkpointer, StoredSpec, stored_spec
 from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
-from .clock import Clock
-from .contract import PERSIST_CATEGORIES, load_contract
-from .effect_classes import effect_of_tool
-from .errors import ConfigError, RunStateError, StoreError, WorkspaceError
-from .events import Usage
-from .evidence import EvidenceCatalogue
-from .executor import ExternalEffects
 from .heartbeat import driver_of
-from .paths import data_dir
-from .proposers.base import Proposer
-from .proposers.scripted import ScriptedProposer
-from .repair import RepairPolicy
-from .sandbox.fileops import write_debris
-from .sandbox.policy import Isolation, isolation_at_least
-from .sandbox.snapshots import manifest_hash
-from .scenarios import load_scenario
-from .store import EffectEntry, RunInfo, Store
-from .triggers import TriggerTest, trigger_holds
 
 __all__ = ["ResumableRun", "ResumeCheck", "ResumeReport", "bound_spec", "continue_checkpoint", "load_checkpoint",
            "resume_note", "resume_run"]
@@ -137,7 +137,7 @@ def resume_run(cls: Callable[..., _R], store: Store, run_id: str, *, proposer: P
                evidence: EvidenceCatalogue | None = None, approver: Approver | None = None, effects: ExternalEffects | None = None,
                clock: Clock | None = None, isolation: Isolation = "auto",
                trigger_checks: Mapping[str, TriggerTest] | None = None) -> _R:
-    """See the module docstring; :meth:`Run.resume <harness_lab.run.Run.resume>` calls this."""
+    """See the module docstring; :meth:`Run.resume <harness_lab.loop.run.Run.resume>` calls this."""
     info = store.run_info(run_id)
     spec = bound_spec(store, info)  # an edited spec (workspace, actions, contract) is refused before anything acts
     store.take_lease(run_id)  # the one writer of the run from here on, or refused naming the one that is
@@ -184,7 +184,7 @@ def resume_run(cls: Callable[..., _R], store: Store, run_id: str, *, proposer: P
 
 # -- the five checks -------------------------------------------------------------------------------
 def _trigger(run: ResumableRun) -> ResumeCheck:
-    """Re-verified now (a static switch, or the check the contract names: see harness_lab.triggers)."""
+    """Re-verified now (a static switch, or the check the contract names: see harness_lab.loop.triggers)."""
     ok, detail = trigger_holds(run.contract.trigger, run.trigger_checks, run.workspace)
     return ResumeCheck(name="trigger", ok=ok, detail=detail)
 

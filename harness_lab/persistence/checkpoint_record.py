@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import from_json
 
-from .errors import StoreError
-from .states import RunState
+from ..errors import StoreError
+from ..states import RunState
 
 if TYPE_CHECKING:
-    from .store import StoredStep
+    from ..store import StoredStep
 
 __all__ = ["ROW_ERRORS", "ROW_FORM", "RUN_STATE_EMPTY", "Checkpoint", "row_error"]
 

@@ -8,13 +8,13 @@ ConfigError names the field). :attr:`Stop.rules <harness_lab.contract.Stop.rules
 
 Who reads the failure rule, each counting its own attempts with the same :meth:`SameRootCause.fires`:
 
-* a bare :class:`~harness_lab.run.Run`: an attempt is a failed finish of an artifact that differs from
+* a bare :class:`~harness_lab.loop.run.Run`: an attempt is a failed finish of an artifact that differs from
   the last failed one's (a finish repeated on unchanged bytes is no new attempt: the budget and the
   convergence gate answer that, as in seed 004's table); when the rule fires the run stops BLOCKED with
   stop code :data:`SAME_ROOT_CAUSE`;
-* :class:`~harness_lab.repair.RepairPolicy`: the same attempts; when the rule fires retrying cannot fix the
+* :class:`~harness_lab.loop.repair.RepairPolicy`: the same attempts; when the rule fires retrying cannot fix the
   cause, so the policy rolls back at once (the retry cap still bounds different causes);
-* :class:`~harness_lab.scheduler.ExternalLoop`: an attempt is a round that ended on a failure.
+* :class:`~harness_lab.loop.scheduler.ExternalLoop`: an attempt is a round that ended on a failure.
 
 The *root cause* of a failed verification is defined here only (:func:`root_cause`): the sorted set of
 its failed check codes, e.g. ``"check failed: citations_missing,section_missing"``.

@@ -1,5 +1,5 @@
 """Fork a run from a checkpoint ``"<run>@<step>"`` or a snapshot of it (see :meth:`Run.fork
-<harness_lab.run.Run.fork>`): a new run id and workspace; the original run, its rows and its files are
+<harness_lab.loop.run.Run.fork>`): a new run id and workspace; the original run, its rows and its files are
 left untouched. A refused fork (an unknown checkpoint or snapshot, a run id taken, another contract,
 no copy of the files) raises one line and leaves no row, folder or file behind.
 """
@@ -12,17 +12,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .checkpoint import Checkpointer
+from ..checkpoint import Checkpointer
+from ..errors import RunStateError, StoreError
+from ..loop.repair import RepairPolicy
+from ..proposers.base import Proposer
+from ..proposers.scripted import ScriptedProposer
+from ..store import Store
+from ..timeline.budget import check_budget, spend
+from ..timeline.files import files_at, write_files
+from ..timeline.records import BudgetChoice
 from .checkpoint_record import Checkpoint
-from .errors import RunStateError, StoreError
-from .proposers.base import Proposer
-from .proposers.scripted import ScriptedProposer
-from .repair import RepairPolicy
 from .resume import _CHECKPOINT_ID, _continue, _first_missing, _load
-from .store import Store
-from .timeline.budget import check_budget, spend
-from .timeline.files import files_at, write_files
-from .timeline.records import BudgetChoice
 
 if TYPE_CHECKING:
     from .resume import ResumableRun as Run  # a Protocol: no import of run.py (one-way arrows)
@@ -43,7 +43,7 @@ _HELD_BYTES = 1 << 22
 def fork_run(run: _F, checkpoint_id: str, *, new_run_id: str | None = None,
              workspace: str | Path | None = None, budget: BudgetChoice = "keep",
              files: dict[str, str] | None = None) -> _F:
-    """See :meth:`Run.fork <harness_lab.run.Run.fork>` and the module docstring. ``files``: the checkpoint's
+    """See :meth:`Run.fork <harness_lab.loop.run.Run.fork>` and the module docstring. ``files``: the checkpoint's
     files as the store holds them (path -> sha256), when the caller read them already (``fork_at``)."""
     store = run.checkpoints.store if run.checkpoints is not None else run._travel_store  # Run.open's
     check_budget(budget)
