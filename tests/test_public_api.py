@@ -36,3 +36,15 @@ def test_runtime_imports_no_jupyter_package() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"runtime imported: {out}"
+
+
+def test_every_runtime_subpackage_is_listed_for_the_wheel() -> None:
+    """pyproject lists packages by hand: a subpackage left out is missing from a non-editable install."""
+    from pathlib import Path
+
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts) for p in (root / "harness_lab").rglob("__init__.py")}
+    assert sorted(found - listed) == []
