@@ -1,7 +1,7 @@
 """How the parts of a step row are spelled: the JSON text of proposals, usage and the records a run
 shares between steps, built from templates and caches so a store can write one row per step cheaply.
 
-:func:`~harness_lab.events.dump_step_row` assembles a row from these; read that first.
+:func:`~harness_lab.records.events.dump_step_row` assembles a row from these; read that first.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from math import isfinite
 from pydantic import BaseModel
 from pydantic_core import to_json
 
-from .actions import _FLAT, _MODELS
-from .proposal import Proposal
-from .states import RunState
-from .tools import ToolResult
+from .records.actions import _FLAT, _MODELS
+from .records.proposal import Proposal
+from .records.states import RunState
+from .records.tools import ToolResult
 
-__all__: list[str] = []  # private: harness_lab.events uses and re-exports what it needs
+__all__: list[str] = []  # private: harness_lab.records.events uses and re-exports what it needs
 
 # events.py's Usage and Decision are typed as BaseModel here: this module only reads their fields and
 # compares them by identity, and naming them would import events back (an import cycle, even type-only).

@@ -173,7 +173,7 @@ def test_the_reader_counts_every_kind_of_import(tmp_path: Path) -> None:
 
 def test_no_import_cycle() -> None:
     """No cycle at all, counting type-only and function-level imports: the persistence side types the
-    run it works on against protocols (harness_lab.run_like) and is given the class to make."""
+    run it works on against protocols (harness_lab.loop.run_like) and is given the class to make."""
     cycles, edges = _cycles()
     assert cycles == [], "\n" + "\n".join(_describe(c, edges) for c in cycles)
 

@@ -1,4 +1,4 @@
-"""harness_lab.local_model without the real build: its error paths and the server's life cycle.
+"""harness_lab.proposers.local_model without the real build: its error paths and the server's life cycle.
 
 STAND-IN: the "llama-server" here is a short Python script written into a temporary cache (it dies at
 once, hangs, or answers /health as llama.cpp's server does), and the GGUF is a few bytes. The real
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from harness_lab import local_model
 from harness_lab.cli import main
 from harness_lab.errors import LocalModelError
+from harness_lab.proposers import local_model
 
 KEY = "sk-local-DO-NOT-LEAK-91c7"
 

@@ -2,18 +2,18 @@
 
 ``StepRecord(...)`` validates each field again (the events tuple against the event union, every
 nested record): ~4.3 µs, and ~1.7 µs for each event and the usage. These builders make the same
-frozen objects the way ``model_construct`` does, without its generic walk (:func:`~harness_lab._flat.built`,
+frozen objects the way ``model_construct`` does, without its generic walk (:func:`~harness_lab.records._flat.built`,
 inlined) (~1 µs for a step record, ~0.5 µs for the others). Only the run calls them, with values mypy types; a test checks
 each against the validated constructor: equal, same dump, same set fields.
 """
 
 from __future__ import annotations
 
-from .._flat import RECORD_SLOTS, shared_fields
-from ..events import Decision, Event, Proposed, StepRecord, ToolCalled, Usage
-from ..proposal import Proposal
-from ..states import RunState
-from ..tools import ToolResult
+from ..records._flat import RECORD_SLOTS, shared_fields
+from ..records.events import Decision, Event, Proposed, StepRecord, ToolCalled, Usage
+from ..records.proposal import Proposal
+from ..records.states import RunState
+from ..records.tools import ToolResult
 from ..validation import Verdict
 
 __all__ = ["proposed", "step_record", "tool_called", "usage"]

@@ -1,4 +1,4 @@
-"""The flat-action shortcuts (harness_lab/_flat.py) give exactly what pydantic and ``json`` give: the
+"""The flat-action shortcuts (harness_lab/records/_flat.py) give exactly what pydantic and ``json`` give: the
 parsed proposal (stored state, fields set, errors), its canonical JSON (the gates' fingerprint, stored
 in checkpoints as ``recent``), its JSON form and its description; and the convergence gate's cached
 similarity verdicts are the computed ones."""
@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from harness_lab import _flat, actions
-from harness_lab.gates import _similar, text_similarity
-from harness_lab.proposal import Proposal, parse_proposal
+from harness_lab.loop.gates import _similar, text_similarity
+from harness_lab.records import _flat, actions
+from harness_lab.records.proposal import Proposal, parse_proposal
 
 
 class _Str(str):

@@ -156,7 +156,7 @@ from harness_lab import Run
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.errors import RunStateError
 from harness_lab.store import SQLiteStore
-from harness_lab.tools import ToolResult
+from harness_lab.records.tools import ToolResult
 class Outbox:
     def apply(self, action, key):
         with open(sys.argv[2], "a") as fh:

@@ -9,8 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness_lab.actions import _FLAT
-from harness_lab.events import (
+from harness_lab.loop._step_records import proposed, step_record, tool_called, usage
+from harness_lab.records.actions import _FLAT
+from harness_lab.records.events import (
     _FLAT_ROWS,
     Decision,
     StateChanged,
@@ -19,10 +20,9 @@ from harness_lab.events import (
     dump_step_row,
     load_step_row,
 )
-from harness_lab.loop._step_records import proposed, step_record, tool_called, usage
-from harness_lab.proposal import parse_proposal
-from harness_lab.states import RunState
-from harness_lab.tools import ToolResult
+from harness_lab.records.proposal import parse_proposal
+from harness_lab.records.states import RunState
+from harness_lab.records.tools import ToolResult
 
 # ASCII with every control character, quote, backslash and DEL; then non-ASCII (and a lone surrogate).
 _SPECIAL = ["", "\x7f", '"\\', "\x00\x1f\n\t\b\f\r", "é", "\u2028"]

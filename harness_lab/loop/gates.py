@@ -44,11 +44,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, Protocol
 
-from .actions import _FLAT_SIZE
-from .clock import Clock
-from .contract import Budget
-from .events import StopReason
-from .proposal import Proposal
+from ..clock import Clock
+from ..contract import Budget
+from ..records.actions import _FLAT_SIZE
+from ..records.events import StopReason
+from ..records.proposal import Proposal
 
 __all__ = ["ConvergenceVerdict", "GatesMark", "LoopGates", "Spent"]
 

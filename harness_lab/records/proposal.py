@@ -1,7 +1,7 @@
 """Parsing a raw proposal: what a proposer returned becomes a :class:`Proposal`.
 
 A proposal is a claim, never a fact. :func:`parse_proposal` turns whatever a proposer returned
-into a :class:`Proposal` whose ``action`` is a typed record (:mod:`harness_lab.actions`), or whose
+into a :class:`Proposal` whose ``action`` is a typed record (:mod:`harness_lab.records.actions`), or whose
 ``error`` says why not. Fields an action does not define (``verified: true``, ``"I checked all
 sources"``) land in ``claims``: recorded, never trusted. Unknown kinds, bad arguments and malformed
 proposals are data fed back to the proposer, never a crash. A proposal whose arguments are all plain

@@ -6,9 +6,9 @@ proposer reads, never an exception.
 
 from __future__ import annotations
 
-from .actions import BeginSubtask, FinishSubtask, SearchHistory, _Action
-from .context import ContextManager
-from .tools import ToolResult
+from ..context import ContextManager
+from ..records.actions import BeginSubtask, FinishSubtask, SearchHistory, _Action
+from ..records.tools import ToolResult
 
 __all__ = ["context_action"]
 

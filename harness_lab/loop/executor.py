@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .actions import (
+from ..errors import StoreError
+from ..evidence import EvidenceCatalogue
+from ..records.actions import (
     CONTEXT_KINDS,
     DeleteFile,
     GatedAction,
@@ -24,10 +26,8 @@ from .actions import (
     WriteReport,
     _Action,
 )
-from .errors import StoreError
-from .evidence import EvidenceCatalogue
-from .sandbox import Sandbox
-from .tools import ToolResult
+from ..records.tools import ToolResult
+from ..sandbox import Sandbox
 
 __all__ = ["READ_TOOLS", "ExternalEffects", "Outbox", "ToolExecutor"]
 
@@ -64,7 +64,7 @@ class ToolExecutor:
     read_ref: Callable[[str, int, int | None], str]
     effects: ExternalEffects
     observed: dict[str, str] = field(default_factory=dict)  # evidence id -> sha256 read in this run
-    # The run's context answers the subtask cycle and search_history (see harness_lab._context_tools).
+    # The run's context answers the subtask cycle and search_history (see harness_lab.loop._context_tools).
     context_tool: Callable[[_Action], ToolResult] | None = None
 
     def execute(self, action: _Action, idempotency_key: str) -> ToolResult:

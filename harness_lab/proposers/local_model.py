@@ -50,8 +50,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from .errors import LocalModelError
-from .paths import data_dir
+from ..errors import LocalModelError
+from ..paths import data_dir
 
 __all__ = [
     "CACHE_ENV",

@@ -12,15 +12,15 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import from_json, to_json
 
 # The text pieces of a step row; the private names others read are re-exported as they were.
-from ._row_text import _FLAT_ROWS as _FLAT_ROWS
-from ._row_text import _PIECES as _PIECES
-from ._row_text import _STATE_JSON, _name_json, _proposal_json
-from ._row_text import _full_proposal_json as _full_proposal_json
+from .._row_text import _FLAT_ROWS as _FLAT_ROWS
+from .._row_text import _PIECES as _PIECES
+from .._row_text import _STATE_JSON, _name_json, _proposal_json
+from .._row_text import _full_proposal_json as _full_proposal_json
+from ..validation import Verdict
+from ..validation.receipt import Receipt
 from .proposal import Proposal
 from .states import RunState
 from .tools import ToolResult
-from .validation import Verdict
-from .validation.receipt import Receipt
 
 __all__ = [
     "EVENT_ADAPTER",

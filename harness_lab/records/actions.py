@@ -1,6 +1,6 @@
 """Typed actions: what a proposer may *ask* for, one frozen record per kind.
 
-:mod:`harness_lab.proposal` parses a raw proposal into one of these (or a structured error).
+:mod:`harness_lab.records.proposal` parses a raw proposal into one of these (or a structured error).
 Kinds that would change the contract, the validator or the run state are :class:`ForbiddenAction`
 and end the run BLOCKED; the external side effects (:data:`EXTERNAL_KINDS`) are
 :class:`GatedAction` and run only behind a human gate.

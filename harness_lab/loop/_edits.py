@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .actions import _FIELDS, GatedAction
-from .errors import RunStateError
-from .proposal import Proposal, parse_proposal
+from ..errors import RunStateError
+from ..records.actions import _FIELDS, GatedAction
+from ..records.proposal import Proposal, parse_proposal
 
 __all__ = ["edited_proposal"]
 

@@ -5,9 +5,17 @@ state key (so a change to that state can mark them stale). Read by :mod:`harness
 
 from __future__ import annotations
 
-from .actions import _MODELS, Finish, ForbiddenAction, GatedAction, ReadEvidence, WriteReport, _Action
-from .contract import ControlContract
-from .proposal import Proposal
+from ..contract import ControlContract
+from ..records.actions import (
+    _MODELS,
+    Finish,
+    ForbiddenAction,
+    GatedAction,
+    ReadEvidence,
+    WriteReport,
+    _Action,
+)
+from ..records.proposal import Proposal
 
 __all__ = ["KEYED", "PLAIN_TOOLS", "WORKSPACE_TOOLS", "state_key"]
 
