@@ -241,7 +241,7 @@ def test_the_gguf_is_checked_against_the_wheels_record(tmp_path: Path) -> None:
 
 
 def test_a_cache_inside_the_repository_is_refused(tmp_path: Path) -> None:
-    repo = Path(local_model.__file__).resolve().parents[1]
+    repo = Path(local_model.__file__).resolve().parents[2]
     with pytest.raises(LocalModelError, match="inside the repository"):
         local_model.status(repo / ".model-cache")
 
