@@ -37,7 +37,7 @@ from .contract import ControlContract, canonical_json
 from .errors import StoreError
 from .persistence.checkpoint_record import ROW_FORM, Checkpoint, row_error
 from .proposers.scripted import ScriptedProposer
-from .records.events import _PIECES, Usage
+from .records.events import PIECES, Usage
 from .sandbox.policy import Isolation
 
 if TYPE_CHECKING:
@@ -254,7 +254,7 @@ def _next_step_json(run: Run) -> str:
 def _usage_text(usage: Usage) -> str:
     """The checkpoint's ``usage``: the step record's text of it (a non-finite time as _dumps spells it)."""
     if isfinite(usage.elapsed_s):
-        return _PIECES.usage(usage)
+        return PIECES.usage(usage)
     return _dumps({"decisions": usage.decisions, "tool_calls": usage.tool_calls, "tokens": usage.tokens,
                    "elapsed_s": usage.elapsed_s})
 

@@ -57,19 +57,19 @@ from ._checkpoint_row import StoredSpec as StoredSpec  # re-exported: resume and
 from ._checkpoint_row import _next_step as _next_step  # tests read it here
 from ._checkpoint_row import stored_spec as stored_spec
 from ._context_rows import ContextRows, _dumps
-from ._row_text import _STATE_JSON
 from .errors import StoreError
 from .loop.run_like import RunLike
 from .persistence.checkpoint_record import (
     ROW_FORM as ROW_FORM,  # read here by tests (not in __all__, as before)
 )
 from .persistence.checkpoint_record import RUN_STATE_EMPTY, Checkpoint
-from .records.actions import DeleteFile, WriteReport, _Action
+from .records.actions import ActionBase, DeleteFile, WriteReport
 from .records.effect_classes import EffectClass, effect_class, effect_of_tool
 from .records.events import StepRecord, Usage, dump_step_row
 from .records.redaction import SECRET_CATEGORIES, Redactor, redact
 from .records.states import RunState
 from .records.tools import ToolResult
+from .row_text import STATE_JSON
 from .store import EffectEntry, Store
 from .timeline.files import FileRows
 
@@ -171,7 +171,7 @@ class Checkpointer(_RowJson):
         self._unsettled = True
 
     # -- the ledger -----------------------------------------------------------------------------
-    def before_effect(self, action: _Action, key: str) -> ToolResult | None:
+    def before_effect(self, action: ActionBase, key: str) -> ToolResult | None:
         """Write the intent before an effect runs; a result here means: do not run it."""
         cls = effect_class(action)
         if cls == "read":
@@ -234,7 +234,7 @@ class Checkpointer(_RowJson):
         held, number = self._state_json(state, usage.decisions)
         at = "null" if base is None else str(base)
         optional = self._optional(workspace_hash)
-        state_json = _STATE_JSON[run_state]
+        state_json = STATE_JSON[run_state]
         bound = spec_binding(register) if register is not None else ""  # the first row binds the spec
         text = "".join([self._version_json, state_json, nxt, use, seq, ',"run_state":', held, number,
                         ',"context_base":', at, *optional, bound, "}"])
@@ -284,7 +284,7 @@ class Checkpointer(_RowJson):
             self._failure = f"{self.run.stop_reason.code}: {self.run.stop_reason.message}"
 
 
-def _landed_delete(action: _Action, entry: EffectEntry, path: object, run: RunLike) -> ToolResult | None:
+def _landed_delete(action: ActionBase, entry: EffectEntry, path: object, run: RunLike) -> ToolResult | None:
     """The result of a delete_file that landed before a crash (resume resolved its intent and its target
     is still gone): what it returned then, so it is not done twice. Anything else is redone."""
     pre = entry.detail.get("pre") or {}
@@ -296,7 +296,7 @@ def _landed_delete(action: _Action, entry: EffectEntry, path: object, run: RunLi
                               landed="before a crash; found done on resume, not repeated")
 
 
-def _target(action: _Action, run: RunLike) -> str | None:
+def _target(action: ActionBase, run: RunLike) -> str | None:
     if isinstance(action, WriteReport):
         return run.contract.verification.report.path
     path = getattr(action, "path", None)

@@ -34,13 +34,13 @@ __all__ = ["main"]
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
-    from .experiments._cli import cmd_experiment
+    from .experiments.cli import cmd_experiment
 
     return cmd_experiment(args)
 
 
 def _cmd_study(args: argparse.Namespace) -> int:
-    from .experiments._cli import cmd_study
+    from .experiments.cli import cmd_study
 
     return cmd_study(args)
 

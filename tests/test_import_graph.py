@@ -18,11 +18,9 @@ How imports are counted (read with ``ast`` from the source files, nothing is imp
 A cycle is a strongly connected component of two or more modules (or a module importing itself).
 A private name is ``_x`` (not a dunder) imported with ``from m import _x`` where ``m`` (or ``_x``
 as a module) is in another package than the importing module; a module's package is the folder
-it lives in. A private *module* of the same package (``from ._row_text import name``) is fine; one of
-another package is not checked here (today ``cli`` -> ``experiments._cli``, ``store._lease`` and
-``loop._run_base`` -> ``persistence._process_id``, and ``loop`` -> the root's ``_edits``, ``_step_tables``,
-``_context_tools``, ``_flat``: those four take private names of ``actions``, so they move with it to
-``records/``/``loop/`` once those names are public; issue 20's moves settle where the rest live).
+it lives in. A private *module* is one whose file name starts with ``_`` (``__init__`` aside): another
+module of its package may import it (``from ._sqlite_reads import name``), a module of another package
+may not (not even a public name of it), as a private name.
 """
 
 from __future__ import annotations
@@ -162,13 +160,17 @@ def test_the_reader_counts_every_kind_of_import(tmp_path: Path) -> None:
         "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n",
         "d.py": "from .sub.e import _hidden, shown\nfrom ._e2 import _fine  # same package\n",
         "_e2.py": "_fine = 1\n",
+        "f.py": "from .sub._g import public\n\ndef f():\n    from .sub import _g\n    return _g\n",
         "sub/__init__.py": "",
         "sub/e.py": "_hidden = shown = 1\n",
+        "sub/_g.py": "public = 1\n",
+        "sub/h.py": "from ._g import public  # same package\n",
     }.items():
         (pkg / path).write_text(text, encoding="utf-8")
     cycles, _ = _cycles(pkg)
     assert cycles == [["pkg.a", "pkg.b", "pkg.c"]]
     assert _private_imports(pkg) == ["pkg/d.py:1: pkg.d imports _hidden from pkg.sub.e"]
+    assert _private_modules(pkg) == ["pkg/f.py:1: pkg.f imports pkg.sub._g", "pkg/f.py:4: pkg.f imports pkg.sub._g"]
 
 
 def test_no_import_cycle() -> None:
@@ -191,3 +193,20 @@ def _private_imports(root: Path = ROOT) -> list[str]:
 
 def test_no_private_name_imported_from_another_package() -> None:
     assert _private_imports() == []
+
+
+def _private_modules(root: Path = ROOT) -> list[str]:
+    modules, edges = _graph(root)
+    bad = []
+    for e in edges:
+        name = e.target.rpartition(".")[2]
+        private = name.startswith("_") and not name.startswith("__")
+        if private and _package(e.target, modules[e.target]) != _package(e.source, modules[e.source]):
+            bad.append(f"{e.where}: {e.source} imports {e.target}")
+    return sorted(set(bad))
+
+
+def test_no_private_module_imported_from_another_package() -> None:
+    """A private module is its package's business: what another package needs of it is made public (the
+    module renamed, or the function moved to where both can use it)."""
+    assert _private_modules() == []

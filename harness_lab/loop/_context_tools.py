@@ -7,13 +7,13 @@ proposer reads, never an exception.
 from __future__ import annotations
 
 from ..context import ContextManager
-from ..records.actions import BeginSubtask, FinishSubtask, SearchHistory, _Action
+from ..records.actions import ActionBase, BeginSubtask, FinishSubtask, SearchHistory
 from ..records.tools import ToolResult
 
 __all__ = ["context_action"]
 
 
-def context_action(ctx: ContextManager, action: _Action, round: int) -> ToolResult:
+def context_action(ctx: ContextManager, action: ActionBase, round: int) -> ToolResult:
     """Carry out one context action on *ctx* at step *round*."""
     if isinstance(action, SearchHistory):
         hits = ctx.search_history(action.query, action.k)

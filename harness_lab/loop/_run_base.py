@@ -23,7 +23,7 @@ from ..contract import ControlContract
 from ..errors import ConfigError, RunStateError, WorkspaceError
 from ..evidence import EvidenceCatalogue
 from ..faults import CrashPoint, FaultSchedule
-from ..persistence._process_id import process_identity
+from ..persistence.process_id import process_identity
 from ..proposers.base import EndpointFailure, Proposer
 from ..records.effect_classes import effect_class
 from ..records.events import (
@@ -370,7 +370,7 @@ class RunBase:
 
 def _snapshot_dir() -> Path:
     """A new snapshot folder in the temporary folder, named by this process (its pid and identity: see
-    ``_process_id``). Only a finalizer removes it, which kill -9 never runs: so the first run of a process
+    ``process_id``). Only a finalizer removes it, which kill -9 never runs: so the first run of a process
     in a temporary folder removes the folders of this user's processes that are gone (one per run they made)."""
     pid = os.getpid()
     where = tempfile.gettempdir()

@@ -14,6 +14,7 @@ from ..errors import StoreError
 from ..evidence import EvidenceCatalogue
 from ..records.actions import (
     CONTEXT_KINDS,
+    ActionBase,
     DeleteFile,
     GatedAction,
     ListDir,
@@ -24,7 +25,6 @@ from ..records.actions import (
     Think,
     WriteFile,
     WriteReport,
-    _Action,
 )
 from ..records.tools import ToolResult
 from ..sandbox import Sandbox
@@ -65,9 +65,9 @@ class ToolExecutor:
     effects: ExternalEffects
     observed: dict[str, str] = field(default_factory=dict)  # evidence id -> sha256 read in this run
     # The run's context answers the subtask cycle and search_history (see harness_lab.loop._context_tools).
-    context_tool: Callable[[_Action], ToolResult] | None = None
+    context_tool: Callable[[ActionBase], ToolResult] | None = None
 
-    def execute(self, action: _Action, idempotency_key: str) -> ToolResult:
+    def execute(self, action: ActionBase, idempotency_key: str) -> ToolResult:
         kind = action.kind
         try:
             result = self._dispatch(action, idempotency_key)
@@ -79,7 +79,7 @@ class ToolExecutor:
             )
         return _never_empty_success(result) if kind in READ_TOOLS else result
 
-    def _dispatch(self, action: _Action, key: str) -> ToolResult:
+    def _dispatch(self, action: ActionBase, key: str) -> ToolResult:
         if type(action) is Think:  # the no-op first: pydantic's isinstance is Python code (~0.1 µs each)
             return _NOTED
         if isinstance(action, ReadEvidence):

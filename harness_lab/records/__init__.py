@@ -1,7 +1,7 @@
 """The run's vocabulary: the records a step is made of, used by ``loop/``, ``faults/``, ``proposers/``,
 ``validation/`` and ``persistence/`` alike (so none of them has to import another for it).
 
-Modules: ``actions`` (typed actions, one frozen record per kind; ``_flat`` is their fast path for
+Modules: ``actions`` (typed actions, one frozen record per kind; ``flat`` is their fast path for
 all-string arguments), ``proposal`` (a raw proposal parsed into an action or a structured error),
 ``events`` (the frozen trace records a step makes), ``states`` (the run and external-loop state
 machines), ``tools`` (the one result shape of a tool call), ``tool_specs`` (the tools a model is sent),

@@ -82,7 +82,7 @@ def test_records_built_alike_share_one_read_only_fields_set(tmp_path: Path) -> N
     import copy
     import pickle
 
-    from harness_lab.records._flat import SharedFieldsSet
+    from harness_lab.records.flat import SharedFieldsSet
 
     with Run.from_scenario("conforming_report", workspace=tmp_path / "ws") as run:
         first, second = run.step(), run.step()
