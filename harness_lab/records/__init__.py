@@ -9,9 +9,9 @@ machines), ``tools`` (the one result shape of a tool call), ``tool_specs`` (the 
 anything is stored or shown).
 
 ``events``' names are not re-exported here: ``events`` types a step's verdict with ``validation/``, whose
-functional layer reads the contract, which reads ``records.states``: re-exporting them would make importing
-any module of this package import ``validation/`` and cycle at import time. Take them from
-``harness_lab.records.events`` (the facade ``harness_lab`` re-exports ``StepRecord`` and ``StopReason``).
+functional layer imports the contract, which imports modules of this package: importing any of them would
+import ``validation/`` first and fail on the half-made contract. Take them from ``harness_lab.records.events``
+(the facade ``harness_lab`` re-exports ``StepRecord`` and ``StopReason``).
 """
 
 from .actions import (
