@@ -20,7 +20,7 @@ from .evidence import EvidenceCatalogue
 from .faults import CrashPoint, Fault, fault_catalogue
 from .loop.approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman, AutoApprove, AutoReject
 from .loop.repair import RepairPolicy
-from .loop.run import Run
+from .persistence.stored import Run
 from .loop.scheduler import ExternalLoop
 from .proposal import Proposal, parse_proposal
 from .proposers import FunctionProposer, ScriptedProposer

@@ -15,10 +15,9 @@ import tempfile
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, ClassVar, TypeVar
 
 from .._context_tools import context_action
-from ..checkpoint import Checkpointer
 from ..clock import Clock, SystemClock
 from ..contract import ControlContract
 from ..effect_classes import effect_class
@@ -36,27 +35,23 @@ from ..evidence import EvidenceCatalogue
 from ..executor import ExternalEffects, Outbox, ToolExecutor
 from ..faults import CrashPoint, FaultSchedule
 from ..gates import GatesMark, LoopGates
-from ..persistence._process_id import process_identity
 from ..proposal import Proposal
 from ..proposers.base import EndpointFailure, Proposer
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.command import check_isolation, check_network_allow
 from ..sandbox.policy import Isolation, isolation_at_least
 from ..states import RunState, can_transition
-from ..store import Store
 from ..tools import ToolResult
 from ..validation import Receipt, Verdict, sha256_hex
-from ._restorable import RunImage, _Counters
+from .._process_id import process_identity
+from .image import RunImage, _Counters
+from .log import LogSource, RunLog
 from ._run_setup import initial_context
 from ._step_records import step_record, usage
 from .approval import ApprovalRequest, Approver, AskHuman
 from .repair import RepairPolicy
 from .stop_rules import FailedAttempts
 from .triggers import DEFAULT_TRIGGER_CHECKS, TriggerTest, check_trigger
-
-if TYPE_CHECKING:
-    from ..persistence.resume import ResumeReport
-    from ..run_like import RunLike
 
 __all__ = ["RunBase"]
 
@@ -65,6 +60,10 @@ _R = TypeVar("_R", bound="RunBase")
 
 class RunBase:
     """State, trace and restorable state of a run; the step loop lives in :class:`Run`."""
+
+    # Where a store's log and the store-backed operations (resume, open, fork, history, at) come from:
+    # none here (loop/ imports no persistence); harness_lab.Run is this run given one (persistence.stored).
+    source: ClassVar[LogSource | None] = None
 
     step_no: int  # declared before __init__ sets it: the executor's context tool reads it
 
@@ -82,7 +81,7 @@ class RunBase:
         run_id: str = "run",
         resume: bool = False,
         repair: RepairPolicy | None = None,
-        store: Store | None = None,
+        store: Any = None,
         isolation: Isolation = "auto",
         trigger_checks: Mapping[str, TriggerTest] | None = None,
     ) -> None:
@@ -162,15 +161,21 @@ class RunBase:
         self._ws_hash: str | None = None  # the workspace as the last step left it
         self.scenario: str | None = None  # set by from_scenario: resume rebuilds the run from it
         # With a store, every step is checkpointed; only a window of the trace stays in memory.
-        # A RunBase is only ever made as a Run (its step loop completes the protocol checkpoints read).
-        run = cast("RunLike", self)
-        self.checkpoints = Checkpointer(store, run, fresh=not resume) if store is not None else None
-        self.resume_report: ResumeReport | None = None  # what Run.resume checked, in the seed's order
+        self.checkpoints: RunLog | None = self._log_source().open_log(store, self, fresh=not resume) \
+            if store is not None else None
+        self.resume_report: Any = None  # what Run.resume checked, in the seed's order (persistence's ResumeReport)
         # Run.open: a stored run reopened for inspection only (what it refuses says why); its store, read-only.
         self.read_only: str | None = None
-        self._travel_store: Store | None = None
+        self._travel_store: Any = None  # the store Run.open read it from (persistence's)
         self._travel_store_owned = False  # Run.open opened it from a path: close() closes it
         self.closed = False
+
+    @classmethod
+    def _log_source(cls) -> LogSource:
+        if cls.source is None:
+            raise ConfigError(f"{cls.__module__}.{cls.__qualname__} has no persistence (a store, resume, open, "
+                              "fork, time travel): use harness_lab.Run")
+        return cls.source
 
     # -- the restorable state (its image) and what the run used ------------------------------------
     def capture(self, *, context: bool = True) -> dict[str, Any]:

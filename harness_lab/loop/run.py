@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from .._edits import edited_proposal
 from .._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
 from ..actions import Finish, ForbiddenAction
-from ..checkpoint import Checkpointer
 from ..clock import Clock
 from ..context import ContextView
 from ..contract import load_contract
@@ -40,9 +40,6 @@ from ..sandbox.policy import Isolation
 from ..sandbox.snapshots import SnapshotInfo
 from ..scenarios import copy_repository, load_scenario, scenario_ref
 from ..states import RunState
-from ..store import Store
-from ..timeline.breakpoints import Stops, Until
-from ..timeline.records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
 from ..tools import ToolResult
 from ..validation.semantic import SemanticReviewer
 from ._finish_check import FinishCheck
@@ -50,6 +47,9 @@ from ._human_gate import HumanGate
 from ._run_base import RunBase, _kind
 from ._step_records import proposed, tool_called
 from .approval import Approver
+from .breakpoints import Stops, Until
+from .budget import check_budget, spend
+from .records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
 from .triggers import TRIGGER_INVALID, TriggerTest, trigger_holds
 
 __all__ = ["Run"]
@@ -254,7 +254,7 @@ class Run(RunBase):
         approver: Approver | None = None,
         clock: Clock | None = None,
         run_id: str | None = None,
-        store: Store | None = None,
+        store: Any = None,
         proposer: Proposer | None = None,
         isolation: Isolation = "auto",
     ) -> Run:
@@ -277,14 +277,14 @@ class Run(RunBase):
                 run.close()
                 raise
         run.scenario = scenario_ref(name)  # before the store registers the run: resume rebuilds it from it
-        run.checkpoints = Checkpointer(store, run, fresh=True) if store is not None else None
+        run.checkpoints = cls._log_source().open_log(store, run, fresh=True) if store is not None else None
         return run
 
     # -- checkpoints: resume, fork --------------------------------------------------------------
     @classmethod
     def resume(
         cls,
-        store: Store,
+        store: Any,
         run_id: str,
         *,
         proposer: Proposer | None = None,
@@ -300,10 +300,10 @@ class Run(RunBase):
         The run keeps the isolation it was started with; ``isolation`` may strengthen it for this process
         ("required" or a named wrapper over "auto"), never weaken it (a ConfigError). ``trigger_checks``:
         the checks ``trigger.still_valid`` may name (see :mod:`harness_lab.loop.triggers`), re-verified first."""
-        from ..persistence.resume import resume_run
-
-        return resume_run(cls, store, run_id, proposer=proposer, evidence=evidence, approver=approver,
-                          effects=effects, clock=clock, isolation=isolation, trigger_checks=trigger_checks)
+        resumed: Run = cls._log_source().resume(
+            cls, store, run_id, proposer=proposer, evidence=evidence, approver=approver, effects=effects,
+            clock=clock, isolation=isolation, trigger_checks=trigger_checks)
+        return resumed
 
     def fork(self, checkpoint_id: str | None = None, *, at_step: int | None = None, budget: BudgetChoice = "keep",
              new_run_id: str | None = None, workspace: str | Path | None = None) -> Run:
@@ -314,44 +314,34 @@ class Run(RunBase):
         that step, ``"fresh"`` nothing, a mapping the fields it names (see :mod:`harness_lab.timeline`)."""
         if (checkpoint_id is None) == (at_step is None):
             raise RunStateError("fork: give exactly one of a checkpoint or snapshot id and at_step=")
-        if at_step is not None:
-            from ..timeline.branch import fork_at
-
-            return fork_at(self, at_step, budget=budget, new_run_id=new_run_id, workspace=workspace)
-        from ..persistence.fork import fork_run
-
-        assert checkpoint_id is not None
-        return fork_run(self, checkpoint_id, new_run_id=new_run_id, workspace=workspace, budget=budget)
+        forked: Run = self._log_source().fork(self, checkpoint_id, at_step, budget=budget, new_run_id=new_run_id,
+                                              workspace=workspace)
+        return forked
 
     # -- time travel (harness_lab.timeline) --------------------------------------------------------
     @property
     def history(self) -> list[StepPoint]:
         """Every committed step as a :class:`~harness_lab.timeline.StepPoint`, step 0 (the run as
         registered) first. Read from the run's store: a run without one has no history to travel in."""
-        from ..timeline.travel import history
-
-        return history(self)
+        return self._log_source().history(self)
 
     def at(self, n: int) -> StepView:
         """Step ``n`` (0 <= n <= step_no), read-only: the context the proposer saw, the proposal, the
         decision, the result in full, the verdict, the budget spent and the workspace files with their
         diff against step n-1 (see :class:`~harness_lab.timeline.StepView`). Read from the run's store: a
         run without one refuses in one line ("give it InMemoryStore() or SQLiteStore(path)")."""
-        from ..timeline.travel import step_view
-
-        return step_view(self, n)
+        return self._log_source().at(self, n)
 
     @classmethod
-    def open(cls, db: str | Path | Store, run_id: str, *, proposer: Proposer | None = None) -> Run:
+    def open(cls, db: str | Path | Any, run_id: str, *, proposer: Proposer | None = None) -> Run:
         """A stored run reopened read-only, for inspection: ``history``, ``at`` and ``fork`` work; nothing
         is written, no lease taken, no workspace needed; ``step`` and the like refuse in one line
         (``Run.resume`` continues it). Works after kill -9 and resume: every step of every process shows.
         A path is opened read-only (a fork of the run is then not registered in it); a ``Store`` object as
         it is (forks register there). ``proposer``: what its forks propose with (default: the recorded
         script; a run of another proposer needs one before a fork of it steps)."""
-        from ..timeline.travel import open_run
-
-        return open_run(cls, db, run_id, proposer)
+        opened: Run = cls._log_source().open(cls, db, run_id, proposer)
+        return opened
 
     def snapshot(self, label: str = "manual") -> SnapshotInfo:
         """Snapshot now: the workspace files and the run's state, for :meth:`rollback` or :meth:`fork`."""
@@ -376,12 +366,9 @@ class Run(RunBase):
         ``"fresh"`` zeroes it; a mapping sets the fields it names (see :mod:`harness_lab.timeline`)."""
         if (snapshot_id is None) == (to_step is None):
             raise RunStateError("rollback: give exactly one of a snapshot id and to_step=")
-        from ..timeline.branch import rollback_to
-        from ..timeline.budget import check_budget, spend
-
         self._refuse_if_read_only()
         if to_step is not None:
-            rollback_to(self, to_step, budget=budget)
+            self._log_source().rollback_to(self, to_step, budget=budget)
             return
         assert snapshot_id is not None
         check_budget(budget)  # refused before anything changes

@@ -31,7 +31,7 @@ from ..errors import HarnessLabError
 from ..events import StepRecord
 from ..states import RunState
 from ..store import Heartbeat, Store
-from ._process_id import process_alive
+from .._process_id import process_alive
 from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 
 if TYPE_CHECKING:

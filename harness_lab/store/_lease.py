@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import RunStateError
-from ..persistence._process_id import host_name, process_alive, process_identity
+from .._process_id import host_name, process_alive, process_identity
 
 __all__ = ["LEASES", "Holder", "release", "take"]
 

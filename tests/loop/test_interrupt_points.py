@@ -13,10 +13,10 @@ from runhelpers import CountingOutbox
 
 import harness_lab.loop._finish_check
 import harness_lab.loop._run_base
+from harness_lab import Run
 from harness_lab.errors import RunStateError
 from harness_lab.faults import CrashPoint
 from harness_lab.loop.approval import ApprovalDecision, ApprovalRequest, AskHuman, AutoApprove
-from harness_lab.loop.run import Run
 from harness_lab.states import RunState
 from harness_lab.store import SQLiteStore
 

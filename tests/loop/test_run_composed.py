@@ -1,21 +1,51 @@
-"""``Run`` is composed, not a mixin tower (issue 20): it builds on its bookkeeping (``RunBase``) only,
-and owns its restorable state, human gate and finish check as collaborators its public methods delegate to."""
+"""``Run`` is composed, not a mixin tower (issue 20): it owns its restorable state, human gate and finish
+check as collaborators its public methods delegate to; and the arrows go one way: no module of
+``harness_lab/loop/`` imports persistence (``persistence/``, ``store/``, ``timeline/``, ``checkpoint.py``,
+``run_like.py``): the loop asks its ``source`` (:mod:`harness_lab.loop.log`), which
+``harness_lab.Run`` is given (:mod:`harness_lab.persistence.stored`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from loophelpers import make_run
+import pytest
+from loophelpers import contract, evidence, make_run
+from test_import_graph import _graph
 
+import harness_lab.loop.run
+from harness_lab import InMemoryStore, Run
+from harness_lab.errors import ConfigError
 from harness_lab.loop._finish_check import FinishCheck
 from harness_lab.loop._human_gate import HumanGate
-from harness_lab.loop._restorable import RunImage
-from harness_lab.loop.run import Run
+from harness_lab.loop.image import RunImage
+from harness_lab.persistence.stored import StoreSource
+from harness_lab.proposers import ScriptedProposer
 from harness_lab.validation import EvidenceSupportReviewer
 
+_PERSISTENCE = ("harness_lab.persistence", "harness_lab.store", "harness_lab.timeline", "harness_lab.checkpoint",
+                "harness_lab.run_like")
 
-def test_run_inherits_only_its_bookkeeping() -> None:
-    assert [c.__name__ for c in Run.__mro__] == ["Run", "RunBase", "object"]
+
+def test_the_loop_imports_nothing_of_persistence() -> None:
+    """Counting every import (function-level and type-only too), as test_import_graph reads them."""
+    _, edges = _graph()
+    inward = sorted(f"{e.where}: {e.source} -> {e.target}" for e in edges
+                    if e.source.startswith("harness_lab.loop.") and e.target.startswith(_PERSISTENCE))
+    assert inward == []
+
+
+def test_harness_lab_run_is_the_loops_run_given_the_store_source() -> None:
+    assert issubclass(Run, harness_lab.loop.run.Run) and isinstance(Run.source, StoreSource)
+    assert harness_lab.loop.run.Run.source is None
+    assert set(vars(Run)) - {"__module__", "__doc__", "__annotations__", "source", "__static_attributes__",
+                             "__firstlineno__"} == set()  # it binds the source, adds no method
+
+
+def test_the_loops_own_run_refuses_a_store_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^harness_lab\.loop\.run\.Run has no persistence .*use harness_lab\.Run$"):
+        harness_lab.loop.run.Run(contract=contract(), evidence=evidence(), workspace=tmp_path / "ws",
+                                 proposer=ScriptedProposer([{"kind": "think", "thought": "x"}]),
+                                 store=InMemoryStore())
 
 
 def test_a_run_owns_one_of_each_collaborator_and_its_methods_reach_them(tmp_path: Path) -> None:

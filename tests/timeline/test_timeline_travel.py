@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from harness_lab import Run
 from harness_lab.errors import ConfigError, RunStateError
 from harness_lab.events import Usage
-from harness_lab.loop.run import Run
 from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import FunctionProposer
 from harness_lab.states import RunState

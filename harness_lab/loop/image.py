@@ -14,10 +14,10 @@ from typing import Any, Protocol, TypeGuard
 
 from ..clock import Clock
 from ..context import ContextManager
+from ..contract import RUN_STATE_EMPTY
 from ..events import Event, Restored, StopReason, Usage
 from ..executor import ToolExecutor
 from ..gates import GatesMark, LoopGates
-from ..persistence.checkpoint_record import RUN_STATE_EMPTY
 from ..proposal import Proposal, parse_proposal
 from ..proposers.base import EndpointFailure, Proposer, StatefulProposer
 from ..sandbox import Sandbox
