@@ -20,8 +20,8 @@ from .evidence import EvidenceCatalogue
 from .faults import CrashPoint, Fault, fault_catalogue
 from .loop.approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman, AutoApprove, AutoReject
 from .loop.repair import RepairPolicy
-from .persistence.stored import Run
 from .loop.scheduler import ExternalLoop
+from .persistence.stored import Run
 from .proposal import Proposal, parse_proposal
 from .proposers import FunctionProposer, ScriptedProposer
 from .sandbox import Sandbox, SandboxPolicy

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import from_json
 
-from ..errors import StoreError
 from ..contract import RUN_STATE_EMPTY
+from ..errors import StoreError
 from ..states import RunState
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from ..errors import RunStateError
 from .._process_id import host_name, process_alive, process_identity
+from ..errors import RunStateError
 
 __all__ = ["LEASES", "Holder", "release", "take"]
 

@@ -1,5 +1,5 @@
-"""``Run`` is composed, not a mixin tower (issue 20): it owns its restorable state, human gate and finish
-check as collaborators its public methods delegate to; and the arrows go one way: no module of
+"""``Run`` is composed, not a mixin tower (issue 20): it owns its restorable state, human gate, finish
+check, crash guard and trace as collaborators its public methods delegate to; and the arrows go one way: no module of
 ``harness_lab/loop/`` imports persistence (``persistence/``, ``store/``, ``timeline/``, ``checkpoint.py``,
 ``run_like.py``): the loop asks its ``source`` (:mod:`harness_lab.loop.log`), which
 ``harness_lab.Run`` is given (:mod:`harness_lab.persistence.stored`)."""
@@ -17,7 +17,9 @@ from harness_lab import InMemoryStore, Run
 from harness_lab.errors import ConfigError
 from harness_lab.loop._finish_check import FinishCheck
 from harness_lab.loop._human_gate import HumanGate
+from harness_lab.loop.crash import CrashGuard
 from harness_lab.loop.image import RunImage
+from harness_lab.loop.trace import Trace
 from harness_lab.persistence.stored import StoreSource
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.validation import EvidenceSupportReviewer
@@ -32,6 +34,11 @@ def test_the_loop_imports_nothing_of_persistence() -> None:
     inward = sorted(f"{e.where}: {e.source} -> {e.target}" for e in edges
                     if e.source.startswith("harness_lab.loop.") and e.target.startswith(_PERSISTENCE))
     assert inward == []
+
+
+def test_the_loops_run_inherits_nothing() -> None:
+    """No tower: the bookkeeping, crash handling, trace, counters and image are collaborators it owns."""
+    assert harness_lab.loop.run.Run.__mro__ == (harness_lab.loop.run.Run, object)
 
 
 def test_harness_lab_run_is_the_loops_run_given_the_store_source() -> None:
@@ -52,7 +59,8 @@ def test_a_run_owns_one_of_each_collaborator_and_its_methods_reach_them(tmp_path
     run = make_run(tmp_path, [{"kind": "think", "thought": "x"}])
     assert isinstance(run.human_gate, HumanGate) and run.human_gate is run.human_gate
     assert isinstance(run.finish_check, FinishCheck) and run.finish_check is run.finish_check
-    assert isinstance(run.image, RunImage)
+    assert isinstance(run.image, RunImage) and isinstance(run.crash, CrashGuard) and isinstance(run.trace, Trace)
+    assert run.events is run.trace.events
     reviewer = EvidenceSupportReviewer()
     run.reviewer = reviewer
     assert run.finish_check.reviewer is reviewer and run.reviewer is reviewer

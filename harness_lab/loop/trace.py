@@ -1,0 +1,59 @@
+"""A run's trace: every event in order (``events``, numbered by ``seq``), and those of the step under way
+(``step_events``), which its :class:`~harness_lab.events.StepRecord` takes when the step closes.
+
+:class:`~harness_lab.loop.run.Run` owns one (``run.trace``; ``run.events`` is its list); read
+:mod:`harness_lab.loop.run` first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..events import Event
+
+__all__ = ["Trace"]
+
+
+class Trace:
+    """Appends events, numbers them, and hands a step its own."""
+
+    __slots__ = ("events", "seq", "step_events")
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []  # with a store, only a window of it (the rest is in the store)
+        self.step_events: list[Event] = []
+        self.seq = 0
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def append(self, event: Event) -> None:
+        self.step_events.append(event)
+        self.events.append(event)
+
+    def emit(self, event_type: Callable[..., Event], step: int, **fields: Any) -> None:
+        self.seq += 1
+        event = event_type(seq=self.seq, step=step, **fields)
+        self.step_events.append(event)
+        self.events.append(event)
+
+    def take_step(self) -> tuple[Event, ...]:
+        """The events of the step that closes (the buffer starts empty for the next one)."""
+        mine = tuple(self.step_events)
+        self.step_events.clear()
+        return mine
+
+    def undo_step(self, step: int) -> list[Event]:
+        """Drop the events of ``step`` (abandoned: nothing was decided in it) and give them back; their
+        numbers are given out again."""
+        buffered, mine = self.step_events, 0
+        while mine < len(buffered) and buffered[-1 - mine].step == step:
+            mine += 1
+        undone = buffered[len(buffered) - mine:]
+        if mine:
+            del buffered[-mine:]
+            del self.events[-mine:]
+        self.seq -= mine
+        return undone
