@@ -201,180 +201,6 @@ class Run:
                               "fork, time travel): use harness_lab.Run")
         return cls.source
 
-    # -- the restorable state (its image) and what the run used ------------------------------------
-    def capture(self, *, context: bool = True) -> dict[str, Any]:
-        """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets.
-        ``context=False`` leaves the context out (a checkpoint writes it as a change log)."""
-        return self.image.capture(context=context)
-
-    def capture_compact(self) -> dict[str, Any]:
-        """:meth:`capture` without the context, the state, and the entries at their empty value
-        (``checkpoint.RUN_STATE_EMPTY``): a checkpoint row's ``run_state``, which
-        :class:`~harness_lab.checkpoint.Checkpoint` fills back in. Built every step with a store."""
-        return self.image.capture_compact()
-
-    def restore(self, captured: dict[str, Any], *, source: str,
-                ref_loader: Callable[[str], str | None] | None = None) -> None:
-        """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent.
-        The repair policy's state is left as it is (resume and fork set it: :meth:`continue_from`)."""
-        self.image.restore(captured, source=source, ref_loader=ref_loader)
-
-    def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str,
-                      ref_loader: Callable[[str], str | None] | None = None) -> None:
-        """Resume and fork entry: unlike a rollback, the step counters come from the checkpoint too."""
-        self.image.continue_from(captured, step=step, seq=seq, usage=usage, source=source, ref_loader=ref_loader)
-
-    @property
-    def usage(self) -> Usage:
-        """What the run used so far, as a frozen record (made again when read after a counter moved)."""
-        return self._used.usage()
-
-    @usage.setter
-    def usage(self, value: Usage) -> None:
-        self._used = Counters.of(value)
-
-    def close(self) -> None:
-        """Release the sandbox and remove the temporary directories this run created."""
-        self.closed = True
-        if self._travel_store_owned and self._travel_store is not None:
-            self._travel_store.close()
-            self._travel_store_owned = False
-        self.sandbox.close()
-        for path in self._owned_dirs:
-            shutil.rmtree(path, ignore_errors=True)
-        self._owned_dirs = []
-
-    def keep_workspace(self) -> None:
-        """Keep a temporary workspace the run made after the run is collected (a store's run resumes in
-        it); close() still removes it."""
-        if self._workspace_finalizer is not None:
-            self._workspace_finalizer.detach()
-
-    def __enter__(self: _R) -> _R:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def crashed(self) -> CrashPoint | None:
-        """Where the run crashed (a crash fault, or a Ctrl-C mid-step); None while it has not."""
-        return self.crash.crashed
-
-    @crashed.setter
-    def crashed(self, point: CrashPoint | None) -> None:
-        self.crash.crashed = point
-
-    @property
-    def crash_cause(self) -> str | None:
-        """Why the run crashed: ``"simulated"`` (the process_crash fault) or ``"interrupted: <type>"``
-        (a Ctrl-C mid-step); None while it has not crashed."""
-        return self.crash.cause if self.crash.crashed is not None else None
-
-    def _crash_why(self) -> str:
-        return self.crash.why()
-
-    # -- bookkeeping ----------------------------------------------------------------------------
-    def _refuse_if_read_only(self) -> None:
-        if self.read_only is not None:
-            raise RunStateError(f"run {self.run_id} was {self.read_only}: resume it to continue")
-
-    def _open_step(self) -> None:
-        self._refuse_if_read_only()
-        self.crash.refuse(self.run_id)
-        if self.state.terminal:
-            raise RunStateError(f"run {self.run_id} is {self.state.value} ({self.stop_reason.code if self.stop_reason else '?'}); it takes no more steps")
-        self.gates.start()
-        self.step_no += 1
-        self._before = self.state
-        if self.state is RunState.CREATED:
-            self._transition(RunState.RUNNING, "run started")
-
-    def _abandon_step(self) -> None:
-        """Undo a step that nothing was decided in (a Ctrl-C in the proposer): its number, state
-        change and events go, so the next step is the same step again. What it saw of the world
-        stays: an outside change is already folded into the context, so its note is kept, once,
-        for the next step's record (as a note emitted between steps is)."""
-        undone = self.trace.undo_step(self.step_no)
-        self.step_no -= 1
-        self.state = self._before  # an undo, not a change: its StateChanged event went with the step
-        for event in undone:
-            if isinstance(event, Note) and event.topic in _KEPT_WHEN_ABANDONED:
-                self._emit(Note, topic=event.topic, message=event.message, data=event.data)
-
-    def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
-               verdict: Verdict | None = None, stop: StopReason | None = None) -> StepRecord:
-        self._in_flight = None  # the step is settled: its proposal is history, not pending
-        # A Ctrl-C in here leaves the step decided (and its effect, if any, carried out) but unrecorded,
-        # with the state maybe moved on: too much to undo by hand, so it is a crash (CrashGuard.interrupted),
-        # after the effect if one ran, else before it; from the commit on, before the commit (with a
-        # store, whether the row landed is the store's to say: resume reads it). The tries cost nothing.
-        try:
-            if stop is not None:
-                target = _STOPPED_IN.get(decision.verdict, RunState.BLOCKED)
-                self._transition(target, stop.message)
-                self.stop_reason = stop
-            elif decision.verdict == "park":
-                self._transition(RunState.WAITING_FOR_HUMAN, decision.reason)
-                # Checkpoint first, never act then ask: the snapshot holds the waiting request.
-                gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
-                self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
-                           data={"snapshot": gate.id})
-            if self._faults.fired:  # the usual step: no fault fired, nothing to answer
-                self._faults.settle(self, decision, result)
-            if self._faults.armed and self.state.terminal:
-                self._faults.expire(self.step_no, self.state)
-            if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
-                # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
-                # in: the hash stays as the step found it, so an outside write during the step (while
-                # the proposer thought, say) is reported by the next step instead of absorbed here.
-                self._ws_hash = self.sandbox.workspace_hash()
-            self._used.elapsed_s = self.gates.elapsed()
-            record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
-                                 self.usage, self.trace.take_step())
-        except BaseException as exc:
-            landed = result is not None or decision.verdict == "validate"
-            self.crash.interrupted(exc, CrashPoint.AFTER_EFFECT if landed else CrashPoint.BEFORE_EFFECT,
-                                     _kind(proposal), "close")
-            raise
-        try:
-            if self._faults.armed:  # the usual step has no fault armed: no crash point to visit
-                self.crash.point(CrashPoint.BEFORE_COMMIT)
-            if self.checkpoints is not None:
-                self.checkpoints.commit(record, self._ws_hash)
-                _keep_window(self.records, self.checkpoints.window)
-                _keep_window(self.events, 4 * self.checkpoints.window)
-        except BaseException as exc:
-            self.crash.interrupted(exc, CrashPoint.BEFORE_COMMIT, _kind(proposal), "close")
-            raise
-        self.records.append(record)
-        if self._faults.armed:
-            self.crash.point(CrashPoint.AFTER_COMMIT)
-        return record
-
-    def _transition(self, after: RunState, reason: str) -> None:
-        """The one place the run's state changes; every change is an event."""
-        if not can_transition(self.state, after):
-            raise RunStateError(f"illegal transition {self.state.value} -> {after.value}")
-        before, self.state = self.state, after
-        self._emit(StateChanged, before=before, after=after, reason=reason)
-
-    def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
-        self.trace.emit(event_type, self.step_no, **fields)
-
-    def _note(self, topic: str, message: str, data: dict[str, Any]) -> None:
-        self.trace.emit(Note, self.step_no, topic=topic, message=message, data=data)
-
-    @property
-    def _seq(self) -> int:
-        """The last event's number (resume, fork and a rollback to a step set it)."""
-        return self.trace.seq
-
-    @_seq.setter
-    def _seq(self, value: int) -> None:
-        self.trace.seq = value
-
-
     @property
     def reviewer(self) -> SemanticReviewer | None:
         """The goal layer's judge: set it (``run.reviewer = EvidenceSupportReviewer()``) to review each
@@ -875,6 +701,180 @@ class Run:
         if (warning := self.gates.token_warning(self._used)) is not None:
             self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
             self._emit(Note, topic="budget_warning", message=warning)
+
+    # -- the restorable state (its image) and what the run used ------------------------------------
+    def capture(self, *, context: bool = True) -> dict[str, Any]:
+        """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets.
+        ``context=False`` leaves the context out (a checkpoint writes it as a change log)."""
+        return self.image.capture(context=context)
+
+    def capture_compact(self) -> dict[str, Any]:
+        """:meth:`capture` without the context, the state, and the entries at their empty value
+        (``checkpoint.RUN_STATE_EMPTY``): a checkpoint row's ``run_state``, which
+        :class:`~harness_lab.checkpoint.Checkpoint` fills back in. Built every step with a store."""
+        return self.image.capture_compact()
+
+    def restore(self, captured: dict[str, Any], *, source: str,
+                ref_loader: Callable[[str], str | None] | None = None) -> None:
+        """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent.
+        The repair policy's state is left as it is (resume and fork set it: :meth:`continue_from`)."""
+        self.image.restore(captured, source=source, ref_loader=ref_loader)
+
+    def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str,
+                      ref_loader: Callable[[str], str | None] | None = None) -> None:
+        """Resume and fork entry: unlike a rollback, the step counters come from the checkpoint too."""
+        self.image.continue_from(captured, step=step, seq=seq, usage=usage, source=source, ref_loader=ref_loader)
+
+    @property
+    def usage(self) -> Usage:
+        """What the run used so far, as a frozen record (made again when read after a counter moved)."""
+        return self._used.usage()
+
+    @usage.setter
+    def usage(self, value: Usage) -> None:
+        self._used = Counters.of(value)
+
+    def close(self) -> None:
+        """Release the sandbox and remove the temporary directories this run created."""
+        self.closed = True
+        if self._travel_store_owned and self._travel_store is not None:
+            self._travel_store.close()
+            self._travel_store_owned = False
+        self.sandbox.close()
+        for path in self._owned_dirs:
+            shutil.rmtree(path, ignore_errors=True)
+        self._owned_dirs = []
+
+    def keep_workspace(self) -> None:
+        """Keep a temporary workspace the run made after the run is collected (a store's run resumes in
+        it); close() still removes it."""
+        if self._workspace_finalizer is not None:
+            self._workspace_finalizer.detach()
+
+    def __enter__(self: _R) -> _R:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def crashed(self) -> CrashPoint | None:
+        """Where the run crashed (a crash fault, or a Ctrl-C mid-step); None while it has not."""
+        return self.crash.crashed
+
+    @crashed.setter
+    def crashed(self, point: CrashPoint | None) -> None:
+        self.crash.crashed = point
+
+    @property
+    def crash_cause(self) -> str | None:
+        """Why the run crashed: ``"simulated"`` (the process_crash fault) or ``"interrupted: <type>"``
+        (a Ctrl-C mid-step); None while it has not crashed."""
+        return self.crash.cause if self.crash.crashed is not None else None
+
+    def _crash_why(self) -> str:
+        return self.crash.why()
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def _refuse_if_read_only(self) -> None:
+        if self.read_only is not None:
+            raise RunStateError(f"run {self.run_id} was {self.read_only}: resume it to continue")
+
+    def _open_step(self) -> None:
+        self._refuse_if_read_only()
+        if self.crash.crashed is not None:
+            self.crash.refuse(self.run_id)
+        if self.state.terminal:
+            raise RunStateError(f"run {self.run_id} is {self.state.value} ({self.stop_reason.code if self.stop_reason else '?'}); it takes no more steps")
+        self.gates.start()
+        self.step_no += 1
+        self._before = self.state
+        if self.state is RunState.CREATED:
+            self._transition(RunState.RUNNING, "run started")
+
+    def _abandon_step(self) -> None:
+        """Undo a step that nothing was decided in (a Ctrl-C in the proposer): its number, state
+        change and events go, so the next step is the same step again. What it saw of the world
+        stays: an outside change is already folded into the context, so its note is kept, once,
+        for the next step's record (as a note emitted between steps is)."""
+        undone = self.trace.undo_step(self.step_no)
+        self.step_no -= 1
+        self.state = self._before  # an undo, not a change: its StateChanged event went with the step
+        for event in undone:
+            if isinstance(event, Note) and event.topic in _KEPT_WHEN_ABANDONED:
+                self._emit(Note, topic=event.topic, message=event.message, data=event.data)
+
+    def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
+               verdict: Verdict | None = None, stop: StopReason | None = None) -> StepRecord:
+        self._in_flight = None  # the step is settled: its proposal is history, not pending
+        # A Ctrl-C in here leaves the step decided (and its effect, if any, carried out) but unrecorded,
+        # with the state maybe moved on: too much to undo by hand, so it is a crash (CrashGuard.interrupted),
+        # after the effect if one ran, else before it; from the commit on, before the commit (with a
+        # store, whether the row landed is the store's to say: resume reads it). The tries cost nothing.
+        try:
+            if stop is not None:
+                target = _STOPPED_IN.get(decision.verdict, RunState.BLOCKED)
+                self._transition(target, stop.message)
+                self.stop_reason = stop
+            elif decision.verdict == "park":
+                self._transition(RunState.WAITING_FOR_HUMAN, decision.reason)
+                # Checkpoint first, never act then ask: the snapshot holds the waiting request.
+                gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
+                self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
+                           data={"snapshot": gate.id})
+            if self._faults.fired:  # the usual step: no fault fired, nothing to answer
+                self._faults.settle(self, decision, result)
+            if self._faults.armed and self.state.terminal:
+                self._faults.expire(self.step_no, self.state)
+            if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
+                # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
+                # in: the hash stays as the step found it, so an outside write during the step (while
+                # the proposer thought, say) is reported by the next step instead of absorbed here.
+                self._ws_hash = self.sandbox.workspace_hash()
+            self._used.elapsed_s = self.gates.elapsed()
+            record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
+                                 self._used.usage(), self.trace.take_step())
+        except BaseException as exc:
+            landed = result is not None or decision.verdict == "validate"
+            self.crash.interrupted(exc, CrashPoint.AFTER_EFFECT if landed else CrashPoint.BEFORE_EFFECT,
+                                   _kind(proposal), "close")
+            raise
+        try:
+            if self._faults.armed:  # the usual step has no fault armed: no crash point to visit
+                self.crash.point(CrashPoint.BEFORE_COMMIT)
+            if self.checkpoints is not None:
+                self.checkpoints.commit(record, self._ws_hash)
+                _keep_window(self.records, self.checkpoints.window)
+                _keep_window(self.events, 4 * self.checkpoints.window)
+        except BaseException as exc:
+            self.crash.interrupted(exc, CrashPoint.BEFORE_COMMIT, _kind(proposal), "close")
+            raise
+        self.records.append(record)
+        if self._faults.armed:
+            self.crash.point(CrashPoint.AFTER_COMMIT)
+        return record
+
+    def _transition(self, after: RunState, reason: str) -> None:
+        """The one place the run's state changes; every change is an event."""
+        if not can_transition(self.state, after):
+            raise RunStateError(f"illegal transition {self.state.value} -> {after.value}")
+        before, self.state = self.state, after
+        self._emit(StateChanged, before=before, after=after, reason=reason)
+
+    def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
+        self.trace.emit(event_type, self.step_no, **fields)
+
+    def _note(self, topic: str, message: str, data: dict[str, Any]) -> None:
+        self.trace.emit(Note, self.step_no, topic=topic, message=message, data=data)
+
+    @property
+    def _seq(self) -> int:
+        """The last event's number (resume, fork and a rollback to a step set it)."""
+        return self.trace.seq
+
+    @_seq.setter
+    def _seq(self, value: int) -> None:
+        self.trace.seq = value
 
 
 def _keep_window(trace: list[Any], size: int) -> None:
