@@ -24,14 +24,12 @@ from typing import Any, Protocol
 
 from ..context import ContextManager
 from ..contract import ControlContract
-from ..events import Event, Note, StepRecord, StopReason, Usage
 from ..evidence import EvidenceCatalogue
-from ..executor import ToolExecutor
 from ..faults import CrashPoint, FaultSchedule
-from ..gates import LoopGates
-from ..proposal import Proposal
+from ..records.events import Event, Note, StepRecord, StopReason, Usage
+from ..records.proposal import Proposal
+from ..records.states import RunState
 from ..sandbox import Sandbox
-from ..states import RunState
 from ..validation import (
     MAX_REPORT_BYTES,
     LayerFailure,
@@ -45,6 +43,8 @@ from ..validation import (
 )
 from ..validation.semantic import SemanticReviewer
 from .crash import CrashGuard
+from .executor import ToolExecutor
+from .gates import LoopGates
 from .repair import RepairPolicy
 from .stop_rules import SAME_ROOT_CAUSE, FailedAttempts, root_cause
 

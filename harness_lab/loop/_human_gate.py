@@ -12,18 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from .._edits import edited_proposal
 from ..clock import Clock
 from ..contract import ControlContract
 from ..errors import RunStateError
-from ..events import Decision, Event, HumanDecided, Note, StepRecord, StopReason
-from ..gates import GatesMark, LoopGates
-from ..proposal import Proposal
-from ..states import RunState
-from ..tools import ToolResult
+from ..records.events import Decision, Event, HumanDecided, Note, StepRecord, StopReason
+from ..records.proposal import Proposal
+from ..records.states import RunState
+from ..records.tools import ToolResult
+from ._edits import edited_proposal
 from .approval import ApprovalDecision, ApprovalRequest, Approver
 from .counters import Counters
 from .crash import CrashGuard
+from .gates import GatesMark, LoopGates
 
 __all__ = ["HumanGate"]
 

@@ -13,14 +13,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .._process_id import process_identity
+from ..process_id import process_identity
 
 __all__ = ["snapshot_dir"]
 
 
 def snapshot_dir() -> Path:
     """A new snapshot folder in the temporary folder, named by this process (its pid and identity: see
-    ``_process_id``). Only a finalizer removes it, which kill -9 never runs: so the first run of a process
+    :mod:`harness_lab.process_id`). Only a finalizer removes it, which kill -9 never runs: so the first run of a process
     in a temporary folder removes the folders of this user's processes that are gone (one per run they made)."""
     pid = os.getpid()
     where = tempfile.gettempdir()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..events import Usage
+from ..records.events import Usage
 from ._step_records import usage
 
 __all__ = ["Counters"]

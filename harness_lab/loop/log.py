@@ -21,10 +21,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..actions import Action
-from ..events import StepRecord
 from ..proposers.base import Proposer
-from ..tools import ToolResult
+from ..records.actions import Action
+from ..records.events import StepRecord
+from ..records.tools import ToolResult
 from .records import BudgetChoice, StepPoint, StepView
 
 __all__ = ["LogSource", "RunLog"]

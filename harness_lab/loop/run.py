@@ -1,7 +1,7 @@
 """A single-steppable run: propose -> gate -> execute -> observe -> validate.
 
 The model only proposes; this module decides. ``step()`` is synchronous and returns one
-:class:`~harness_lab.events.StepRecord`; ``pending`` shows the next proposal before it executes.
+:class:`~harness_lab.records.events.StepRecord`; ``pending`` shows the next proposal before it executes.
 
 ``Run`` is composed, no mixins: it owns its collaborators and its public methods delegate to them:
 ``run.image`` (capture / restore: :mod:`.image`), ``run.human_gate`` (approve / reject: :mod:`._human_gate`),
@@ -22,43 +22,43 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .._context_tools import context_action
-from .._edits import edited_proposal
-from .._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
-from ..actions import Finish, ForbiddenAction
 from ..clock import Clock, SystemClock
 from ..context import ContextView
 from ..contract import ControlContract, load_contract
-from ..effect_classes import effect_class
 from ..errors import ConfigError, RunStateError, WorkspaceError
-from ..events import Decision, Event, Note, StateChanged, StepRecord, StopReason, Usage
 from ..evidence import EvidenceCatalogue
-from ..executor import ExternalEffects, Outbox, ToolExecutor
 from ..faults import CrashPoint, Fault, FaultRecord, FaultSchedule, resolve_fault
-from ..gates import GatesMark, LoopGates
 from ..paths import data_dir
-from ..proposal import Proposal, parse_proposal
 from ..proposers.base import EndpointFailure, Proposer, ProposerOutput
 from ..proposers.scripted import ScriptedProposer
+from ..records.actions import Finish, ForbiddenAction
+from ..records.effect_classes import effect_class
+from ..records.events import Decision, Event, Note, StateChanged, StepRecord, StopReason, Usage
+from ..records.proposal import Proposal, parse_proposal
+from ..records.states import RunState, can_transition
+from ..records.tools import ToolResult
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.command import check_isolation, check_network_allow
 from ..sandbox.policy import Isolation, isolation_at_least
 from ..sandbox.snapshots import SnapshotInfo
 from ..scenarios import copy_repository, load_scenario, scenario_ref
-from ..states import RunState, can_transition
-from ..tools import ToolResult
 from ..validation import Receipt, Verdict
 from ..validation.semantic import SemanticReviewer
+from ._context_tools import context_action
+from ._edits import edited_proposal
 from ._finish_check import FinishCheck
 from ._human_gate import HumanGate
 from ._run_setup import initial_context
 from ._snapshot_dirs import snapshot_dir as new_snapshot_dir
 from ._step_records import proposed, step_record, tool_called
+from ._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
 from .approval import ApprovalRequest, Approver, AskHuman
 from .breakpoints import Stops, Until
 from .budget import check_budget, spend
 from .counters import Counters
 from .crash import CrashGuard
+from .executor import ExternalEffects, Outbox, ToolExecutor
+from .gates import GatesMark, LoopGates
 from .image import RunImage
 from .log import LogSource, RunLog
 from .records import ROLLED_BACK, BudgetChoice, StepPoint, StepView

@@ -1,5 +1,5 @@
 """A run's trace: every event in order (``events``, numbered by ``seq``), and those of the step under way
-(``step_events``), which its :class:`~harness_lab.events.StepRecord` takes when the step closes.
+(``step_events``), which its :class:`~harness_lab.records.events.StepRecord` takes when the step closes.
 
 :class:`~harness_lab.loop.run.Run` owns one (``run.trace``; ``run.events`` is its list); read
 :mod:`harness_lab.loop.run` first.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..events import Event
+from ..records.events import Event
 
 __all__ = ["Trace"]
 

@@ -15,7 +15,7 @@ from pydantic_core import from_json
 
 from ..contract import RUN_STATE_EMPTY
 from ..errors import StoreError
-from ..states import RunState
+from ..records.states import RunState
 
 if TYPE_CHECKING:
     from ..store import StoredStep

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Literal
 
-from .._process_id import process_alive
 from ..errors import HarnessLabError
-from ..events import StepRecord
-from ..states import RunState
+from ..process_id import process_alive
+from ..records.events import StepRecord
+from ..records.states import RunState
 from ..store import Heartbeat, Store
 from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 
