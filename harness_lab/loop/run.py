@@ -678,29 +678,26 @@ class Run:
         """What the step saw goes into the context. A Ctrl-C here: the effect (if any) ran and the step is
         unrecorded, so it is a crash (after the effect if one ran, else before it)."""
         try:
-            self._observe_result(proposal, decision, result)
+            if proposal.claims:
+                self._emit(Note, topic="claims_ignored", message="claims in the proposal are recorded, never trusted",
+                           data=proposal.claims)
+            if result is not None and result.tool in _SUBTASK_TOOLS and result.ok:
+                # The context recorded it itself (the goal in L2, or the conclusion in L3): no interaction too.
+                self._emit(Note, topic=result.tool, message=result.content or result.tool, data=result.data)
+            elif result is not None:
+                text = result.content if result.ok else str(result.for_model())
+                self.context.add_interaction(self.step_no, proposal.describe(), text or "",
+                                             source=f"step {self.step_no}:{result.tool}", key=state_key(proposal, self.contract))
+            elif decision.verdict == "refuse":
+                hint = f"; {proposal.error.hint}" if proposal.error and proposal.error.hint else ""  # a gate's reason is its hint
+                self.context.add_feedback(self.step_no, f"refused: {decision.reason}{hint}", source=f"step {self.step_no}:gate")
+            if (warning := self.gates.token_warning(self._used)) is not None:
+                self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
+                self._emit(Note, topic="budget_warning", message=warning)
         except BaseException as exc:
             self.crash.interrupted(exc, CrashPoint.BEFORE_EFFECT if result is None else CrashPoint.AFTER_EFFECT,
                                    _kind(proposal), "observe")
             raise
-
-    def _observe_result(self, proposal: Proposal, decision: Decision, result: ToolResult | None) -> None:
-        if proposal.claims:
-            self._emit(Note, topic="claims_ignored", message="claims in the proposal are recorded, never trusted",
-                       data=proposal.claims)
-        if result is not None and result.tool in _SUBTASK_TOOLS and result.ok:
-            # The context recorded it itself (the goal in L2, or the conclusion in L3): no interaction too.
-            self._emit(Note, topic=result.tool, message=result.content or result.tool, data=result.data)
-        elif result is not None:
-            text = result.content if result.ok else str(result.for_model())
-            self.context.add_interaction(self.step_no, proposal.describe(), text or "",
-                                         source=f"step {self.step_no}:{result.tool}", key=state_key(proposal, self.contract))
-        elif decision.verdict == "refuse":
-            hint = f"; {proposal.error.hint}" if proposal.error and proposal.error.hint else ""  # a gate's reason is its hint
-            self.context.add_feedback(self.step_no, f"refused: {decision.reason}{hint}", source=f"step {self.step_no}:gate")
-        if (warning := self.gates.token_warning(self._used)) is not None:
-            self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
-            self._emit(Note, topic="budget_warning", message=warning)
 
     # -- the restorable state (its image) and what the run used ------------------------------------
     def capture(self, *, context: bool = True) -> dict[str, Any]:
@@ -832,8 +829,10 @@ class Run:
                 # the proposer thought, say) is reported by the next step instead of absorbed here.
                 self._ws_hash = self.sandbox.workspace_hash()
             self._used.elapsed_s = self.gates.elapsed()
+            events = self.trace.step_events  # the step's own events go into its record
             record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
-                                 self._used.usage(), self.trace.take_step())
+                                 self._used.usage(), tuple(events))
+            events.clear()
         except BaseException as exc:
             landed = result is not None or decision.verdict == "validate"
             self.crash.interrupted(exc, CrashPoint.AFTER_EFFECT if landed else CrashPoint.BEFORE_EFFECT,

@@ -1,5 +1,6 @@
 """A run's trace: every event in order (``events``, numbered by ``seq``), and those of the step under way
-(``step_events``), which its :class:`~harness_lab.records.events.StepRecord` takes when the step closes.
+(``step_events``), which its :class:`~harness_lab.records.events.StepRecord` takes when the step closes
+(``Run._close``, which empties it).
 
 :class:`~harness_lab.loop.run.Run` owns one (``run.trace``; ``run.events`` is its list); read
 :mod:`harness_lab.loop.run` first.
@@ -38,12 +39,6 @@ class Trace:
         event = event_type(seq=self.seq, step=step, **fields)
         self.step_events.append(event)
         self.events.append(event)
-
-    def take_step(self) -> tuple[Event, ...]:
-        """The events of the step that closes (the buffer starts empty for the next one)."""
-        mine = tuple(self.step_events)
-        self.step_events.clear()
-        return mine
 
     def undo_step(self, step: int) -> list[Event]:
         """Drop the events of ``step`` (abandoned: nothing was decided in it) and give them back; their
