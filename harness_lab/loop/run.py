@@ -297,7 +297,7 @@ class Run:
         if isinstance(proposal, StepRecord):  # the proposer failed: the step closed with it
             return proposal
         decision, stop = self._gate(proposal)  # the gates, then the human gate
-        self.trace.append(proposed(self.trace.next_seq(), self.step_no, proposal, decision))
+        self.trace.add(proposed, self.step_no, proposal, decision)
         result = self._execute(proposal) if decision.verdict == "execute" else None
         self._observe(proposal, decision, result)
         verdict = self.finish_check.validate_step() if decision.verdict == "validate" else None
@@ -660,8 +660,7 @@ class Run:
             raise
         if self._faults.armed:
             self.crash.point(CrashPoint.AFTER_EFFECT)
-        trace = self.trace
-        trace.append(tool_called(trace.next_seq(), self.step_no, result.tool, result))
+        self.trace.add(tool_called, self.step_no, result.tool, result)
         return result
 
     def _note_isolation(self) -> None:

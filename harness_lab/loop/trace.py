@@ -26,11 +26,11 @@ class Trace:
         self.step_events: list[Event] = []
         self.seq = 0
 
-    def next_seq(self) -> int:
+    def add(self, make: Callable[..., Event], *args: Any) -> None:
+        """Append the event ``make(seq, *args)`` (a step's own record makers: ``proposed``, ``tool_called``),
+        numbered next."""
         self.seq += 1
-        return self.seq
-
-    def append(self, event: Event) -> None:
+        event = make(self.seq, *args)
         self.step_events.append(event)
         self.events.append(event)
 
