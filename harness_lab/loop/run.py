@@ -107,6 +107,7 @@ class Run:
         isolation: Isolation = "auto",
         trigger_checks: Mapping[str, TriggerTest] | None = None,
     ) -> None:
+        source = self._log_source() if store is not None else None  # refused before anything is made
         self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
         # The checks trigger.still_valid may name (harness_lab.loop.triggers); a bad name is refused here.
         self.trigger_checks = DEFAULT_TRIGGER_CHECKS if trigger_checks is None else trigger_checks
@@ -185,8 +186,7 @@ class Run:
         self._ws_hash: str | None = None  # the workspace as the last step left it
         self.scenario: str | None = None  # set by from_scenario: resume rebuilds the run from it
         # With a store, every step is checkpointed; only a window of the trace stays in memory.
-        self.checkpoints: RunLog | None = self._log_source().open_log(store, self, fresh=not resume) \
-            if store is not None else None
+        self.checkpoints: RunLog | None = source.open_log(store, self, fresh=not resume) if source else None
         self.resume_report: Any = None  # what Run.resume checked, in the seed's order (persistence's ResumeReport)
         # Run.open: a stored run reopened for inspection only (what it refuses says why); its store, read-only.
         self.read_only: str | None = None

@@ -40,6 +40,7 @@ def test_the_loops_own_run_refuses_a_store_in_one_line(tmp_path: Path) -> None:
         harness_lab.loop.run.Run(contract=contract(), evidence=evidence(), workspace=tmp_path / "ws",
                                  proposer=ScriptedProposer([{"kind": "think", "thought": "x"}]),
                                  store=InMemoryStore())
+    assert not (tmp_path / "ws").exists()  # refused before anything was made
 
 
 def test_a_run_owns_one_of_each_collaborator_and_its_methods_reach_them(tmp_path: Path) -> None:
