@@ -26,9 +26,9 @@ from typing import Any
 
 from time_travel import writing_run
 
+from harness_lab import Run
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers import FunctionProposer
 from harness_lab.store import SQLiteStore

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from step_overhead import noop_run  # noqa: E402
 
 import harness_lab.checkpoint  # noqa: E402
-from harness_lab.loop.run import Run  # noqa: E402
+from harness_lab import Run  # noqa: E402
 from harness_lab.persistence.resume import _continue, load_checkpoint  # noqa: E402
 from harness_lab.store import SQLiteStore  # noqa: E402
 

@@ -41,7 +41,7 @@ def trial(tmp: Path, delay: float) -> str | None:
     """None if the killed store is intact and resumes; else what was wrong."""
     from step_overhead import noop_run
 
-    from harness_lab.loop.run import Run
+    from harness_lab import Run
     from harness_lab.store import SQLiteStore
 
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp / "s.sqlite"), str(tmp / "ws"), str(HERE)],

@@ -19,8 +19,8 @@ from .evidence import EvidenceCatalogue
 from .faults import CrashPoint, Fault, fault_catalogue
 from .loop.approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman, AutoApprove, AutoReject
 from .loop.repair import RepairPolicy
-from .loop.run import Run
 from .loop.scheduler import ExternalLoop
+from .persistence.stored import Run
 from .proposers import FunctionProposer, ScriptedProposer
 from .records.events import StepRecord, StopReason
 from .records.proposal import Proposal, parse_proposal

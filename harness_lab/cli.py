@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
 if TYPE_CHECKING:
-    from .loop.run import Run
+    from .persistence.stored import Run
     from .proposers.openai_compat import OpenAICompatProposer
     from .records.events import StepRecord
     from .store import Store
@@ -116,7 +116,7 @@ def _model_proposer(args: argparse.Namespace) -> OpenAICompatProposer | None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .loop.run import Run
+    from .persistence.stored import Run
 
     _check_liveness(args)
     if args.run_id is not None and not args.run_id.strip():
@@ -194,8 +194,8 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _resume_stored(store: Store, args: argparse.Namespace) -> int:
-    from .loop.run import Run
     from .persistence.resume import bound_spec
+    from .persistence.stored import Run
 
     approver = approver_from_policy(args.gate_policy)
     proposer = _model_proposer(args)

@@ -42,13 +42,13 @@ from pydantic import (
 
 from ._files import validate_file
 from .loop.stop_rules import AllChecksPass, SameRootCause, parse_failure, parse_success
-from .persistence.checkpoint_record import RUN_STATE_EMPTY
 from .records.actions import GATE_CATEGORIES
 from .records.redaction import SECRET_CATEGORIES
 from .sandbox.netallow import parse_allowlist
 
 __all__ = [
     "DEFAULT_GATED_KINDS",
+    "RUN_STATE_EMPTY",
     "VERIFICATION_LAYERS",
     "Budget",
     "ControlContract",
@@ -288,6 +288,12 @@ PERSIST_CATEGORIES: dict[str, str] = {
     "next_action": "the next step and the pending items",
 }
 # What memory.exclude may name: a kind of secret (the redactor masks it), or an entry of the run state.
+# A run's restorable state (loop.image.RunImage.capture) beyond ``state``, ``gates`` and ``context``: the
+# entries a checkpoint row leaves out at these values (persistence.checkpoint_record fills them back in),
+# and what persist.exclude may name. Here, below both the loop and persistence, which read it.
+RUN_STATE_EMPTY: dict[str, Any] = {"stop_reason": None, "observed": {}, "proposer": None, "receipt": None,
+                                   "waiting": None, "pending": None, "repair": None,
+                                   "attempts": None}
 _EXCLUDABLE = frozenset({*SECRET_CATEGORIES, "state", "gates", "context", *RUN_STATE_EMPTY})
 
 

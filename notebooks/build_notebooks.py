@@ -878,7 +878,7 @@ expected_rows = 120  # what the load log says was expected (it loaded 0)"""),
 from harness_lab.context import Layer, is_anomalous, numeric_mismatch
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.loop.run import Run
+from harness_lab import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers.scripted import ScriptedProposer
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness_lab import Run
 from harness_lab.cli import main
 from harness_lab.contract import load_contract
 from harness_lab.errors import ConfigError
-from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.scenarios import load_scenario
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from harness_lab import Run
 from harness_lab.errors import WorkspaceError
-from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers import FunctionProposer, ScriptedProposer
 from harness_lab.records.proposal import parse_proposal

@@ -31,8 +31,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1] / "harness_lab"
 
 @dataclass(frozen=True)
@@ -238,7 +236,7 @@ UNITS = {
     **{part: part for part in ("faults", "proposers", "validation", "context", "sandbox")},
     **dict.fromkeys(("contract", "scenarios", "evidence"), "inputs"),
     "records": "records",
-    **dict.fromkeys(("errors", "clock", "paths", "_files"), "base"),
+    **dict.fromkeys(("errors", "clock", "paths", "_files", "process_id"), "base"),
 }
 LAYERS = (("facade",), ("commands",), ("persistence",), ("loop",),
           ("faults", "proposers", "validation", "context", "sandbox"), ("inputs",), ("records",), ("base",))
@@ -247,7 +245,6 @@ LAYERS = (("facade",), ("commands",), ("persistence",), ("loop",),
 KNOWN_WRONG_WAY = {
     ("contract", "loop"): "stop.success / stop.failure parsed by loop/stop_rules.py (no import of its own: "
                           "records/ or beside the contract would do)",
-    ("contract", "persistence"): "RUN_STATE_EMPTY (the excludable run-state keys) from persistence/checkpoint_record.py",
     ("contract", "sandbox"): "network_allow parsed by sandbox/netallow.py's parse_allowlist",
     ("faults", "loop"): "faults/ subclasses loop's ToolExecutor, types LoopGates, takes READ_TOOLS (plan: "
                         "protocols in faults/, READ_TOOLS into records/effect_classes.py)",
@@ -258,7 +255,7 @@ KNOWN_WRONG_WAY = {
     ("records", "row_text"): "records/events.py spells the step row's JSON (the row helper's one serializer removes it)",
     ("records", "validation"): "StepRecord.verdict is validation's Verdict / Receipt",
 }
-# What the core helper (branch compose) removes; its own test is a strict xfail until then.
+# What loop/ never imports (test_loop_imports_nothing_of_the_persistence_side).
 PERSISTENCE_SIDE = frozenset(part for part, unit in UNITS.items() if unit == "persistence")
 
 
@@ -321,12 +318,6 @@ def test_the_packages_import_one_way() -> None:
     assert _wrong_way(rest, UNITS, LAYERS, frozenset(KNOWN_WRONG_WAY)) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "loop/ still imports the persistence side: run.py -> checkpoint, store, timeline.breakpoints, "
-    "timeline.records, and inside functions persistence.resume, persistence.fork, timeline.branch, "
-    "timeline.travel, timeline.budget; _run_base.py -> checkpoint, store, persistence.process_id, "
-    "persistence.resume; _restorable.py -> persistence.checkpoint_record; run_like.py -> store. The core "
-    "helper (branch compose) removes them: then this passes, and the marker must go"))
 def test_loop_imports_nothing_of_the_persistence_side() -> None:
     _, edges = _graph()
     assert sorted(f"{e.where}: {e.source} -> {e.target}" for e in edges

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from ..loop.approval import AutoReject
 from ..loop.repair import RepairPolicy
-from ..loop.run import Run
 from ..paths import data_dir
+from ..persistence.stored import Run
 from ..proposers.scripted import ScriptedProposer
 from ..scenarios import Scenario, copy_repository, list_scenarios
 from .metrics import RunOutcome

@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ..contract import load_contract
-from ..loop.run import Run
 from ..paths import data_dir
+from ..persistence.stored import Run
 from ..scenarios import load_scenario
 from ..validation import LayerVerdict
 from ._output import publish_texts

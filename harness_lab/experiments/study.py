@@ -45,8 +45,8 @@ from ..contract import ControlContract, load_contract
 from ..evidence import EvidenceCatalogue
 from ..loop.approval import AutoReject
 from ..loop.repair import RepairPolicy
-from ..loop.run import Run
 from ..paths import data_dir
+from ..persistence.stored import Run
 from ..proposers.scripted import ScriptedProposer
 from ..records.actions import WriteFile, WriteReport
 from ..scenarios import Scenario, load_scenario, require_scenarios

@@ -19,10 +19,17 @@ for a repair that goes back to a snapshot); read :mod:`harness_lab.loop.run` fir
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
 
-from ..faults import CrashPoint
-from ..records.events import Note, StopReason
+from ..context import ContextManager
+from ..contract import ControlContract
+from ..evidence import EvidenceCatalogue
+from ..faults import CrashPoint, FaultSchedule
+from ..records.events import Event, Note, StepRecord, StopReason, Usage
+from ..records.proposal import Proposal
 from ..records.states import RunState
+from ..sandbox import Sandbox
 from ..validation import (
     MAX_REPORT_BYTES,
     LayerFailure,
@@ -32,19 +39,53 @@ from ..validation import (
     Verdict,
     check_report,
     run_functional_layer,
+    sha256_hex,
 )
 from ..validation.semantic import SemanticReviewer
-from ._run_base import RunBase, _sha
-from .stop_rules import SAME_ROOT_CAUSE, root_cause
+from .crash import CrashGuard
+from .executor import ToolExecutor
+from .gates import LoopGates
+from .repair import RepairPolicy
+from .stop_rules import SAME_ROOT_CAUSE, FailedAttempts, root_cause
 
 __all__ = ["FinishCheck"]
+
+
+class _Checked(Protocol):
+    """What validation reads and moves of the run (a protocol: this module never imports the run)."""
+
+    contract: ControlContract
+    validation: bool
+    evidence: EvidenceCatalogue
+    sandbox: Sandbox
+    executor: ToolExecutor
+    context: ContextManager
+    crash: CrashGuard
+    repair: RepairPolicy | None
+    failed_attempts: FailedAttempts
+    state: RunState
+    stop_reason: StopReason | None
+    receipt: Receipt | None
+    accepted_bytes: bytes | None
+    step_no: int
+    _pending: Proposal | None
+    _faults: FaultSchedule
+    # what a repair policy and a fault read of it (repair.after_failure, faults.after_validate)
+    workspace: Path
+    gates: LoopGates
+    usage: Usage
+    records: list[StepRecord]
+    events: list[Event]
+
+    def _transition(self, after: RunState, reason: str) -> None: ...
+    def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None: ...
 
 
 class FinishCheck:
     """The validate part of ``step()``: the finish step's effect. A collaborator the run owns
     (``run.finish_check``): it reads and moves the run's state through the run it is given."""
 
-    def __init__(self, run: RunBase, rollback: Callable[[str], None]) -> None:
+    def __init__(self, run: _Checked, rollback: Callable[[str], None]) -> None:
         self._run = run
         self._rollback = rollback  # Run.rollback: a repair that goes back to a snapshot
         self.reviewer: SemanticReviewer | None = None  # see Run.reviewer
@@ -53,17 +94,17 @@ class FinishCheck:
         """Validation is the finish step's effect: a crash fault may strike either side of it."""
         run = self._run
         if run._faults.armed:
-            run._crash_point(CrashPoint.BEFORE_EFFECT)
+            run.crash.point(CrashPoint.BEFORE_EFFECT)
         # A Ctrl-C mid-validation leaves the state VALIDATING (a repair may have rolled back): the
         # finish was carried out in part and is unrecorded, so it is a crash after the effect; with a
         # store, resume validates again from the last checkpoint (validation has no outside effect).
         try:
             verdict = self._validate()
         except BaseException as exc:
-            run._crash_on_interrupt(exc, CrashPoint.AFTER_EFFECT, "finish", "validate")
+            run.crash.interrupted(exc, CrashPoint.AFTER_EFFECT, "finish", "validate")
             raise
         if run._faults.armed:
-            run._crash_point(CrashPoint.AFTER_EFFECT)
+            run.crash.point(CrashPoint.AFTER_EFFECT)
         return verdict
 
     def _validate(self) -> Verdict | None:
@@ -171,7 +212,11 @@ class FinishCheck:
         run._emit(Note, topic="verification", message=f"{verdict.layer} layer {said}", data=data)
 
 
-def _functional_applies(run: RunBase) -> bool:
+def _functional_applies(run: _Checked) -> bool:
     """Whether the contract gives the functional layer anything to check."""
     v = run.contract.verification
     return bool(v.functional or v.protected or v.allowed_files)
+
+
+def _sha(data: bytes | None) -> str:
+    return sha256_hex(data or b"")

@@ -3,24 +3,55 @@ and is then approved (executed exactly as requested, or exactly as a person edit
 or rejected; a late answer executes nothing.
 
 :class:`~harness_lab.loop.run.Run` owns one (``run.human_gate``) and gives it the step parts an approved call
-runs through (``_execute``, ``_observe``, ``_check_external_change``); read :mod:`harness_lab.loop.run` first.
+runs through (``_execute``, ``_observe``, ``_check_external_change``); it reads and moves of the run only what
+``_Gated`` names. Read :mod:`harness_lab.loop.run` first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
+from ..clock import Clock
+from ..contract import ControlContract
 from ..errors import RunStateError
-from ..faults import CrashPoint
-from ..records.events import Decision, HumanDecided, Note, StepRecord, StopReason
+from ..records.events import Decision, Event, HumanDecided, Note, StepRecord, StopReason
 from ..records.proposal import Proposal
 from ..records.states import RunState
 from ..records.tools import ToolResult
 from ._edits import edited_proposal
-from ._run_base import RunBase
-from .approval import ApprovalDecision, ApprovalRequest
+from .approval import ApprovalDecision, ApprovalRequest, Approver
+from .counters import Counters
+from .crash import CrashGuard
+from .gates import GatesMark, LoopGates
 
 __all__ = ["HumanGate"]
+
+
+class _Gated(Protocol):
+    """What the gate reads and moves of the run (a protocol: this module never imports the run)."""
+
+    run_id: str
+    contract: ControlContract
+    approver: Approver
+    clock: Clock
+    gates: LoopGates
+    crash: CrashGuard
+    state: RunState
+    step_no: int
+    waiting: ApprovalRequest | None
+    _pending: Proposal | None
+    _in_flight: Proposal | None
+    _gates_at_start: GatesMark | None
+    _used: Counters
+    _parked_on_endpoint: bool
+
+    def _open_step(self) -> None: ...
+    def _abandon_step(self) -> None: ...
+    def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
+               stop: StopReason | None = None) -> StepRecord: ...
+    def _transition(self, after: RunState, reason: str) -> None: ...
+    def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None: ...
 
 
 class HumanGate:
@@ -28,7 +59,7 @@ class HumanGate:
     run owns (``run.human_gate``; ``run.approve`` and the like delegate here): it reads and moves the
     run's state through the run it is given, and runs an approved call with the run's step parts."""
 
-    def __init__(self, run: RunBase, *, execute: Callable[[Proposal, str | None], ToolResult],
+    def __init__(self, run: _Gated, *, execute: Callable[[Proposal, str | None], ToolResult],
                  observe: Callable[[Proposal, Decision, ToolResult | None], None],
                  check_external_change: Callable[[], bool]) -> None:
         self._run = run
@@ -76,11 +107,7 @@ class HumanGate:
         # Keyed by the request and the call that executes, not the step number: a resumed run re-approving
         # (the same edit) applies it once; an edited call is another effect than the one requested.
         result = self._execute(proposal, f"{run.run_id}:gate:{request.step}:{proposal.args_sha256[:16]}")
-        try:
-            self._observe(proposal, decision, result)
-        except BaseException as exc:  # Ctrl-C: the approved effect ran, the step is unrecorded: a crash
-            run._crash_on_interrupt(exc, CrashPoint.AFTER_EFFECT, request.action_kind, "observe")
-            raise
+        self._observe(proposal, decision, result)  # a Ctrl-C there is a crash after the effect (Run._observe)
         return run._close(proposal, decision, result=result)
 
     def reject(self, reason: str, *, by: str = "human") -> StepRecord:
@@ -134,8 +161,7 @@ class HumanGate:
 
     def _require_waiting(self) -> tuple[ApprovalRequest, Proposal]:
         run = self._run
-        if run.crashed is not None:  # the cause, not "nothing waits" (a crashed approve cleared the wait)
-            raise RunStateError(f"run {run.run_id} {run._crash_why()}; resume from a checkpoint")
+        run.crash.refuse(run.run_id)  # the cause, not "nothing waits" (a crashed approve cleared the wait)
         if run.waiting is None or run._pending is None:
             raise RunStateError(f"run {run.run_id} is {run.state.value}: nothing waits for approval")
         return run.waiting, run._pending

@@ -3,56 +3,73 @@
 The model only proposes; this module decides. ``step()`` is synchronous and returns one
 :class:`~harness_lab.records.events.StepRecord`; ``pending`` shows the next proposal before it executes.
 
-``Run`` adds the step loop to :class:`~harness_lab.loop._run_base.RunBase` (its bookkeeping) and owns its
-collaborators, no mixins: ``run.image`` (capture / restore), ``run.human_gate`` (approve / reject),
-``run.finish_check`` (validation); its public methods for them delegate.
+``Run`` is composed, no mixins: it owns its collaborators and its public methods delegate to them:
+``run.image`` (capture / restore: :mod:`.image`), ``run.human_gate`` (approve / reject: :mod:`._human_gate`),
+``run.finish_check`` (validation: :mod:`._finish_check`), ``run.crash`` (crash points, Ctrl-C mid-step:
+:mod:`.crash`), ``run.trace`` (the events: :mod:`.trace`), what it used (:mod:`.counters`), the gates, the
+context, the executor and sandbox, the faults; with a store, ``run.checkpoints``, the log it commits each
+step to (:class:`~harness_lab.loop.log.RunLog`), from its class's ``source`` (:mod:`.log`; ``harness_lab.Run``
+is given the store's: :mod:`harness_lab.persistence.stored`). Nothing here imports persistence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from functools import cached_property
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
-from ..checkpoint import Checkpointer
-from ..clock import Clock
+from ..clock import Clock, SystemClock
 from ..context import ContextView
-from ..contract import load_contract
-from ..errors import RunStateError
+from ..contract import ControlContract, load_contract
+from ..errors import ConfigError, RunStateError, WorkspaceError
 from ..evidence import EvidenceCatalogue
-from ..faults import CrashPoint, Fault, FaultRecord, resolve_fault
+from ..faults import CrashPoint, Fault, FaultRecord, FaultSchedule, resolve_fault
 from ..paths import data_dir
 from ..proposers.base import EndpointFailure, Proposer, ProposerOutput
 from ..proposers.scripted import ScriptedProposer
 from ..records.actions import Finish, ForbiddenAction
 from ..records.effect_classes import effect_class
-from ..records.events import (
-    Decision,
-    Note,
-    StepRecord,
-    StopReason,
-)
+from ..records.events import Decision, Event, Note, StateChanged, StepRecord, StopReason, Usage
 from ..records.proposal import Proposal, parse_proposal
-from ..records.states import RunState
+from ..records.states import RunState, can_transition
 from ..records.tools import ToolResult
-from ..sandbox.policy import Isolation
+from ..sandbox import Sandbox, SandboxPolicy
+from ..sandbox.command import check_isolation, check_network_allow
+from ..sandbox.policy import Isolation, isolation_at_least
 from ..sandbox.snapshots import SnapshotInfo
 from ..scenarios import copy_repository, load_scenario, scenario_ref
-from ..store import Store
-from ..timeline.breakpoints import Stops, Until
-from ..timeline.records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
+from ..validation import Receipt, Verdict
 from ..validation.semantic import SemanticReviewer
+from ._context_tools import context_action
 from ._edits import edited_proposal
 from ._finish_check import FinishCheck
 from ._human_gate import HumanGate
-from ._run_base import RunBase, _kind
-from ._step_records import proposed, tool_called
+from ._run_setup import initial_context
+from ._snapshot_dirs import snapshot_dir as new_snapshot_dir
+from ._step_records import proposed, step_record, tool_called
 from ._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
-from .approval import Approver
-from .executor import ExternalEffects
-from .triggers import TRIGGER_INVALID, TriggerTest, trigger_holds
+from .approval import ApprovalRequest, Approver, AskHuman
+from .breakpoints import Stops, Until
+from .budget import check_budget, spend
+from .counters import Counters
+from .crash import CrashGuard
+from .executor import ExternalEffects, Outbox, ToolExecutor
+from .gates import GatesMark, LoopGates
+from .image import RunImage
+from .log import LogSource, RunLog
+from .records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
+from .repair import RepairPolicy
+from .stop_rules import FailedAttempts
+from .trace import Trace
+from .triggers import DEFAULT_TRIGGER_CHECKS, TRIGGER_INVALID, TriggerTest, check_trigger, trigger_holds
 
 __all__ = ["Run"]
+
+_R = TypeVar("_R", bound="Run")
 
 # The two decisions most steps make: frozen records, so one instance each serves every step.
 _EXECUTE = Decision(verdict="execute", reason="allowed tool call within budget")
@@ -61,22 +78,128 @@ _VALIDATE = Decision(verdict="validate", reason="finish is a claim: validate the
 _WHOLE: object = object()  # edit_pending given no whole proposal (None is a proposal: a malformed one)
 
 
-class Run(RunBase):
+class Run:
     """A single-steppable run. ``step()`` reads as propose -> gate -> execute -> observe -> validate."""
 
     _paused_before: Proposal | None = None  # the pending call a tool breakpoint last stopped run() before
 
-    # -- its collaborators (made on first use: Run has no constructor of its own) --------------
-    @cached_property
-    def human_gate(self) -> HumanGate:
-        """The human gate: asks the approver, parks the run, and approve / reject of what waits."""
-        return HumanGate(self, execute=self._execute, observe=self._observe,
-                         check_external_change=self._check_external_change)
+    # Where a store's log and the store-backed operations (resume, open, fork, history, at) come from:
+    # none here (loop/ imports no persistence); harness_lab.Run is this run given one (persistence.stored).
+    source: ClassVar[LogSource | None] = None
 
-    @cached_property
-    def finish_check(self) -> FinishCheck:
-        """Validation, the finish step's effect: the contract's layers, the receipt, a repair's answer."""
-        return FinishCheck(self, self.rollback)
+    step_no: int  # declared before __init__ sets it: the executor's context tool reads it
+
+    def __init__(
+        self,
+        *,
+        contract: ControlContract,
+        proposer: Proposer,
+        evidence: EvidenceCatalogue,
+        workspace: str | Path | None = None,
+        validation: bool = True,
+        approver: Approver | None = None,
+        clock: Clock | None = None,
+        effects: ExternalEffects | None = None,
+        run_id: str = "run",
+        resume: bool = False,
+        repair: RepairPolicy | None = None,
+        store: Any = None,
+        isolation: Isolation = "auto",
+        trigger_checks: Mapping[str, TriggerTest] | None = None,
+    ) -> None:
+        source = self._log_source() if store is not None else None  # refused before anything is made
+        self.contract, self.proposer, self.evidence, self.validation = contract, proposer, evidence, validation
+        # The checks trigger.still_valid may name (harness_lab.loop.triggers); a bad name is refused here.
+        self.trigger_checks = DEFAULT_TRIGGER_CHECKS if trigger_checks is None else trigger_checks
+        check_trigger(contract.trigger, self.trigger_checks)
+        # What commands run in: the caller's choice, at least what the contract demands. Checked before
+        # anything is made, so a machine without it refuses the run in one line, before its first step.
+        try:
+            self.isolation: Isolation = isolation_at_least(contract.sandbox.isolation, isolation)
+        except ValueError as exc:
+            raise ConfigError(f"contract {contract.name!r}: {exc}") from None
+        check_network_allow(contract.sandbox.network_allow, check_isolation(self.isolation, os.geteuid()))
+        self._isolation_noted = False  # the note that commands run without a namespace, once per process
+        self.run_id = run_id
+        self.repair = repair  # None: plain feedback loops (seed 004's table); see harness_lab.loop.repair
+        # Directories the run made itself are removed by close(); a caller's workspace never is.
+        self._owned_dirs: list[Path] = []
+        # A temporary workspace nobody can find once the run is gone goes with it, unless a store holds the
+        # run (resume continues in it): Checkpointer detaches this finalizer (keep_workspace).
+        self._workspace_finalizer: weakref.finalize[..., Any] | None = None
+        if workspace is None:
+            workspace = tempfile.mkdtemp(prefix="harness-lab-ws-")
+            self._owned_dirs.append(Path(workspace))
+            self._workspace_finalizer = weakref.finalize(self, shutil.rmtree, workspace, True)
+        self.workspace = Path(workspace)
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        if not resume and (self.workspace / contract.verification.report.path).exists():
+            raise WorkspaceError(
+                f"{self.workspace}: already holds a draft {contract.verification.report.path}; "
+                "start a new run in a fresh directory, or resume the old run explicitly"
+            )
+        self.approver: Approver = approver or AskHuman()
+        # The collaborators (no mixins): capture / restore, the human gate, validation.
+        self.image = RunImage(self)
+        self.human_gate = HumanGate(self, execute=self._execute, observe=self._observe,
+                                    check_external_change=self._check_external_change)
+        self.finish_check = FinishCheck(self, self.rollback)
+        self.clock: Clock = clock or SystemClock()
+        self.context = initial_context(contract, evidence)
+        self.gates = LoopGates(contract.budget, self.clock)
+        snapshot_dir = new_snapshot_dir()
+        self._owned_dirs.append(snapshot_dir)
+        # Snapshots live only in this process (a resumed run starts new ones): a run dropped without
+        # close() must not leave them behind in the temporary folder, one folder per run ever made.
+        weakref.finalize(self, shutil.rmtree, snapshot_dir, True)
+        self.sandbox = Sandbox(self.workspace, policy=SandboxPolicy(
+                                   isolation=self.isolation, network_allow=contract.sandbox.network_allow),
+                               snapshot_dir=snapshot_dir, state_provider=self.capture)
+        self.executor = ToolExecutor(
+            self.sandbox, evidence, contract.verification.report.path,
+            lambda ref, start, end: self.context.read_ref(ref, start, end), effects or Outbox(),
+            context_tool=lambda action: context_action(self.context, action, self.step_no),
+        )
+        self.state: RunState = RunState.CREATED
+        self.stop_reason: StopReason | None = None
+        self._used = Counters()  # what the run used (run.usage)
+        self.step_no = 0
+        self.records: list[StepRecord] = []
+        self.trace = Trace()  # the events, numbered; those of the step under way
+        self.events = self.trace.events
+        self.receipt: Receipt | None = None
+        self.accepted_bytes: bytes | None = None
+        self.waiting: ApprovalRequest | None = None
+        self.failed_attempts = FailedAttempts()  # what the contract's stop.failure rule counts
+        self._pending: Proposal | None = None
+        # The proposer's endpoint failed when `pending` asked: the next step records it (see Run._endpoint_failed).
+        self._failed_ask: EndpointFailure | None = None
+        self._endpoint_failures = 0  # in a row, in this process: a resumed run asks again afresh
+        self._parked_on_endpoint = False  # run() stops here; an explicit step() asks the endpoint again
+        # The proposal of the step under way: a snapshot taken mid-step (before an irreversible call)
+        # records it as pending, so rolling back to "before X" puts X back in front of the caller.
+        self._in_flight: Proposal | None = None
+        self._gates_at_start: GatesMark | None = None
+        note = self._note
+        self._faults = FaultSchedule(note)
+        self.crash = CrashGuard(self._faults, self, note)  # crash points, and a Ctrl-C mid-step as a crash
+        self._ws_hash: str | None = None  # the workspace as the last step left it
+        self.scenario: str | None = None  # set by from_scenario: resume rebuilds the run from it
+        # With a store, every step is checkpointed; only a window of the trace stays in memory.
+        self.checkpoints: RunLog | None = source.open_log(store, self, fresh=not resume) if source else None
+        self.resume_report: Any = None  # what Run.resume checked, in the seed's order (persistence's ResumeReport)
+        # Run.open: a stored run reopened for inspection only (what it refuses says why); its store, read-only.
+        self.read_only: str | None = None
+        self._travel_store: Any = None  # the store Run.open read it from (persistence's)
+        self._travel_store_owned = False  # Run.open opened it from a path: close() closes it
+        self.closed = False
+
+    @classmethod
+    def _log_source(cls) -> LogSource:
+        if cls.source is None:
+            raise ConfigError(f"{cls.__module__}.{cls.__qualname__} has no persistence (a store, resume, open, "
+                              "fork, time travel): use harness_lab.Run")
+        return cls.source
 
     @property
     def reviewer(self) -> SemanticReviewer | None:
@@ -148,8 +271,7 @@ class Run(RunBase):
         if self.waiting is not None:
             raise RunStateError(f"run {self.run_id} waits for a human on this proposal: approve, "
                                 "approve(edited=...) or reject it")
-        if self.crashed is not None:
-            raise RunStateError(f"run {self.run_id} {self._crash_why()}; resume from a checkpoint")
+        self.crash.refuse(self.run_id)
         structured = args is not None or bool(fields)
         if structured == (raw is not _WHOLE):
             raise RunStateError("edit_pending: give a whole proposal or fields to replace (args=... or name=value), "
@@ -169,60 +291,15 @@ class Run(RunBase):
 
     def step(self) -> StepRecord:
         """One decision: propose -> gate -> execute -> observe -> validate."""
-        if self.waiting is not None and not self.state.terminal and self.human_gate.timed_out() is None:
-            raise RunStateError(f"run {self.run_id} waits for a human: call approve() or reject(reason)")
-        if self.state is RunState.CREATED and self.crashed is None:  # the run starts only if its trigger holds
-            holds, why = trigger_holds(self.contract.trigger, self.trigger_checks, self.workspace)
-            if not holds:
-                return self.halt(TRIGGER_INVALID, f"the run did not start: its trigger {why}")
-        self._open_step()
-        if self.waiting is not None and (timeout := self.human_gate.timed_out()) is not None:
-            self.waiting, self._pending = None, None
-            return self._close(None, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
-        try:
-            if self._faults.armed:  # the usual step has no fault armed: its hooks are skipped
-                self._faults.before_step(self)
-            if self._check_external_change() and self._pending is not None:
-                self._discard_pending()  # made from the view before the change: ask again below
-        except BaseException as exc:
-            if not isinstance(exc, Exception):  # Ctrl-C before anything was decided: undo the step
-                self._abandon_step()
-            raise
-        if (stop := self.gates.before_decision(self._used)) is not None:
-            return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
-        # what `pending` would give: the gates and the state were checked just above
-        failure, self._failed_ask = self._failed_ask, None
-        if (pending := self._pending) is None and failure is None:
-            view = self._view()
-            try:
-                out = self.proposer.propose(view)
-            except Exception as exc:  # the policy broke: a recorded step and a safe stop, not a half-open step
-                why = f"the proposer raised {type(exc).__name__}: {exc}; no proposal, the run stopped safely"
-                return self._close(None, Decision(verdict="block", reason=why),
-                                   stop=StopReason(code="proposer_error", message=why))
-            except BaseException:  # Ctrl-C while the model thinks: no half-open step left behind
-                self._abandon_step()
-                raise
-            if isinstance(out, EndpointFailure):
-                failure = out
-            else:
-                pending = self._parse_output(view, out)
-        if failure is not None:
-            return self._endpoint_failed(failure)
-        assert pending is not None
-        self._endpoint_answered()
-        proposal = self._faults.proposal(self, pending, parse_proposal) if self._faults.armed else pending
-        self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.mark()
-        self._used.decisions += 1
-        decision, stop = self._gate(proposal)
-        self._append(proposed(self._next_seq(), self.step_no, proposal, decision))
+        if (early := self._preflight()) is not None:  # a stop before any proposal (trigger, gate timeout, budget)
+            return early
+        proposal = self._propose()  # the pending proposal, or the proposer's answer
+        if isinstance(proposal, StepRecord):  # the proposer failed: the step closed with it
+            return proposal
+        decision, stop = self._gate(proposal)  # the gates, then the human gate
+        self.trace.add(proposed, self.step_no, proposal, decision)
         result = self._execute(proposal) if decision.verdict == "execute" else None
-        try:
-            self._observe(proposal, decision, result)
-        except BaseException as exc:  # Ctrl-C: the effect (if any) ran, the step is unrecorded: a crash
-            self._crash_on_interrupt(exc, CrashPoint.BEFORE_EFFECT if result is None else CrashPoint.AFTER_EFFECT,
-                                     _kind(proposal), "observe")
-            raise
+        self._observe(proposal, decision, result)
         verdict = self.finish_check.validate_step() if decision.verdict == "validate" else None
         return self._close(proposal, decision, result=result, verdict=verdict, stop=stop)
 
@@ -246,7 +323,7 @@ class Run(RunBase):
 
     @classmethod
     def from_scenario(
-        cls,
+        cls: type[_R],
         name: str,
         *,
         validation: bool = True,
@@ -254,10 +331,10 @@ class Run(RunBase):
         approver: Approver | None = None,
         clock: Clock | None = None,
         run_id: str | None = None,
-        store: Store | None = None,
+        store: Any = None,
         proposer: Proposer | None = None,
         isolation: Isolation = "auto",
-    ) -> Run:
+    ) -> _R:
         """A run of a shipped scenario (``data/scenarios/<name>.yaml``) with its scripted proposer, or
         with ``proposer`` (a model, say) on the scenario's contract and evidence instead of its script.
         ``isolation``: what its commands run in (see :class:`~harness_lab.sandbox.SandboxPolicy`)."""
@@ -277,14 +354,14 @@ class Run(RunBase):
                 run.close()
                 raise
         run.scenario = scenario_ref(name)  # before the store registers the run: resume rebuilds it from it
-        run.checkpoints = Checkpointer(store, run, fresh=True) if store is not None else None
+        run.checkpoints = cls._log_source().open_log(store, run, fresh=True) if store is not None else None
         return run
 
     # -- checkpoints: resume, fork --------------------------------------------------------------
     @classmethod
     def resume(
-        cls,
-        store: Store,
+        cls: type[_R],
+        store: Any,
         run_id: str,
         *,
         proposer: Proposer | None = None,
@@ -294,19 +371,19 @@ class Run(RunBase):
         clock: Clock | None = None,
         isolation: Isolation = "auto",
         trigger_checks: Mapping[str, TriggerTest] | None = None,
-    ) -> Run:
+    ) -> _R:
         """Continue a checkpointed run in the seed's order (see :mod:`harness_lab.persistence.resume`); the
         checks are in ``run.resume_report``; a failed check leaves the run BLOCKED and the store as it was.
         The run keeps the isolation it was started with; ``isolation`` may strengthen it for this process
         ("required" or a named wrapper over "auto"), never weaken it (a ConfigError). ``trigger_checks``:
         the checks ``trigger.still_valid`` may name (see :mod:`harness_lab.loop.triggers`), re-verified first."""
-        from ..persistence.resume import resume_run
+        resumed: _R = cls._log_source().resume(
+            cls, store, run_id, proposer=proposer, evidence=evidence, approver=approver, effects=effects,
+            clock=clock, isolation=isolation, trigger_checks=trigger_checks)
+        return resumed
 
-        return resume_run(cls, store, run_id, proposer=proposer, evidence=evidence, approver=approver,
-                          effects=effects, clock=clock, isolation=isolation, trigger_checks=trigger_checks)
-
-    def fork(self, checkpoint_id: str | None = None, *, at_step: int | None = None, budget: BudgetChoice = "keep",
-             new_run_id: str | None = None, workspace: str | Path | None = None) -> Run:
+    def fork(self: _R, checkpoint_id: str | None = None, *, at_step: int | None = None, budget: BudgetChoice = "keep",
+             new_run_id: str | None = None, workspace: str | Path | None = None) -> _R:
         """A new run (new id, own workspace) from a checkpoint ``"<run>@<step>"`` or a sandbox snapshot
         id of this run, or from step ``at_step`` of this run (exactly one of the two); the original run,
         its store rows and its workspace are left untouched. From a step, the files come from the store
@@ -314,49 +391,38 @@ class Run(RunBase):
         that step, ``"fresh"`` nothing, a mapping the fields it names (see :mod:`harness_lab.timeline`)."""
         if (checkpoint_id is None) == (at_step is None):
             raise RunStateError("fork: give exactly one of a checkpoint or snapshot id and at_step=")
-        if at_step is not None:
-            from ..timeline.branch import fork_at
-
-            return fork_at(self, at_step, budget=budget, new_run_id=new_run_id, workspace=workspace)
-        from ..persistence.fork import fork_run
-
-        assert checkpoint_id is not None
-        return fork_run(self, checkpoint_id, new_run_id=new_run_id, workspace=workspace, budget=budget)
+        forked: _R = self._log_source().fork(self, checkpoint_id, at_step, budget=budget, new_run_id=new_run_id,
+                                              workspace=workspace)
+        return forked
 
     # -- time travel (harness_lab.timeline) --------------------------------------------------------
     @property
     def history(self) -> list[StepPoint]:
         """Every committed step as a :class:`~harness_lab.timeline.StepPoint`, step 0 (the run as
         registered) first. Read from the run's store: a run without one has no history to travel in."""
-        from ..timeline.travel import history
-
-        return history(self)
+        return self._log_source().history(self)
 
     def at(self, n: int) -> StepView:
         """Step ``n`` (0 <= n <= step_no), read-only: the context the proposer saw, the proposal, the
         decision, the result in full, the verdict, the budget spent and the workspace files with their
         diff against step n-1 (see :class:`~harness_lab.timeline.StepView`). Read from the run's store: a
         run without one refuses in one line ("give it InMemoryStore() or SQLiteStore(path)")."""
-        from ..timeline.travel import step_view
-
-        return step_view(self, n)
+        return self._log_source().at(self, n)
 
     @classmethod
-    def open(cls, db: str | Path | Store, run_id: str, *, proposer: Proposer | None = None) -> Run:
+    def open(cls: type[_R], db: str | Path | Any, run_id: str, *, proposer: Proposer | None = None) -> _R:
         """A stored run reopened read-only, for inspection: ``history``, ``at`` and ``fork`` work; nothing
         is written, no lease taken, no workspace needed; ``step`` and the like refuse in one line
         (``Run.resume`` continues it). Works after kill -9 and resume: every step of every process shows.
         A path is opened read-only (a fork of the run is then not registered in it); a ``Store`` object as
         it is (forks register there). ``proposer``: what its forks propose with (default: the recorded
         script; a run of another proposer needs one before a fork of it steps)."""
-        from ..timeline.travel import open_run
-
-        return open_run(cls, db, run_id, proposer)
+        opened: _R = cls._log_source().open(cls, db, run_id, proposer)
+        return opened
 
     def snapshot(self, label: str = "manual") -> SnapshotInfo:
         """Snapshot now: the workspace files and the run's state, for :meth:`rollback` or :meth:`fork`."""
-        if self.crashed is not None:
-            raise RunStateError(f"run {self.run_id} {self._crash_why()}; resume from a checkpoint")
+        self.crash.refuse(self.run_id)
         self._refuse_if_read_only()
         return self.sandbox.snapshot(label=label)
 
@@ -376,12 +442,9 @@ class Run(RunBase):
         ``"fresh"`` zeroes it; a mapping sets the fields it names (see :mod:`harness_lab.timeline`)."""
         if (snapshot_id is None) == (to_step is None):
             raise RunStateError("rollback: give exactly one of a snapshot id and to_step=")
-        from ..timeline.branch import rollback_to
-        from ..timeline.budget import check_budget, spend
-
         self._refuse_if_read_only()
         if to_step is not None:
-            rollback_to(self, to_step, budget=budget)
+            self._log_source().rollback_to(self, to_step, budget=budget)
             return
         assert snapshot_id is not None
         check_budget(budget)  # refused before anything changes
@@ -446,6 +509,62 @@ class Run(RunBase):
                    data={"proposal": discarded})
 
     # -- the five parts of a step ---------------------------------------------------------------
+    def _preflight(self) -> StepRecord | None:
+        """Open the step, or close it at once: the trigger no longer holds, a human gate timed out, a fault
+        before the step, an outside change to the workspace (a pending proposal made before it goes), the
+        budget spent. A Ctrl-C here, before anything was decided, undoes the step."""
+        if self.waiting is not None and not self.state.terminal and self.human_gate.timed_out() is None:
+            raise RunStateError(f"run {self.run_id} waits for a human: call approve() or reject(reason)")
+        if self.state is RunState.CREATED and self.crashed is None:  # the run starts only if its trigger holds
+            holds, why = trigger_holds(self.contract.trigger, self.trigger_checks, self.workspace)
+            if not holds:
+                return self.halt(TRIGGER_INVALID, f"the run did not start: its trigger {why}")
+        self._open_step()
+        if self.waiting is not None and (timeout := self.human_gate.timed_out()) is not None:
+            self.waiting, self._pending = None, None
+            return self._close(None, Decision(verdict="rejected", reason=timeout.message), stop=timeout)
+        try:
+            if self._faults.armed:  # the usual step has no fault armed: its hooks are skipped
+                self._faults.before_step(self)
+            if self._check_external_change() and self._pending is not None:
+                self._discard_pending()  # made from the view before the change: ask again below
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # Ctrl-C before anything was decided: undo the step
+                self._abandon_step()
+            raise
+        if (stop := self.gates.before_decision(self._used)) is not None:
+            return self._close(None, Decision(verdict="exhaust", reason=stop.message), stop=stop)
+        return None
+
+    def _propose(self) -> Proposal | StepRecord:
+        """What `pending` would give (the gates and the state were checked by _preflight), counted as a
+        decision; or the step closed: the proposer raised (a safe stop) or its endpoint failed. A Ctrl-C
+        while the model thinks undoes the step."""
+        failure, self._failed_ask = self._failed_ask, None
+        if (pending := self._pending) is None and failure is None:
+            view = self._view()
+            try:
+                out = self.proposer.propose(view)
+            except Exception as exc:  # the policy broke: a recorded step and a safe stop, not a half-open step
+                why = f"the proposer raised {type(exc).__name__}: {exc}; no proposal, the run stopped safely"
+                return self._close(None, Decision(verdict="block", reason=why),
+                                   stop=StopReason(code="proposer_error", message=why))
+            except BaseException:  # Ctrl-C while the model thinks: no half-open step left behind
+                self._abandon_step()
+                raise
+            if isinstance(out, EndpointFailure):
+                failure = out
+            else:
+                pending = self._parse_output(view, out)
+        if failure is not None:
+            return self._endpoint_failed(failure)
+        assert pending is not None
+        self._endpoint_answered()
+        proposal = self._faults.proposal(self, pending, parse_proposal) if self._faults.armed else pending
+        self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.mark()
+        self._used.decisions += 1
+        return proposal
+
     def _ask_proposer(self) -> Proposal | EndpointFailure:
         view = self._view()
         out = self.proposer.propose(view)
@@ -513,7 +632,7 @@ class Run(RunBase):
     def _execute(self, proposal: Proposal, key: str | None = None) -> ToolResult:
         assert proposal.action is not None
         self._used.tool_calls += 1
-        # A Ctrl-C in here is a crash mid-effect (see _crash_on_interrupt); the tries cost nothing.
+        # A Ctrl-C in here is a crash mid-effect (see CrashGuard.interrupted); the tries cost nothing.
         # Before the effect too (a repair snapshot, a workspace hash, the ledger's intent): the step is
         # decided and counted, and the intent may be written, so it is a crash before the effect.
         try:
@@ -528,20 +647,20 @@ class Run(RunBase):
             executor = self.executor
             if self._faults.armed:  # a tool fault swaps the executor; a crash fault may strike
                 executor = self._faults.executor_for(self, proposal.action, executor)
-                self._crash_point(CrashPoint.BEFORE_EFFECT)
+                self.crash.point(CrashPoint.BEFORE_EFFECT)
             key = key or f"{self.run_id}:{self.step_no}"
             held = self.checkpoints.before_effect(proposal.action, key) if self.checkpoints is not None else None
         except BaseException as exc:
-            self._crash_on_interrupt(exc, CrashPoint.BEFORE_EFFECT, proposal.action.kind)
+            self.crash.interrupted(exc, CrashPoint.BEFORE_EFFECT, proposal.action.kind)
             raise
         try:
             result = held or executor.execute(proposal.action, idempotency_key=key)
         except BaseException as exc:
-            self._crash_on_interrupt(exc, CrashPoint.AFTER_EFFECT, proposal.action.kind)
+            self.crash.interrupted(exc, CrashPoint.AFTER_EFFECT, proposal.action.kind)
             raise
         if self._faults.armed:
-            self._crash_point(CrashPoint.AFTER_EFFECT)
-        self._append(tool_called(self._next_seq(), self.step_no, result.tool, result))
+            self.crash.point(CrashPoint.AFTER_EFFECT)
+        self.trace.add(tool_called, self.step_no, result.tool, result)
         return result
 
     def _note_isolation(self) -> None:
@@ -555,19 +674,221 @@ class Run(RunBase):
                        data={"isolation": self.isolation, "missing": caps["missing"]})
 
     def _observe(self, proposal: Proposal, decision: Decision, result: ToolResult | None) -> None:
-        if proposal.claims:
-            self._emit(Note, topic="claims_ignored", message="claims in the proposal are recorded, never trusted",
-                       data=proposal.claims)
-        if result is not None and result.tool in _SUBTASK_TOOLS and result.ok:
-            # The context recorded it itself (the goal in L2, or the conclusion in L3): no interaction too.
-            self._emit(Note, topic=result.tool, message=result.content or result.tool, data=result.data)
-        elif result is not None:
-            text = result.content if result.ok else str(result.for_model())
-            self.context.add_interaction(self.step_no, proposal.describe(), text or "",
-                                         source=f"step {self.step_no}:{result.tool}", key=state_key(proposal, self.contract))
-        elif decision.verdict == "refuse":
-            hint = f"; {proposal.error.hint}" if proposal.error and proposal.error.hint else ""  # a gate's reason is its hint
-            self.context.add_feedback(self.step_no, f"refused: {decision.reason}{hint}", source=f"step {self.step_no}:gate")
-        if (warning := self.gates.token_warning(self._used)) is not None:
-            self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
-            self._emit(Note, topic="budget_warning", message=warning)
+        """What the step saw goes into the context. A Ctrl-C here: the effect (if any) ran and the step is
+        unrecorded, so it is a crash (after the effect if one ran, else before it)."""
+        try:
+            if proposal.claims:
+                self._emit(Note, topic="claims_ignored", message="claims in the proposal are recorded, never trusted",
+                           data=proposal.claims)
+            if result is not None and result.tool in _SUBTASK_TOOLS and result.ok:
+                # The context recorded it itself (the goal in L2, or the conclusion in L3): no interaction too.
+                self._emit(Note, topic=result.tool, message=result.content or result.tool, data=result.data)
+            elif result is not None:
+                text = result.content if result.ok else str(result.for_model())
+                self.context.add_interaction(self.step_no, proposal.describe(), text or "",
+                                             source=f"step {self.step_no}:{result.tool}", key=state_key(proposal, self.contract))
+            elif decision.verdict == "refuse":
+                hint = f"; {proposal.error.hint}" if proposal.error and proposal.error.hint else ""  # a gate's reason is its hint
+                self.context.add_feedback(self.step_no, f"refused: {decision.reason}{hint}", source=f"step {self.step_no}:gate")
+            if (warning := self.gates.token_warning(self._used)) is not None:
+                self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
+                self._emit(Note, topic="budget_warning", message=warning)
+        except BaseException as exc:
+            self.crash.interrupted(exc, CrashPoint.BEFORE_EFFECT if result is None else CrashPoint.AFTER_EFFECT,
+                                   _kind(proposal), "observe")
+            raise
+
+    # -- the restorable state (its image) and what the run used ------------------------------------
+    def capture(self, *, context: bool = True) -> dict[str, Any]:
+        """The run's restorable state (for snapshots and checkpoints); JSON-able, no secrets.
+        ``context=False`` leaves the context out (a checkpoint writes it as a change log)."""
+        return self.image.capture(context=context)
+
+    def capture_compact(self) -> dict[str, Any]:
+        """:meth:`capture` without the context, the state, and the entries at their empty value
+        (``checkpoint.RUN_STATE_EMPTY``): a checkpoint row's ``run_state``, which
+        :class:`~harness_lab.checkpoint.Checkpoint` fills back in. Built every step with a store."""
+        return self.image.capture_compact()
+
+    def restore(self, captured: dict[str, Any], *, source: str,
+                ref_loader: Callable[[str], str | None] | None = None) -> None:
+        """Set the run to a captured state (rollback, fork, resume); budget already spent stays spent.
+        The repair policy's state is left as it is (resume and fork set it: :meth:`continue_from`)."""
+        self.image.restore(captured, source=source, ref_loader=ref_loader)
+
+    def continue_from(self, captured: dict[str, Any], *, step: int, seq: int, usage: Usage, source: str,
+                      ref_loader: Callable[[str], str | None] | None = None) -> None:
+        """Resume and fork entry: unlike a rollback, the step counters come from the checkpoint too."""
+        self.image.continue_from(captured, step=step, seq=seq, usage=usage, source=source, ref_loader=ref_loader)
+
+    @property
+    def usage(self) -> Usage:
+        """What the run used so far, as a frozen record (made again when read after a counter moved)."""
+        return self._used.usage()
+
+    @usage.setter
+    def usage(self, value: Usage) -> None:
+        self._used = Counters.of(value)
+
+    def close(self) -> None:
+        """Release the sandbox and remove the temporary directories this run created."""
+        self.closed = True
+        if self._travel_store_owned and self._travel_store is not None:
+            self._travel_store.close()
+            self._travel_store_owned = False
+        self.sandbox.close()
+        for path in self._owned_dirs:
+            shutil.rmtree(path, ignore_errors=True)
+        self._owned_dirs = []
+
+    def keep_workspace(self) -> None:
+        """Keep a temporary workspace the run made after the run is collected (a store's run resumes in
+        it); close() still removes it."""
+        if self._workspace_finalizer is not None:
+            self._workspace_finalizer.detach()
+
+    def __enter__(self: _R) -> _R:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def crashed(self) -> CrashPoint | None:
+        """Where the run crashed (a crash fault, or a Ctrl-C mid-step); None while it has not."""
+        return self.crash.crashed
+
+    @crashed.setter
+    def crashed(self, point: CrashPoint | None) -> None:
+        self.crash.crashed = point
+
+    @property
+    def crash_cause(self) -> str | None:
+        """Why the run crashed: ``"simulated"`` (the process_crash fault) or ``"interrupted: <type>"``
+        (a Ctrl-C mid-step); None while it has not crashed."""
+        return self.crash.cause if self.crash.crashed is not None else None
+
+    def _crash_why(self) -> str:
+        return self.crash.why()
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def _refuse_if_read_only(self) -> None:
+        if self.read_only is not None:
+            raise RunStateError(f"run {self.run_id} was {self.read_only}: resume it to continue")
+
+    def _open_step(self) -> None:
+        self._refuse_if_read_only()
+        if self.crash.crashed is not None:
+            self.crash.refuse(self.run_id)
+        if self.state.terminal:
+            raise RunStateError(f"run {self.run_id} is {self.state.value} ({self.stop_reason.code if self.stop_reason else '?'}); it takes no more steps")
+        self.gates.start()
+        self.step_no += 1
+        self._before = self.state
+        if self.state is RunState.CREATED:
+            self._transition(RunState.RUNNING, "run started")
+
+    def _abandon_step(self) -> None:
+        """Undo a step that nothing was decided in (a Ctrl-C in the proposer): its number, state
+        change and events go, so the next step is the same step again. What it saw of the world
+        stays: an outside change is already folded into the context, so its note is kept, once,
+        for the next step's record (as a note emitted between steps is)."""
+        undone = self.trace.undo_step(self.step_no)
+        self.step_no -= 1
+        self.state = self._before  # an undo, not a change: its StateChanged event went with the step
+        for event in undone:
+            if isinstance(event, Note) and event.topic in _KEPT_WHEN_ABANDONED:
+                self._emit(Note, topic=event.topic, message=event.message, data=event.data)
+
+    def _close(self, proposal: Proposal | None, decision: Decision, *, result: ToolResult | None = None,
+               verdict: Verdict | None = None, stop: StopReason | None = None) -> StepRecord:
+        self._in_flight = None  # the step is settled: its proposal is history, not pending
+        # A Ctrl-C in here leaves the step decided (and its effect, if any, carried out) but unrecorded,
+        # with the state maybe moved on: too much to undo by hand, so it is a crash (CrashGuard.interrupted),
+        # after the effect if one ran, else before it; from the commit on, before the commit (with a
+        # store, whether the row landed is the store's to say: resume reads it). The tries cost nothing.
+        try:
+            if stop is not None:
+                target = _STOPPED_IN.get(decision.verdict, RunState.BLOCKED)
+                self._transition(target, stop.message)
+                self.stop_reason = stop
+            elif decision.verdict == "park":
+                self._transition(RunState.WAITING_FOR_HUMAN, decision.reason)
+                # Checkpoint first, never act then ask: the snapshot holds the waiting request.
+                gate = self.sandbox.snapshot(label=f"gate before step {self.step_no + 1}")
+                self._emit(Note, topic="gate_checkpoint", message=f"checkpoint {gate.id} before asking a human",
+                           data={"snapshot": gate.id})
+            if self._faults.fired:  # the usual step: no fault fired, nothing to answer
+                self._faults.settle(self, decision, result)
+            if self._faults.armed and self.state.terminal:
+                self._faults.expire(self.step_no, self.state)
+            if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
+                # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
+                # in: the hash stays as the step found it, so an outside write during the step (while
+                # the proposer thought, say) is reported by the next step instead of absorbed here.
+                self._ws_hash = self.sandbox.workspace_hash()
+            self._used.elapsed_s = self.gates.elapsed()
+            events = self.trace.step_events  # the step's own events go into its record
+            record = step_record(self.step_no, self._before, self.state, proposal, decision, result, verdict,
+                                 self._used.usage(), tuple(events))
+            events.clear()
+        except BaseException as exc:
+            landed = result is not None or decision.verdict == "validate"
+            self.crash.interrupted(exc, CrashPoint.AFTER_EFFECT if landed else CrashPoint.BEFORE_EFFECT,
+                                   _kind(proposal), "close")
+            raise
+        try:
+            if self._faults.armed:  # the usual step has no fault armed: no crash point to visit
+                self.crash.point(CrashPoint.BEFORE_COMMIT)
+            if self.checkpoints is not None:
+                self.checkpoints.commit(record, self._ws_hash)
+                _keep_window(self.records, self.checkpoints.window)
+                _keep_window(self.events, 4 * self.checkpoints.window)
+        except BaseException as exc:
+            self.crash.interrupted(exc, CrashPoint.BEFORE_COMMIT, _kind(proposal), "close")
+            raise
+        self.records.append(record)
+        if self._faults.armed:
+            self.crash.point(CrashPoint.AFTER_COMMIT)
+        return record
+
+    def _transition(self, after: RunState, reason: str) -> None:
+        """The one place the run's state changes; every change is an event."""
+        if not can_transition(self.state, after):
+            raise RunStateError(f"illegal transition {self.state.value} -> {after.value}")
+        before, self.state = self.state, after
+        self._emit(StateChanged, before=before, after=after, reason=reason)
+
+    def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None:
+        self.trace.emit(event_type, self.step_no, **fields)
+
+    def _note(self, topic: str, message: str, data: dict[str, Any]) -> None:
+        self.trace.emit(Note, self.step_no, topic=topic, message=message, data=data)
+
+    @property
+    def _seq(self) -> int:
+        """The last event's number (resume, fork and a rollback to a step set it)."""
+        return self.trace.seq
+
+    @_seq.setter
+    def _seq(self, value: int) -> None:
+        self.trace.seq = value
+
+
+def _keep_window(trace: list[Any], size: int) -> None:
+    """Older entries live in the store; dropping half at a time keeps this O(1) amortized."""
+    if len(trace) >= 2 * size:
+        del trace[: len(trace) - size]
+
+
+def _kind(proposal: Proposal | None) -> str | None:
+    return proposal.action.kind if proposal is not None and proposal.action is not None else None
+
+
+# Where a stop leaves the run, by the decision that made it; any other stop is BLOCKED.
+_STOPPED_IN = {"exhaust": RunState.EXHAUSTED, "unavailable": RunState.WAITING_FOR_ENDPOINT}
+
+# Notes of an abandoned step that record the world, not the step (see _abandon_step).
+_KEPT_WHEN_ABANDONED = ("external_change", "pending_discarded")
+
+

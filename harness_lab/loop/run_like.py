@@ -25,7 +25,6 @@ from ..records.events import Event, StepRecord, StopReason, Usage
 from ..records.states import RunState
 from ..sandbox import Sandbox
 from ..sandbox.policy import Isolation
-from ..store import Store
 from ..validation import Receipt
 from .approval import ApprovalRequest, Approver
 from .executor import ToolExecutor
@@ -71,7 +70,7 @@ class RunLike(Protocol):
     # The run's own bookkeeping that resume, fork and Run.open carry over (kept private on Run).
     _seq: int
     _ws_hash: str | None
-    _travel_store: Store | None
+    _travel_store: Any  # the store Run.open read it from (persistence's Store: loop/ never imports store/)
     _travel_store_owned: bool
 
     def step(self) -> StepRecord: ...

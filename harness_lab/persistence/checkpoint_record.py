@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import from_json
 
+from ..contract import RUN_STATE_EMPTY
 from ..errors import StoreError
 from ..records.states import RunState
 
@@ -112,10 +113,7 @@ class Checkpoint(BaseModel):
         return data
 
 
-# run_state entries (RunBase.capture) left out of a row at these values.
-RUN_STATE_EMPTY: dict[str, Any] = {"stop_reason": None, "observed": {}, "proposer": None, "receipt": None,
-                                    "waiting": None, "pending": None, "repair": None,
-                                    "attempts": None}
+# run_state entries (RunImage.capture) left out of a row at RUN_STATE_EMPTY's values.
 _RUN_STATE_KEYS = frozenset({"state", *RUN_STATE_EMPTY})
 
 

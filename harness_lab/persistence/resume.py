@@ -106,6 +106,7 @@ class ResumableRun(CheckpointedRun, Protocol):
     """A run as resume, fork and time travel see it (see :mod:`harness_lab.loop.run_like`)."""
 
     resume_report: ResumeReport | None
+    _travel_store: Store | None  # RunLike leaves it untyped: loop/ never imports store/
 
 
 _R = TypeVar("_R", bound=ResumableRun)

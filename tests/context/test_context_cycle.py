@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness_lab import Run
 from harness_lab.context import ContextItem, ContextManager, Layer
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers.scripted import ScriptedProposer
 from harness_lab.records.states import RunState

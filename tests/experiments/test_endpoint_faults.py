@@ -52,10 +52,9 @@ from typing import Any
 
 import pytest
 
-from harness_lab import cli
+from harness_lab import Run, cli
 from harness_lab.contract import ControlContract
 from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer
 from harness_lab.records.events import Note, StepRecord

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from test_openai_compat import KEY, REPLAY, ReplayServer
 
+from harness_lab import Run
 from harness_lab.contract import ControlContract
 from harness_lab.errors import ConfigError
 from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.loop.run import Run
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness_lab import Run
 from harness_lab.clock import Clock
 from harness_lab.contract import ControlContract, load_contract
 from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from loophelpers import FINISH, READ_A, READ_B, WRITE_GOOD, contract, evidence, make_run
 
+from harness_lab import Run
 from harness_lab.errors import RunStateError
 from harness_lab.faults import CrashPoint
-from harness_lab.loop.run import Run
 from harness_lab.loop.scheduler import ExternalLoop, RoundOutcome
 from harness_lab.proposers import FunctionProposer
 from harness_lab.records.states import LoopState, RunState

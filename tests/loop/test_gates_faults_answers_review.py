@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from loophelpers import READ_A, READ_B, READ_C, WRITE_GOOD, make_run, notes
 
+from harness_lab import Run
 from harness_lab.clock import FakeClock
 from harness_lab.faults import BudgetSqueeze
-from harness_lab.loop.run import Run
 from harness_lab.records.states import RunState
 
 

@@ -12,11 +12,11 @@ from loophelpers import READ_A, READ_B, WRITE_GOOD, make_run
 from runhelpers import CountingOutbox
 
 import harness_lab.loop._finish_check
-import harness_lab.loop._run_base
+import harness_lab.loop.run
+from harness_lab import Run
 from harness_lab.errors import RunStateError
 from harness_lab.faults import CrashPoint
 from harness_lab.loop.approval import ApprovalDecision, ApprovalRequest, AskHuman, AutoApprove
-from harness_lab.loop.run import Run
 from harness_lab.records.states import RunState
 from harness_lab.store import SQLiteStore
 
@@ -103,7 +103,7 @@ def _interrupt_observe(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _interrupt_close(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     # the push step's record being made (its sixth argument is the tool's result)
-    _interrupt_once(harness_lab.loop._run_base, "step_record", monkeypatch,
+    _interrupt_once(harness_lab.loop.run, "step_record", monkeypatch,
                     when=lambda *a, **k: a[5] is not None and a[5].tool == "push")
 
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from loophelpers import READ_A, contract, evidence, make_run, notes
 
+from harness_lab import Run
 from harness_lab.clock import FakeClock
 from harness_lab.contract import ControlContract
 from harness_lab.loop.executor import Outbox
-from harness_lab.loop.run import Run
 from harness_lab.proposers import FunctionProposer
 from harness_lab.records.states import RunState
 

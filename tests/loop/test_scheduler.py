@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loophelpers import FINISH, GOOD, READ_A, READ_B, READ_C, WRITE_GOOD, contract, evidence, make_run
 
+from harness_lab import Run
 from harness_lab.clock import FakeClock
 from harness_lab.errors import RunStateError
-from harness_lab.loop.run import Run
 from harness_lab.loop.scheduler import (
     SEED_000_TABLE,
     ExternalLoop,

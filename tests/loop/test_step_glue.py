@@ -9,8 +9,8 @@ from typing import Any
 
 from loophelpers import READ_A, READ_B, contract, evidence, make_run
 
+from harness_lab import Run
 from harness_lab.clock import FakeClock
-from harness_lab.loop.run import Run
 from harness_lab.proposers import FunctionProposer
 from harness_lab.records.actions import Finish, ForbiddenAction
 from harness_lab.records.events import Usage

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from modelhelpers import RecordingTransport
 
-from harness_lab.loop.run import Run
+from harness_lab import Run
 from harness_lab.proposers import local_model
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer
 from harness_lab.records.events import StepRecord

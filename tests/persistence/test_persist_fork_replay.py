@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 from persisthelpers import ACTIONS, CountingOutbox, outcome, push_run
 
-from harness_lab import RunState, ScriptedProposer
+from harness_lab import Run, RunState, ScriptedProposer
 from harness_lab.context import ContextManager
 from harness_lab.errors import RunStateError
-from harness_lab.loop.run import Run
 from harness_lab.persistence._stored_context import item_texts, stored_context
 from harness_lab.persistence.resume import load_checkpoint
 from harness_lab.proposers.replay import replay_run

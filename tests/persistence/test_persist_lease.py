@@ -15,7 +15,7 @@ from persisthelpers import PUSH_STEP, CountingOutbox, push_run
 
 from harness_lab import RunState
 from harness_lab.errors import RunStateError
-from harness_lab.persistence.process_id import host_name, process_identity
+from harness_lab.process_id import host_name, process_identity
 from harness_lab.store import SQLiteStore
 
 _ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from persisthelpers import CountingOutbox, push_run
 
+from harness_lab import Run
 from harness_lab.cli import main
-from harness_lab.loop.run import Run
 from harness_lab.store import SQLiteStore
 
 

@@ -23,12 +23,11 @@ import pytest
 import yaml
 from sbhelpers import PY, assert_no_process_left, guarded, hide_wrappers
 
-from harness_lab import cli
+from harness_lab import Run, cli
 from harness_lab.cli import main
 from harness_lab.contract import ControlContract, load_contract
 from harness_lab.errors import ConfigError, SandboxEnvironmentError
 from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.sandbox import Sandbox, SandboxPolicy

@@ -10,10 +10,10 @@ import pytest
 from harness_lab import Run, RunState
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.loop.breakpoints import spent_fraction
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.timeline import Breakpoint
-from harness_lab.timeline.breakpoints import spent_fraction
 
 
 def _scenario(name: str = "missing_limitations") -> Run:

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from harness_lab.loop.run import Run
+from harness_lab import Run
 from harness_lab.records.states import RunState
 from harness_lab.store import SQLiteStore
 from tests.persistence.persisthelpers import kill_when
@@ -16,7 +16,7 @@ from tests.persistence.persisthelpers import kill_when
 CHILD = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from harness_lab.loop.run import Run
+    from harness_lab import Run
     from harness_lab.store import SQLiteStore
     db, ws, marker = sys.argv[1:4]
     run = Run.from_scenario("missing_limitations", store=SQLiteStore(db), workspace=ws)

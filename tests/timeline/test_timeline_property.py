@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness_lab import Run
 from harness_lab.errors import SimulatedCrash
 from harness_lab.faults import CrashPoint
 from harness_lab.faults.catalogue import (
@@ -20,7 +21,6 @@ from harness_lab.faults.catalogue import (
     ToolException,
     ToolTimeout,
 )
-from harness_lab.loop.run import Run
 from harness_lab.store import SQLiteStore
 from tests.loop.loophelpers import FINISH, READ_A, READ_B, READ_C, WRITE_GOOD, contract, evidence
 from tests.timeline.timelinehelpers import RecordingProposer, Seen, note_step, workspace_files

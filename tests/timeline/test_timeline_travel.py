@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness_lab import Run
 from harness_lab.errors import ConfigError, RunStateError
-from harness_lab.loop.run import Run
 from harness_lab.proposers import FunctionProposer
 from harness_lab.records.events import Usage
 from harness_lab.records.proposal import parse_proposal

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness_lab import Run
 from harness_lab.context import ContextView
-from harness_lab.loop.run import Run
 from harness_lab.proposers import ScriptedProposer
 
 

@@ -1,6 +1,7 @@
 """Which process of this machine is which: alive or not, and an identity that a reused process id does
-not share (the boot and the process's start time). The run lease (``store/_lease.py``) and the heartbeat
-(:mod:`harness_lab.persistence.heartbeat`) judge a recorded pid with these; this module imports nothing of harness-lab.
+not share (the boot and the process's start time). The run lease (``store/_lease.py``), the heartbeat
+(:mod:`harness_lab.persistence.heartbeat`) and the run's snapshot folders (``loop/_snapshot_dirs.py``) judge a
+recorded pid with these; this module imports nothing of harness-lab (so it sits at the root, below both sides).
 """
 
 from __future__ import annotations

@@ -1,20 +1,18 @@
 """The run's restorable state: ``capture`` / ``restore`` / ``continue_from``, which snapshots,
-checkpoints, rollback, resume and forks share (:class:`RunImage`), and what the run used, counted in
-:class:`_Counters` (``usage`` is the run's).
+checkpoints, rollback, resume and forks share (:class:`RunImage`).
 
-:class:`~harness_lab.loop._run_base.RunBase` owns a :class:`RunImage` (``run.image``) and delegates to it;
+:class:`~harness_lab.loop.run.Run` owns a :class:`RunImage` (``run.image``) and delegates to it;
 read :mod:`harness_lab.loop.run` first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
 from ..clock import Clock
 from ..context import ContextManager
-from ..persistence.checkpoint_record import RUN_STATE_EMPTY
+from ..contract import RUN_STATE_EMPTY
 from ..proposers.base import EndpointFailure, Proposer, StatefulProposer
 from ..records.events import Event, Restored, StopReason, Usage
 from ..records.proposal import Proposal, parse_proposal
@@ -134,17 +132,6 @@ class RunImage:
         # The endpoint is asked afresh: a failure seen before the restore belongs to the abandoned line.
         run._failed_ask, run._endpoint_failures, run._parked_on_endpoint = None, 0, False
         run._emit(Restored, source=source, state=run.state)
-
-
-@dataclass(slots=True)
-class _Counters:
-    """What the run used, counted where it is spent. Mutable inside the run (the gates read them
-    mid-step); the frozen :class:`Usage` is made only when someone reads ``RunBase.usage``."""
-
-    decisions: int = 0
-    tool_calls: int = 0
-    tokens: int = 0
-    elapsed_s: float = 0.0
 
 
 def _stateful(proposer: Proposer) -> TypeGuard[StatefulProposer]:
