@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, get_args
 
 from ..errors import StoreError
-from .fold import WHOLE, fold
 from ._sqlite_schema import SPAN
 from .base import EffectEntry, EffectStatus, Heartbeat, HistoryEntry, RunInfo, StoredStep, _unknown_run
+from .fold import WHOLE, fold
 
 __all__ = ["SQLiteReads"]
 

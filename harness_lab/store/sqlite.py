@@ -50,9 +50,8 @@ from ..errors import StoreError
 from ._lease import Holder
 from ._lease import release as release_leases
 from ._lease import take as take_lease
-from ._sqlite_reads import SQLiteReads
+from ._sqlite_reads import _BASE_COLS, _STEP_COLS, SQLiteReads
 from ._sqlite_schema import SPAN as _SPAN
-from ._sqlite_reads import _BASE_COLS, _STEP_COLS
 from ._sqlite_schema import check_or_create, connect, has_base, side_files, tidy_side_files
 from ._wal import LogCopier
 from .base import EffectEntry, EffectStatus, Heartbeat, StepFiles, _unknown_run
