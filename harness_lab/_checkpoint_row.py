@@ -39,7 +39,7 @@ from .proposers.scripted import ScriptedProposer
 from .sandbox.policy import Isolation
 
 if TYPE_CHECKING:
-    from .run_like import RunLike as Run  # a Protocol: no import of run.py (one-way arrows)
+    from .loop.run_like import RunLike as Run  # a Protocol: no import of run.py (one-way arrows)
 
 __all__ = ["ALWAYS_KEPT", "PERSISTED", "StoredSpec", "run_spec", "spec_binding",
            "stored_spec"]  # harness_lab.checkpoint re-exports run_spec
