@@ -3,7 +3,7 @@ live in :mod:`harness_lab.persistence.checkpoint_record`; both are re-exported h
 
 Where things live: this module holds :class:`Checkpointer`'s flow: the first row that registers the
 run, :meth:`~Checkpointer.commit` (one row per step) and the side-effect ledger
-(:meth:`~Checkpointer.before_effect`). How the row's checkpoint text is spelled (its pieces, the run's
+(:meth:`~Checkpointer.before_effect`). What the row's checkpoint holds (its parts, the run's
 spec :func:`run_spec`) is in ``harness_lab/_checkpoint_row.py``; its context part in
 ``harness_lab/_context_rows.py``; the stores in ``harness_lab/store/``.
 
@@ -23,9 +23,11 @@ replays from (the context part of the rows: :mod:`harness_lab._context_rows`). L
 written, so only over the new and changed text; a memo of the JSON pieces (and whole texts) found
 clean before means a loop's rows cost one hash each to check (see :meth:`~harness_lab.records.redaction.Redactor.clean`). A step with
 no effect skips the ledger update, so its row is one ``INSERT`` in one implicit transaction. The
-checkpoint text is of the row form (:data:`~harness_lab.persistence.checkpoint_record.ROW_FORM`): what the row's
-columns and step record hold is not written again (a loop's 640 B became 424 B), and a text of a shape
-found clean before is not checked again.
+checkpoint is of the row form (:data:`~harness_lab.persistence.checkpoint_record.ROW_FORM`): what the row's
+columns and step record hold is not written again (a loop's 640 B became 424 B). It is built as plain data
+and, but on the rows where the context is whole (and the first this object writes), written as the delta
+since the row before, by orjson (schema 8: a loop's row holds its gates, ~130 B); the store folds it back
+whole for every reader (``store/fold.py``).
 A whole state leaves out retired items; a fork's first row holds no context at all but names the
 checkpoint it restored (``context_from``), and its change logs build on that until its own first
 whole state. Step records are stored by :func:`~harness_lab.records.events.dump_step_row` (events that
