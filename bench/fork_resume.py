@@ -83,11 +83,16 @@ class Reference:
         # Schema 5 keys a step row by run_no << 32 | step (older files by (run_id, step)): use the key.
         run_no, = self.src.execute("SELECT run_no FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         key = run_no << 32
-        checkpoint, = self.src.execute("SELECT checkpoint FROM steps WHERE id = ?", (key | step,)).fetchone()
-        base = json.loads(checkpoint)["context_base"]
-        rows = self.src.execute("SELECT context FROM steps WHERE id BETWEEN ? AND ? ORDER BY id",
+        base, = self.src.execute("SELECT base FROM steps WHERE id = ?", (key | step,)).fetchone()
+        rows = self.src.execute("SELECT checkpoint, context FROM steps WHERE id BETWEEN ? AND ? ORDER BY id",
                                 (key | base, key | step)).fetchall()
-        return checkpoint, rows[0][0], [json.loads(c) for c, in rows]
+        whole = json.loads(rows[0][0])  # schema 8: the later rows' checkpoints are deltas on it
+        for text, _ in rows[1:]:
+            delta = json.loads(text)
+            for gone in delta.pop("-", []):
+                whole.pop(gone, None)
+            whole.update(delta)
+        return json.dumps(whole), rows[0][1], [json.loads(c) for _, c in rows]
 
     def fork(self, workspace: Path, dest: Path, run_id: str, step: int) -> None:
         shutil.copytree(workspace, dest, symlinks=True)

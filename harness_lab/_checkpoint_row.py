@@ -1,24 +1,23 @@
-"""How a checkpoint row's text is spelled: the run's spec for its first row, and the pieces of the
-checkpoint JSON that :meth:`Checkpointer._write <harness_lab.checkpoint.Checkpointer>` joins each step.
+"""What a checkpoint row holds: the run's spec for its first row, and the parts of the checkpoint (plain
+data) that :meth:`Checkpointer._write <harness_lab.checkpoint.Checkpointer>` builds each step.
 
 The spec is read back as untrusted input (:func:`stored_spec`): a store is a file anyone with write access
 can edit, and resume acts on what the spec says (the workspace it writes in, the actions it takes). Every
 field is checked, none may be unknown; the first row binds the spec (:func:`spec_binding`: its sha256 and
 its workspace, written in the same transaction), so an edited spec is refused, not acted on.
 
-The text is of the row form (:data:`~harness_lab.persistence.checkpoint_record.ROW_FORM`, read back by
+The checkpoint is of the row form (:data:`~harness_lab.persistence.checkpoint_record.ROW_FORM`, read back by
 :meth:`Checkpoint.from_row <harness_lab.persistence.checkpoint_record.Checkpoint.from_row>`): fields at their
-default, and what the row's columns and step record hold, are left out. The pieces that repeat from
-row to row (the gates, the workspace hash, the pending items) are kept as text and dumped again only
-when they change. :class:`_RowJson` is the Checkpointer's base class, so its methods cost the hot
-path no more than they did as the Checkpointer's own.
+default, and what the row's columns and step record hold, are left out. Most rows hold only what changed
+since the row before (schema 8; the store hands readers the fold, whole: ``store/fold.py``).
+:class:`_RowData` is the Checkpointer's base class, so its methods cost the hot path no more than they
+would as the Checkpointer's own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from math import isfinite
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -32,12 +31,11 @@ from pydantic import (
     model_validator,
 )
 
-from ._context_rows import ContextRows, _dumps
+from ._context_rows import ContextRows
 from .contract import ControlContract, canonical_json
 from .errors import StoreError
-from .persistence.checkpoint_record import ROW_FORM, Checkpoint, row_error
+from .persistence.checkpoint_record import Checkpoint, row_error
 from .proposers.scripted import ScriptedProposer
-from .records.events import PIECES, Usage
 from .sandbox.policy import Isolation
 
 if TYPE_CHECKING:
@@ -65,8 +63,6 @@ ALWAYS_KEPT: tuple[str, ...] = ("contract_version", "state", "stop_reason", "ste
                                 "artifact_sha256", "receipt", "waiting", "pending")
 
 _SEP = ',"'
-_ROW_HEAD = f'{{"kind":{_dumps(ROW_FORM)}'
-_KEPT = 64  # gates texts and checkpoint shapes remembered (a loop's take few forms)
 
 
 def run_spec(run: Run) -> dict[str, Any]:
@@ -87,10 +83,10 @@ def run_spec(run: Run) -> dict[str, Any]:
     }
 
 
-def spec_binding(spec: dict[str, Any]) -> str:
-    """The checkpoint fields of a run's first row that bind its spec (as registered: redacted), as JSON
-    text to append: the spec's sha256 and its workspace (named apart, so a refusal can say which field)."""
-    return f',"spec_sha256":{_dumps(_spec_sha256(spec))},"workspace":{_dumps(spec.get("workspace"))}'
+def spec_binding(spec: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint fields of a run's first row that bind its spec (as registered: redacted): the spec's
+    sha256 and its workspace (named apart, so a refusal can say which field)."""
+    return {"spec_sha256": _spec_sha256(spec), "workspace": spec.get("workspace")}
 
 
 def _spec_sha256(spec: dict[str, Any]) -> str:
@@ -169,68 +165,56 @@ def stored_spec(run_id: str, spec: object, first: Checkpoint | None = None) -> S
     return parsed
 
 
-class _RowJson:
-    """The parts of the checkpoint text a :class:`~harness_lab.checkpoint.Checkpointer` keeps from row to
-    row; its ``__init__`` sets these attributes, its ``_observe`` and ``adopt`` the slow-moving fields."""
+class _RowData:
+    """The parts of the checkpoint a :class:`~harness_lab.checkpoint.Checkpointer` builds each row, as plain
+    data (encoded once, by orjson, at the store boundary); its ``__init__`` sets these attributes, its
+    ``_observe`` and ``adopt`` the slow-moving fields."""
 
     run: Run
     _rows: ContextRows
     _drop: tuple[str, ...]  # run-state keys left out: memory.exclude's (not secret categories), unpersisted ones
-    _excluded_json: str
-    _not_persisted_json: str  # the row's note of the categories memory.persist leaves out ("" if none)
+    _unkept: list[str]  # the categories memory.persist leaves out (the row names them)
     _keep: frozenset[str]  # the optional checkpoint fields memory.persist keeps
-    _ws_text: tuple[str | None, str]  # (workspace hash, its text)
-    _pending_text: tuple[list[str] | None, str]  # (pending items, their text)
-    _gates_json: dict[tuple[object, ...], str]  # see _state_json
     _artifacts: dict[str, str]
     _verification: dict[str, Any] | None
     _failure: str | None
 
-    def _state_json(self, state: dict[str, Any], decisions: int) -> tuple[str, str]:
-        """The row's ``run_state`` text in two parts. A loop's row holds only the gates, whose text is
-        kept by value (the recent fingerprints are JSON in JSON, escaped again); ``hinted`` and
-        ``warned`` are left out when false, ``last_decision`` when it is the usage's ``decisions``
-        (Checkpoint.from_row fills them in): the second part is what differs from row to row."""
+    def _run_state(self, state: dict[str, Any], decisions: int) -> dict[str, Any]:
+        """The row's ``run_state``. A loop's row holds only the gates: ``hinted`` and ``warned`` are left out
+        when false, ``last_decision`` when it is the usage's ``decisions`` (Checkpoint.from_row fills them in)."""
         gates = state.get("gates") if len(state) == 1 else None
         if gates is None or type(last := gates["last_decision"]) is not int:
-            return _dumps(state), ""
-        hinted, warned = gates["hinted"], gates["warned"]
-        key = (*gates["recent"], hinted, warned)
-        head = self._gates_json.get(key)
-        if head is None:
-            if len(self._gates_json) >= _KEPT:
-                self._gates_json.clear()
-            head = self._gates_json[key] = "".join([
-                '{"gates":{"recent":', _dumps(gates["recent"]), ',"hinted":true' if hinted else "",
-                ',"warned":true' if warned else ""])
-        return head, "}}" if last == decisions else f',"last_decision":{last}}}}}'
+            return state
+        held: dict[str, Any] = {"recent": gates["recent"]}
+        if gates["hinted"]:
+            held["hinted"] = True
+        if gates["warned"]:
+            held["warned"] = True
+        if last != decisions:
+            held["last_decision"] = last
+        return {"gates": held}
 
-    def _optional(self, workspace_hash: str | None) -> list[str]:
+    def _optional(self, data: dict[str, Any], workspace_hash: str | None) -> None:
         """The checkpoint's fields that a row leaves out at their default, in Checkpoint's order."""
-        run, out, keep = self.run, [], self._keep
+        run, keep = self.run, self._keep
         if run.executor.observed and "completed_scope" in keep:
-            out.append(f',"completed_scope":{_dumps(sorted(run.executor.observed))}')
+            data["completed_scope"] = sorted(run.executor.observed)
         if self._artifacts:
-            out.append(f',"artifact_sha256":{_dumps(self._artifacts)}')
+            data["artifact_sha256"] = self._artifacts
         if workspace_hash is not None:
-            if workspace_hash != self._ws_text[0]:  # a hash repeats while the workspace is unchanged
-                self._ws_text = (workspace_hash, f',"workspace_hash":{_dumps(workspace_hash)}')
-            out.append(self._ws_text[1])
+            data["workspace_hash"] = workspace_hash
         if self._verification is not None and "verification" in keep:
-            out.append(f',"verification":{_dumps(self._verification)}')
+            data["verification"] = self._verification
         if self._failure is not None and "failure_root_cause" in keep:
-            out.append(f',"failure_root_cause":{_dumps(self._failure)}')
+            data["failure_root_cause"] = self._failure
         if "pending" in keep and (pending := _pending(run)):
-            if pending != self._pending_text[0]:
-                self._pending_text = (pending, f',"pending":{_dumps(pending)}')
-            out.append(self._pending_text[1])
+            data["pending"] = pending
         if self._drop:
-            out.append(self._excluded_json)
-        if self._not_persisted_json:
-            out.append(self._not_persisted_json)
+            data["excluded"] = list(self._drop)
+        if self._unkept:
+            data["not_persisted"] = self._unkept
         if (source := self._rows.context_from) is not None:
-            out.append(f',"context_from":{_dumps(source)}')
-        return out
+            data["context_from"] = source
 
 
 def _pending(run: Run) -> list[str]:
@@ -242,21 +226,6 @@ def _pending(run: Run) -> list[str]:
     if run.receipt is None:
         items.append(f"an accepted {run.contract.verification.report.path}")
     return items
-
-
-def _next_step_json(run: Run) -> str:
-    """``_dumps(_next_step(run))``; the usual text needs no escaping."""
-    if run.state.terminal or run.waiting is not None:
-        return _dumps(_next_step(run))
-    return f'"step {run.step_no + 1}: ask the proposer"'
-
-
-def _usage_text(usage: Usage) -> str:
-    """The checkpoint's ``usage``: the step record's text of it (a non-finite time as _dumps spells it)."""
-    if isfinite(usage.elapsed_s):
-        return PIECES.usage(usage)
-    return _dumps({"decisions": usage.decisions, "tool_calls": usage.tool_calls, "tokens": usage.tokens,
-                   "elapsed_s": usage.elapsed_s})
 
 
 def _next_step(run: Run) -> str:

@@ -3,7 +3,7 @@ live in :mod:`harness_lab.persistence.checkpoint_record`; both are re-exported h
 
 Where things live: this module holds :class:`Checkpointer`'s flow: the first row that registers the
 run, :meth:`~Checkpointer.commit` (one row per step) and the side-effect ledger
-(:meth:`~Checkpointer.before_effect`). How the row's checkpoint text is spelled (its pieces, the run's
+(:meth:`~Checkpointer.before_effect`). What the row's checkpoint holds (its parts, the run's
 spec :func:`run_spec`) is in ``harness_lab/_checkpoint_row.py``; its context part in
 ``harness_lab/_context_rows.py``; the stores in ``harness_lab/store/``.
 
@@ -23,9 +23,11 @@ replays from (the context part of the rows: :mod:`harness_lab._context_rows`). L
 written, so only over the new and changed text; a memo of the JSON pieces (and whole texts) found
 clean before means a loop's rows cost one hash each to check (see :meth:`~harness_lab.records.redaction.Redactor.clean`). A step with
 no effect skips the ledger update, so its row is one ``INSERT`` in one implicit transaction. The
-checkpoint text is of the row form (:data:`~harness_lab.persistence.checkpoint_record.ROW_FORM`): what the row's
-columns and step record hold is not written again (a loop's 640 B became 424 B), and a text of a shape
-found clean before is not checked again.
+checkpoint is of the row form (:data:`~harness_lab.persistence.checkpoint_record.ROW_FORM`): what the row's
+columns and step record hold is not written again (a loop's 640 B became 424 B). It is built as plain data
+and, but on the rows where the context is whole (and the first this object writes), written as the delta
+since the row before, by orjson (schema 8: a loop's row holds its gates, ~130 B); the store folds it back
+whole for every reader (``store/fold.py``).
 A whole state leaves out retired items; a fork's first row holds no context at all but names the
 checkpoint it restored (``context_from``), and its change logs build on that until its own first
 whole state. Step records are stored by :func:`~harness_lab.records.events.dump_step_row` (events that
@@ -42,19 +44,15 @@ from math import isfinite
 from typing import Any, Protocol
 
 from ._checkpoint_row import (
-    _KEPT,
-    _ROW_HEAD,
     _SEP,
     ALWAYS_KEPT,
     PERSISTED,
-    _next_step_json,
-    _RowJson,
-    _usage_text,
+    _next_step,
+    _RowData,
     run_spec,
     spec_binding,
 )
 from ._checkpoint_row import StoredSpec as StoredSpec  # re-exported: resume and replay read specs with it
-from ._checkpoint_row import _next_step as _next_step  # tests read it here
 from ._checkpoint_row import stored_spec as stored_spec
 from ._context_rows import ContextRows, _dumps
 from .errors import StoreError
@@ -69,8 +67,8 @@ from .records.events import StepRecord, Usage, dump_step_row
 from .records.redaction import SECRET_CATEGORIES, Redactor, redact
 from .records.states import RunState
 from .records.tools import ToolResult
-from .row_text import STATE_JSON
 from .store import EffectEntry, Store
+from .store.fold import GONE, dumps
 from .timeline.files import FileRows
 
 __all__ = ["ALWAYS_KEPT", "FULL_BYTES", "FULL_EVERY", "PERSISTED", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "CheckpointedRun", "Checkpointer", "EffectClass", "StoredSpec",
@@ -96,7 +94,7 @@ class CheckpointedRun(RunLike, Protocol):
     checkpoints: Checkpointer | None
 
 
-class Checkpointer(_RowJson):
+class Checkpointer(_RowData):
     """Writes one checkpoint per step and keeps the side-effect ledger for one run."""
 
     _redact: Redactor
@@ -133,14 +131,9 @@ class Checkpointer(_RowJson):
         self._drop = tuple(dict.fromkeys([*(k for k in memory.exclude if k not in SECRET_CATEGORIES),
                                           *(k for c in unkept for k in PERSISTED[c][1])]))
         self._version = version
-        # The checkpoint JSON's constant pieces (see _write).
-        self._version_json = f'{_ROW_HEAD},"contract_version":{_dumps(version)},"state":'
-        self._excluded_json = f',"excluded":{_dumps(self._drop)}'
-        self._not_persisted_json = f',"not_persisted":{_dumps(unkept)}' if unkept else ""
-        self._ws_text = (None, "")  # see _RowJson (harness_lab/_checkpoint_row.py) for these three
-        self._pending_text = (None, "")
-        self._gates_json = {}
-        self._clean_shapes: set[tuple[object, ...]] = set()  # see _write
+        self._unkept = unkept
+        self._last: dict[str, Any] | None = None  # the checkpoint of the last row written (whole), see _write
+        self._base = 0  # the step of the last whole checkpoint written (rows without a context: see _write)
         self._report = run.contract.verification.report.path
         self._seq = run.events[-1].seq if run.events else 0
         self._artifacts = {}
@@ -210,63 +203,79 @@ class Checkpointer(_RowJson):
         """``last_seq``: the seq of the last event the step ``record`` holds (None: no record, or no event);
         ``register``: the run's spec, for its first row (see ``Store.commit_step``)."""
         run, now = self.run, time.time()
-        step_record = record != "null"
-        # Entries at their empty value and the state are left out (Checkpoint fills them in): a third of the row.
         state = run.capture_compact()
         for key in self._drop:
             state.pop(key, None)
-        run_state = run.state
         try:
             context, blobs, base = (self._rows.take(run.context, step, full_every=FULL_EVERY, full_bytes=FULL_BYTES)
                                     if "context" not in self._drop else (None, [], None))
         except BaseException:
             self._rows.forget()  # the change log may be half taken: the next row holds the whole state
             raise
-        # The JSON of the checkpoint dict, assembled from pieces: the run's constants are dumped once,
-        # the rest only when there is something to write. Its form (ROW_FORM) leaves out what the row's
-        # columns (run id, step) and step record (usage, the last event's seq) hold, and the usual next
-        # step: a quarter of the text. Row bytes cost the SQLite write (fewer rows per leaf page):
-        # 640 -> 475 B took ~10 µs CPU off a no-op store step.
-        nxt = ("" if (step == run.step_no and not run_state.terminal and run.waiting is None)
-               or "next_step" not in self._keep else f',"next_step":{_next_step_json(run)}')
-        use = "" if step_record and isfinite(usage.elapsed_s) else f',"usage":{_usage_text(usage)}'
-        seq = "" if self._seq == last_seq else f',"seq":{self._seq}'
-        held, number = self._state_json(state, usage.decisions)
-        at = "null" if base is None else str(base)
-        optional = self._optional(workspace_hash)
-        state_json = STATE_JSON[run_state]
-        bound = spec_binding(register) if register is not None else ""  # the first row binds the spec
-        text = "".join([self._version_json, state_json, nxt, use, seq, ',"run_state":', held, number,
-                        ',"context_base":', at, *optional, bound, "}"])
-        # One check against the memo for all the row's texts (a match never spans the ',"' between
-        # them, as between the pieces Redactor.clean splits at); whole-text redaction otherwise. The
-        # checkpoint's text is left out of it when one of the same shape was found clean: the same
-        # pieces, numbers of the same lengths in between, so the same text once its digits are read as
-        # 0, which is all Redactor.clean reads (digit_blind).
-        shape = ((state_json, nxt, use, len(seq), held, len(number), len(at), *optional) if self._redact.digit_blind
-                 else None)
-        known = shape is not None and shape in self._clean_shapes
+        data = self._checkpoint(step, record != "null", workspace_hash, usage, last_seq, state, base, register)
+        # The checkpoint as a delta on the row before: what changed (a loop's gates), and the keys gone. Whole
+        # where the context is (its base row: one range read folds both), on the first row this object writes,
+        # after a failed write, and every FULL_EVERY rows of a run whose rows hold no context.
+        last = self._last
+        if base is None:
+            base = step if last is None or step - self._base >= FULL_EVERY else self._base
+        if last is None or base == step or step != self.last_step + 1:
+            base, delta = step, data
+        else:
+            delta = {k: v for k, v in data.items() if k not in last or last[k] != v}
+            if gone := [k for k in last if k not in data]:
+                delta[GONE] = gone
+        # orjson, unless a float could be NaN or infinite (it would write null): a run state other than the
+        # loop's gates, a usage of no finite time. Those keep pydantic's text (NaN, Infinity), as before.
+        exact = data["run_state"] is not state and ("usage" not in data or isfinite(usage.elapsed_s))
+        text = dumps(delta) if exact else _dumps(delta)
+        # One check against the redactor's memo for all the row's texts (a match never spans the ',"'
+        # between them, as between the pieces Redactor.clean splits at); whole-text redaction otherwise.
         raw = context.raw if context is not None else ()
-        clean = self._redact.clean(_SEP.join((record, *raw) if known else (record, text, *raw)))
-        if clean and shape is not None and not known:
-            if len(self._clean_shapes) >= _KEPT:
-                self._clean_shapes.clear()
-            self._clean_shapes.add(shape)
+        clean = self._redact.clean(_SEP.join((record, text, *raw)))
         if not clean:
             record, text = self._redact(record), self._redact(text)
         try:
             files = self._files.take(step, workspace_hash, run.sandbox, self._redact.clean)
             written = self._rows.text(context, clean) if context is not None else None
             self.store.commit_step(run.run_id, step, now, record, text, written, blobs,
-                                   settle_effects=self._unsettled, register=register, files=files)
+                                   settle_effects=self._unsettled, register=register, files=files, base=base)
         except BaseException:
             self._rows.forget()
             self._files.forget()
+            self._last = None
             raise
         self._files.written(files)
         self._unsettled = False
-        self._rows.written(run.context, step, base, written, blobs)
+        self._rows.written(run.context, step, data["context_base"], written, blobs)
+        self._last = data
+        if base == step:
+            self._base = step
         self.last_commit_at, self.last_step = now, step
+
+    def _checkpoint(self, step: int, step_record: bool, workspace_hash: str | None, usage: Usage,
+                    last_seq: int | None, state: dict[str, Any], base: int | None,
+                    register: dict[str, Any] | None) -> dict[str, Any]:
+        """The row's checkpoint, whole, as plain data. Its form (ROW_FORM) leaves out what the row's
+        columns (run id, step) and step record (usage, the last event's seq) hold, the usual next step,
+        and entries at their empty value (Checkpoint.from_row fills them in)."""
+        run = self.run
+        run_state = run.state
+        data: dict[str, Any] = {"kind": ROW_FORM, "contract_version": self._version, "state": _STATE_VALUES[run_state]}
+        if not ((step == run.step_no and not run_state.terminal and run.waiting is None)
+                or "next_step" not in self._keep):
+            data["next_step"] = _next_step(run)
+        if not step_record or not isfinite(usage.elapsed_s):
+            data["usage"] = {"decisions": usage.decisions, "tool_calls": usage.tool_calls, "tokens": usage.tokens,
+                             "elapsed_s": usage.elapsed_s}
+        if self._seq != last_seq:
+            data["seq"] = self._seq
+        data["run_state"] = self._run_state(state, usage.decisions)
+        data["context_base"] = base
+        self._optional(data, workspace_hash)
+        if register is not None:  # the first row binds the spec
+            data.update(spec_binding(register))
+        return data
 
     def _observe(self, record: StepRecord) -> None:
         result, verdict = record.tool_result, record.verdict
@@ -282,6 +291,9 @@ class Checkpointer(_RowJson):
             self._failure = f"{result.tool}: {result.reason}"
         if self.run.stop_reason is not None and self.run.state is not RunState.REVIEW_READY:
             self._failure = f"{self.run.stop_reason.code}: {self.run.stop_reason.message}"
+
+
+_STATE_VALUES = {state: state.value for state in RunState}  # Enum.value is a slow descriptor
 
 
 def _landed_delete(action: ActionBase, entry: EffectEntry, path: object, run: RunLike) -> ToolResult | None:

@@ -2,7 +2,8 @@
 history, blobs, the ledger's entries, heartbeats, reports), all that a ``read_only=True`` store uses.
 
 Step rows are read by one key range whatever the file's layout: ``id`` in a file of schema 5 or later
-(``run_no * SPAN + step``, see ``_sqlite_schema._TABLES``), ``(run_id, step)`` in an older one.
+(``run_no * SPAN + step``, see ``_sqlite_schema._TABLES``), ``(run_id, step)`` in an older one. A row whose
+checkpoint is a delta (schema 8) is handed out with its checkpoint whole again (``store/fold.py``).
 """
 
 from __future__ import annotations
@@ -10,16 +11,19 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, get_args
 
 from ..errors import StoreError
 from ._sqlite_schema import SPAN
 from .base import EffectEntry, EffectStatus, Heartbeat, HistoryEntry, RunInfo, StoredStep, _unknown_run
+from .fold import WHOLE, fold
 
 __all__ = ["SQLiteReads"]
 
 _STEP_COLS = "run_id, step, at, record, checkpoint, context"
+_BASE_COLS = f"{_STEP_COLS}, base"  # schema 8 (an older file opened read-only has no base column)
 _EFFECT_COLS = "SELECT key, run_id, step, tool, status, detail FROM effects"
 _STATUSES = frozenset(get_args(EffectStatus))
 
@@ -32,6 +36,7 @@ class SQLiteReads:
     _lock: threading.Lock  # the heartbeat thread shares the connection
     _keyed: bool  # step rows keyed by one integer (schema 5 or later)
     _run_nos: dict[str, int]  # run id -> run_no, as read (a keyed file's step rows)
+    _cols: str  # the step rows' columns read (_BASE_COLS where the file has the base column)
 
     def _q(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
@@ -125,33 +130,64 @@ class SQLiteReads:
         return [HistoryEntry(run_id, n, at) for n, at in self._range("step, at", run_id, -(2**62), 2**62)]
 
     def last_step(self, run_id: str) -> StoredStep | None:
-        rows = self._range(_STEP_COLS, run_id, -(2**62), 2**62, last=True)
-        return self._stored(rows[0]) if rows else None
+        rows = self._range(self._cols, run_id, -(2**62), 2**62, last=True)
+        return self._whole(rows)[0] if rows else None
 
     def first_step(self, run_id: str) -> StoredStep | None:
-        rows = self._range(_STEP_COLS, run_id, -(2**62), 2**62, first=True)
-        return self._stored(rows[0]) if rows else None
+        rows = self._range(self._cols, run_id, -(2**62), 2**62, first=True)
+        return self._whole(rows)[0] if rows else None
 
     def _stored(self, row: tuple[Any, ...]) -> StoredStep:
         """A step row, its columns of the types every reader assumes (an edited file may hold any)."""
-        run_id, step, at, record, checkpoint, context = row
+        run_id, step, at, record, checkpoint, context = row[:6]
         if (type(step) is not int or type(at) not in (int, float) or not isinstance(record, str)
-                or not isinstance(checkpoint, str) or not (context is None or isinstance(context, str))):
+                or not isinstance(checkpoint, str) or not (context is None or isinstance(context, str))
+                or not (len(row) < 7 or row[6] is None or type(row[6]) is int)):
             raise StoreError(f"{self.path}: the row of run {run_id!r} step {step!r} is unreadable: a column holds "
                              "a value of the wrong type (step a whole number, at a number, record, checkpoint "
-                             "and context text)")
+                             "and context text, base a whole number)")
         return StoredStep(run_id, step, float(at), record, checkpoint, context)
 
+    def _whole(self, rows: list[tuple[Any, ...]]) -> list[StoredStep]:
+        """The rows (of one run, in step order) as stored steps, each checkpoint whole: a delta is folded
+        onto the one of the row before (just read), else onto the rows from its ``base`` (read now)."""
+        out: list[StoredStep] = []
+        for row in rows:
+            stored = self._stored(row)
+            base = row[6] if len(row) > 6 else None
+            if base is not None and base != stored.step and not stored.checkpoint.startswith(WHOLE):
+                before = out[-1] if out and out[-1].step == stored.step - 1 and base < stored.step else None
+                try:
+                    whole = (fold(before.checkpoint, [stored.checkpoint]) if before is not None
+                             else self._fold_from(stored.run_id, base, stored.step, stored.checkpoint))
+                except (ValueError, TypeError, RecursionError) as exc:
+                    raise StoreError(f"checkpoint {stored.run_id}@{stored.step} is unreadable: "
+                                     f"{str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}"
+                                     ) from None
+                stored = replace(stored, checkpoint=whole)
+            out.append(stored)
+        return out
+
+    def _fold_from(self, run_id: str, base: int, step: int, delta: str) -> str:
+        if not 0 <= base < step:
+            raise ValueError(f"its base {base} is not an earlier step")
+        rows = self._range("step, checkpoint", run_id, base, step - 1)
+        if len(rows) != step - base or rows[0][0] != base or not all(isinstance(c, str) for _, c in rows):
+            raise ValueError(f"the rows {base}..{step - 1} its delta builds on are incomplete")
+        if not rows[0][1].startswith(WHOLE):
+            raise ValueError(f"row {base}, its base, holds no whole checkpoint")
+        return fold(rows[0][1], [*(c for _, c in rows[1:]), delta])
+
     def step(self, run_id: str, step: int) -> StoredStep:
-        rows = self._range(_STEP_COLS, run_id, step, step)
+        rows = self._range(self._cols, run_id, step, step)
         if not rows:
             self.run_info(run_id)
             raise StoreError(f"{self.path}: run {run_id!r} has no step {step}")
-        return self._stored(rows[0])
+        return self._whole(rows)[0]
 
     def steps(self, run_id: str, start: int = 1, end: int | None = None) -> list[StoredStep]:
         self.run_info(run_id)
-        return [self._stored(r) for r in self._range(_STEP_COLS, run_id, start, end if end is not None else 2**62)]
+        return self._whole(self._range(self._cols, run_id, start, end if end is not None else 2**62))
 
     # -- the side-effect ledger -------------------------------------------------------------------
     def effect(self, key: str) -> EffectEntry | None:

@@ -19,7 +19,7 @@ from ..errors import StoreError
 from ._lease import LEASES
 from .base import SCHEMA_VERSION
 
-__all__ = ["SPAN", "check_or_create", "connect", "read_only_uri", "side_files", "tidy_side_files"]
+__all__ = ["SPAN", "check_or_create", "connect", "has_base", "read_only_uri", "side_files", "tidy_side_files"]
 
 _APP = "harness-lab"
 _BLOBS = "CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID"
@@ -36,8 +36,9 @@ _TABLES = (
     # its parent when the leaf fills) through the write-ahead log, not also a (run_id, step) index's
     # page (~10 us of a no-op step). A rowid table keeps a row of up to ~4 KB in its leaf page.
     # Files made before keep their (run_id, step) key, WITHOUT ROWID or not (see SQLiteReads._range).
+    # base (schema 8): the step of the whole checkpoint a row's checkpoint delta folds onto (see store/fold.py).
     "CREATE TABLE steps (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL, at REAL NOT NULL,"
-    " record TEXT NOT NULL, checkpoint TEXT NOT NULL, context TEXT)",
+    " record TEXT NOT NULL, checkpoint TEXT NOT NULL, context TEXT, base INTEGER)",
     "CREATE TABLE effects (key TEXT PRIMARY KEY, run_id TEXT NOT NULL, step INTEGER NOT NULL,"
     " tool TEXT NOT NULL, status TEXT NOT NULL, detail TEXT NOT NULL)",
     "CREATE INDEX effects_by_step ON effects (run_id, step, status)",
@@ -117,16 +118,23 @@ def check_or_create(db: sqlite3.Connection, path: Path, *, read_only: bool, tx: 
         pass  # read as it is: schemas 2-5 differ only in newer rows' forms; schema 1 has no blobs to read
     elif int(row[1]) == 1:  # schema 1 -> 2: only a new table; existing rows stay as they are
         tx([(_BLOBS, ()), (_FILES, ()), (_MANIFESTS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
-    elif int(row[1]) in (2, 3, 4, 5, 6):  # -> 4, 6: only newer rows' forms change; -> 5: only new files' layout;
-        # -> 7: only new tables (the files of steps written from now on)
+    elif int(row[1]) in (2, 3, 4, 5, 6, 7):  # -> 4, 6: only newer rows' forms change; -> 5: only new files' layout;
+        # -> 7: only new tables (the files of steps written from now on); -> 8: the steps' base column (below)
         tx([(_FILES, ()), (_MANIFESTS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
     elif int(row[1]) < SCHEMA_VERSION:
         raise StoreError(f"{path}: schema {row[1]} is older than {SCHEMA_VERSION} and has no migration")
     if not read_only and "leases" not in tables:  # files made before the run lease gain its table
         tx([(LEASES, ())])
+    if not read_only and not has_base(db):  # schema <= 7: rows from now on may be checkpoint deltas
+        tx([("ALTER TABLE steps ADD COLUMN base INTEGER", ())])
     check = db.execute("PRAGMA quick_check").fetchone()
     if check is None or check[0] != "ok":
         raise StoreError(f"{path}: database is corrupt (quick_check: {check[0] if check else '?'})")
+
+
+def has_base(db: sqlite3.Connection) -> bool:
+    """Whether the file's step rows have the ``base`` column (schema 8; an older file opened read-only has not)."""
+    return any(r[1] == "base" for r in db.execute("PRAGMA table_info(steps)"))
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:

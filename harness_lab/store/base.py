@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..errors import StoreError
+from .fold import WHOLE, fold
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -52,7 +53,11 @@ __all__ = [
 #    step that changed the workspace: its files' sha256s, whole or as a change since the row before) and
 #    ``files`` (each file's bytes once, by sha256). Files of 1-6 gain both tables on open; their old steps
 #    have no files (``Run.at`` says so), nothing existing is rewritten.
-SCHEMA_VERSION = 7
+# 8: a row's checkpoint may be a *delta* (orjson-encoded: the keys that changed since the row before, and
+#    under "-" the keys gone), folded onto the whole checkpoint of the row its ``base`` column names, at most
+#    FULL_EVERY rows back (store/fold.py); a whole checkpoint is one of the forms above. Files of 1-7 gain
+#    the column on open; their rows read as they are. Readers get the folded, whole checkpoint.
+SCHEMA_VERSION = 8
 
 EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]
 
@@ -145,13 +150,16 @@ class Store(Protocol):
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
                     settle_effects: bool = True, register: dict[str, Any] | None = None,
-                    files: StepFiles | None = None) -> None:
+                    files: StepFiles | None = None, base: int | None = None) -> None:
         """One transaction: the step row, the new ``(sha256, text)`` blobs (kept if present already),
         the workspace's ``files`` when the step changed them (see :class:`StepFiles`),
         and every ``intent`` of this step becomes ``committed``. ``settle_effects=False`` says the
         caller knows this step has no ledger entry (the update is skipped, nothing else changes).
         ``register``: the run's spec; the run is created (as :meth:`create_run` would, at ``at``)
-        in the same transaction as this, its first row: a kill cannot leave it registered without one."""
+        in the same transaction as this, its first row: a kill cannot leave it registered without one.
+        ``base``: the step of the row whose whole checkpoint this row's builds on (schema 8); ``checkpoint``
+        is then, unless it is whole itself, the delta since the row before (see ``store/fold.py``), and
+        every reader is handed it folded, whole. None (or ``step``): ``checkpoint`` is whole."""
         ...
 
     def blob(self, sha256: str) -> str | None: ...
@@ -248,7 +256,7 @@ class InMemoryStore:
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
                     settle_effects: bool = True, register: dict[str, Any] | None = None,
-                    files: StepFiles | None = None) -> None:
+                    files: StepFiles | None = None, base: int | None = None) -> None:
         if register is not None:
             self.create_run(run_id, register, at)
         steps = self._steps.get(run_id)
@@ -256,6 +264,12 @@ class InMemoryStore:
             raise StoreError(_unknown_run(run_id, self.run_ids()))
         if step in steps:
             raise StoreError(f"run {run_id!r} already has step {step}; a committed step is never rewritten")
+        if base is not None and base != step and not checkpoint.startswith(WHOLE):
+            # Kept whole, as a file's reader hands it out: folded onto the row before (whole already).
+            before = steps.get(step - 1)
+            if before is None or not 0 <= base < step:
+                raise StoreError(f"run {run_id!r} step {step}: a checkpoint delta on base {base} without the row before")
+            checkpoint = fold(before.checkpoint, [checkpoint])
         steps[step] = StoredStep(run_id, step, at, record, checkpoint, context)
         for sha, text in blobs:
             self._blobs.setdefault(sha, text)

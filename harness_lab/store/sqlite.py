@@ -50,9 +50,9 @@ from ..errors import StoreError
 from ._lease import Holder
 from ._lease import release as release_leases
 from ._lease import take as take_lease
-from ._sqlite_reads import SQLiteReads
+from ._sqlite_reads import _BASE_COLS, _STEP_COLS, SQLiteReads
 from ._sqlite_schema import SPAN as _SPAN
-from ._sqlite_schema import check_or_create, connect, side_files, tidy_side_files
+from ._sqlite_schema import check_or_create, connect, has_base, side_files, tidy_side_files
 from ._wal import LogCopier
 from .base import EffectEntry, EffectStatus, Heartbeat, StepFiles, _unknown_run
 
@@ -62,12 +62,13 @@ _INSERT_BLOB = "INSERT OR IGNORE INTO blobs (sha256, text) VALUES (?, ?)"
 _INSERT_FILE = "INSERT OR IGNORE INTO files (sha256, data) VALUES (?, ?)"
 _INSERT_MANIFEST = "INSERT INTO manifests (run_id, step, base, text) VALUES (?, ?, ?, ?)"
 _INSERT_INTENT = "INSERT OR IGNORE INTO effects (key, run_id, step, tool, status, detail) VALUES (?, ?, ?, ?, ?, ?)"
-_INSERT_STEP = "INSERT INTO steps (run_id, step, at, record, checkpoint, context) VALUES (?, ?, ?, ?, ?, ?)"
-_INSERT_KEYED = "INSERT INTO steps (id, run_id, step, at, record, checkpoint, context) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INSERT_STEP = "INSERT INTO steps (run_id, step, at, record, checkpoint, context, base) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INSERT_KEYED = ("INSERT INTO steps (id, run_id, step, at, record, checkpoint, context, base) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 _INSERT_RUN = "INSERT INTO runs (run_id, spec, created_at) VALUES (?, ?, ?)"
 # A registering first row: its key from the run number the INSERT just before it (same transaction) gave.
-_INSERT_FIRST = ("INSERT INTO steps (id, run_id, step, at, record, checkpoint, context) VALUES "
-                 "((SELECT run_no FROM runs WHERE run_id = ?) * 4294967296 + ?, ?, ?, ?, ?, ?, ?)")
+_INSERT_FIRST = ("INSERT INTO steps (id, run_id, step, at, record, checkpoint, context, base) VALUES "
+                 "((SELECT run_no FROM runs WHERE run_id = ?) * 4294967296 + ?, ?, ?, ?, ?, ?, ?, ?)")
 _COMMIT_EFFECTS = "UPDATE effects SET status = 'committed' WHERE run_id = ? AND step = ? AND status IN ('intent', 'resolved')"
 
 
@@ -99,6 +100,7 @@ class SQLiteStore(SQLiteReads):
             # older files keep theirs, and every statement reads both the same.
             self._keyed = any(r[1] == "id" for r in self._db.execute("PRAGMA table_info(steps)"))
             self._run_nos = {}
+            self._cols = _BASE_COLS if has_base(self._db) else _STEP_COLS
             if read_only:
                 return
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -166,7 +168,7 @@ class SQLiteStore(SQLiteReads):
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
                     settle_effects: bool = True, register: dict[str, Any] | None = None,
-                    files: StepFiles | None = None) -> None:
+                    files: StepFiles | None = None, base: int | None = None) -> None:
         statements: list[tuple[str, tuple[Any, ...]]] = []
         if register is not None:
             if self.has_run(run_id):
@@ -177,13 +179,13 @@ class SQLiteStore(SQLiteReads):
                 raise StoreError(f"{self.path}: step {step} is out of range")
             if register is not None:
                 row: tuple[str, tuple[Any, ...]] = (_INSERT_FIRST, (run_id, step, run_id, step, at, record,
-                                                                     checkpoint, context))
+                                                                     checkpoint, context, base))
             elif (run_no := self._run_no(run_id)) is None:
                 raise StoreError(f"{self.path}: " + _unknown_run(run_id, self.run_ids()))
             else:
-                row = (_INSERT_KEYED, (run_no * _SPAN + step, run_id, step, at, record, checkpoint, context))
+                row = (_INSERT_KEYED, (run_no * _SPAN + step, run_id, step, at, record, checkpoint, context, base))
         else:
-            row = (_INSERT_STEP, (run_id, step, at, record, checkpoint, context))
+            row = (_INSERT_STEP, (run_id, step, at, record, checkpoint, context, base))
         statements += [*((_INSERT_BLOB, blob) for blob in blobs), row]
         if files is not None:  # only a step that changed the workspace (see StepFiles)
             statements += [*((_INSERT_FILE, item) for item in files.data),

@@ -1,5 +1,5 @@
-"""A checkpoint text of a shape found clean before skips the redaction check; one whose pieces changed
-(here: a secret in the gates' recent fingerprints, a step after the record that held it) never does."""
+"""A row's texts found clean before (digits aside) skip the redaction check; a checkpoint whose pieces
+changed (here: a secret in the gates' recent fingerprints, a step after the record that held it) never does."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_a_secret_left_in_the_gates_state_is_redacted_in_the_next_rows(tmp_path:
         for _ in thoughts:
             run.step()
         checkpoints = [s.checkpoint for s in store.steps("R1")]
-        assert run.checkpoints is not None and run.checkpoints._clean_shapes  # the memo was used
+        assert run.checkpoints is not None and run.checkpoints._redact._whole  # the memo was used
     store.close()
     assert len(checkpoints) == len(thoughts)
     assert all(SECRET not in c for c in checkpoints)

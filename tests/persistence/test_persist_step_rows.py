@@ -164,17 +164,18 @@ def test_a_schema_3_file_with_rows_of_its_form_is_upgraded_and_still_resumes(tmp
             run.step()
         expected = saved_trace(store, "R1")
         checkpoints = [load_checkpoint(store, "R1", step)[0] for step in range(5)]
+        whole = {row.step: row.checkpoint for row in store.steps("R1", start=0)}  # (schema 8 rows hold deltas)
     store.close()
     conn = sqlite3.connect(db)  # rewrite every row as schema 3 wrote it
-    for step, record, checkpoint in conn.execute("SELECT step, record, checkpoint FROM steps").fetchall():
+    for step, record in conn.execute("SELECT step, record FROM steps").fetchall():
         old = _v3_row(load_step_row(record)) if record != "null" else record
-        full = Checkpoint.from_row(StoredStep("R1", step, 0.0, record, checkpoint, None)).model_dump_json()
-        conn.execute("UPDATE steps SET record = ?, checkpoint = ? WHERE step = ?", (old, full, step))
+        full = Checkpoint.from_row(StoredStep("R1", step, 0.0, record, whole[step], None)).model_dump_json()
+        conn.execute("UPDATE steps SET record = ?, checkpoint = ?, base = NULL WHERE step = ?", (old, full, step))
     conn.execute("UPDATE schema_version SET version = 3")
     conn.commit()
     conn.close()
     store = SQLiteStore(db, create=False)
-    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 8
     assert '"state_after"' in store.step("R1", 2).record  # the old form is what is read back
     assert saved_trace(store, "R1") == expected
     assert [load_checkpoint(store, "R1", step)[0] for step in range(5)] == checkpoints
