@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Container
 
 from harness_lab.sandbox._dirs import DIR_FLAGS as _DIR_FLAGS
 from harness_lab.sandbox._dirs import open_dirs as _open_dirs
@@ -89,7 +90,7 @@ class TreeWalk:
                 while stack:
                     cfd, prefix = stack.pop()
                     try:
-                        self._scan_dir(cfd, prefix, found, stack, None)
+                        self._scan_dir(cfd, prefix, found, stack, None, {}, [])
                     finally:
                         os.close(cfd)
                 manifest.update(found)
@@ -116,11 +117,16 @@ class TreeWalk:
         return ("s", "", 0)
 
     def _scan_dir(self, dfd: int, prefix: str, out: Manifest, stack: list[tuple[int, str]],
-                  owner: tuple[int, int] | None) -> None:
-        # The hot loop of every full walk: a cached regular file costs one fstatat and a tuple compare.
+                  owner: tuple[int, int] | None, changes: dict[str, Entry | None], seen: list[str]) -> None:
+        """Bring ``out``'s entries of one directory up to date: each entry found goes into ``seen``,
+        each one that differs from ``out`` into ``out`` and ``changes``; subdirectories onto ``stack``."""
+        # The hot loop of every full walk: an unchanged file costs one fstatat, two dict lookups and
+        # a tuple compare; nothing is built for it (no entry tuple, no Path, no hash).
         cache, dirty, s_isreg, journal = self._cache, self._dirty, stat.S_ISREG, self._journal
+        watched: Container[str] = ()
         if journal is not None:
             journal.watch_dir(dfd, prefix[:-1])  # before listing: what is written after is reported
+            watched = journal.watched_files()
         with os.scandir(dfd) as it:
             entries = list(it)
         for dirent in entries:
@@ -137,15 +143,20 @@ class TreeWalk:
                 hit = cache.get(rel)
                 if (hit is not None and rel not in dirty
                         and hit[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)):
-                    out[rel] = ("f", hit[1], mode & 0o777)
-                    self._sizes[rel] = st.st_size
-                    if journal is not None and not journal.is_watched(rel):
+                    seen.append(rel)
+                    old = out.get(rel)
+                    if old is None or old[1] != hit[1] or old[2] != mode & 0o777 or old[0] != "f":
+                        out[rel] = changes[rel] = ("f", hit[1], mode & 0o777)
+                        self._sizes[rel] = st.st_size
+                    if journal is not None and rel not in watched:
                         journal.watch_file(dfd, name, rel)
                     continue
             entry = self._entry(dfd, name, rel, st)
             if entry is None:
                 continue
-            out[rel] = entry
+            seen.append(rel)
+            if out.get(rel) != entry:
+                out[rel] = changes[rel] = entry
             if entry[0] == "d":
                 try:
                     stack.append((os.open(name, _DIR_FLAGS, dir_fd=dfd), rel + "/"))

@@ -32,6 +32,7 @@ import select
 import struct
 import sys
 import threading
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 __all__ = ["Journal", "JournalChanges", "open_journal"]
@@ -110,6 +111,10 @@ class Journal:
 
     def is_watched(self, rel: str) -> bool:
         return rel in self._file_wd
+
+    def watched_files(self) -> Container[str]:
+        """The paths whose inode is watched, live (a walk asks once per directory, not a call per file)."""
+        return self._file_wd.keys()
 
     def _unbind(self, rel: str) -> None:
         wd = self._file_wd.pop(rel, None)

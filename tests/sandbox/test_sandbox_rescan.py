@@ -1,0 +1,116 @@
+"""A full walk (``snapshot(rescan=True)``, the walk after ``run_command``) updates the last manifest in place.
+
+Its cost must follow the tree's stat calls, not a rebuild: the walk itself says which entries
+changed, so the snapshot after it is saved as a delta without comparing every entry again, and
+the workspace hash moves by the changed entries' terms only. The oracle for what the manifest
+must be is a walk-mode sandbox with no memory of the tree.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_lab.sandbox import Sandbox, SandboxPolicy
+from harness_lab.sandbox.snapshots import SnapshotStore
+
+
+def _walked(ws: Path, tmp_path: Path) -> tuple[str, dict[str, tuple[str, str, int]]]:
+    snaps = tmp_path / f"oracle-{time.monotonic_ns()}"
+    with Sandbox(ws, snapshot_dir=snaps, policy=SandboxPolicy(change_tracking="walk")) as oracle:
+        return oracle.workspace_hash(), oracle.manifest()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    for i in range(4):
+        (ws / f"d{i}" / "sub").mkdir(parents=True)
+        for j in range(6):
+            (ws / f"d{i}" / f"f{j}.txt").write_text(f"{i}-{j}\n")
+        (ws / f"d{i}" / "sub" / "deep.txt").write_text(f"deep {i}\n")
+    time.sleep(0.06)  # past the racy-clean window
+    return ws
+
+
+@pytest.fixture(params=["auto", "walk"])
+def sb(request: pytest.FixtureRequest, tree: Path, tmp_path: Path) -> Any:
+    box = Sandbox(tree, snapshot_dir=tmp_path / "snaps", policy=SandboxPolicy(change_tracking=request.param))
+    box.snapshot("base")
+    yield box
+    box.close()
+
+
+def _spy_saves(monkeypatch: pytest.MonkeyPatch) -> list[set[str] | None]:
+    seen: list[set[str] | None] = []
+    real = SnapshotStore.save
+
+    def save(self: SnapshotStore, *args: Any, **kwargs: Any) -> Any:
+        seen.append(None if args[-1] is None else set(args[-1]))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SnapshotStore, "save", save)
+    return seen
+
+
+def test_a_rescan_hands_the_store_exactly_what_changed(sb: Sandbox, tree: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    saves = _spy_saves(monkeypatch)
+    sb.snapshot("nothing changed", rescan=True)
+    assert saves[-1] == set() and sb._scanner.full_last
+    (tree / "d1" / "f2.txt").write_text("changed behind the sandbox's back\n")
+    (tree / "d2" / "f0.txt").unlink()
+    shutil.rmtree(tree / "d3" / "sub")
+    (tree / "d3" / "sub").write_text("a file where a directory was\n")
+    (tree / "d0" / "new.txt").write_text("new\n")
+    info = sb.snapshot("after outside changes", rescan=True)
+    assert saves[-1] == {"d1/f2.txt", "d2/f0.txt", "d3/sub", "d3/sub/deep.txt", "d0/new.txt"}
+    truth_hash, truth = _walked(tree, tmp_path)
+    assert info.workspace_hash == truth_hash and sb.manifest() == truth
+    # The snapshot is a delta naming only those paths, and reads back as the whole tree.
+    doc = sb._store._load_meta(info.id)
+    assert set(doc["set"]) | set(doc["drop"]) == saves[-1] and sb._store.entries(info.id) == truth
+
+
+def test_in_place_walks_match_a_fresh_walk_through_random_changes(sb: Sandbox, tree: Path,
+                                                                  tmp_path: Path) -> None:
+    rng = random.Random(20)
+    for rnd in range(12):
+        files = sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink())
+        dirs = sorted(p for p in tree.rglob("*") if p.is_dir() and not p.is_symlink())
+        pick = rng.choice(["write", "remove", "rmdir", "dir_to_file", "file_to_dir", "link", "chmod", "fifo"])
+        if pick == "write" and files:
+            rng.choice(files).write_text(f"round {rnd}\n")
+        elif pick == "remove" and files:
+            rng.choice(files).unlink()
+        elif pick == "rmdir" and dirs:
+            shutil.rmtree(rng.choice(dirs))
+        elif pick == "dir_to_file" and dirs:
+            d = rng.choice(dirs)
+            shutil.rmtree(d)
+            d.write_text(f"was a directory {rnd}\n")
+        elif pick == "file_to_dir" and files:
+            f = rng.choice(files)
+            f.unlink()
+            (f / "inner").mkdir(parents=True)
+            (f / "inner" / "x.txt").write_text(f"{rnd}\n")
+        elif pick == "link":
+            os.symlink(f"target-{rnd}", tree / f"link{rnd}")
+        elif pick == "chmod" and files:
+            rng.choice(files).chmod(0o600)
+        elif pick == "fifo":
+            os.mkfifo(tree / f"fifo{rnd}")
+        info = sb.snapshot(f"round {rnd}", rescan=True)
+        truth_hash, truth = _walked(tree, tmp_path)
+        assert sb.manifest() == truth, (rnd, pick)
+        assert info.workspace_hash == sb.workspace_hash() == truth_hash, (rnd, pick)
+        assert sb._store.entries(info.id) == {p: e for p, e in truth.items() if e[0] != "s"}, (rnd, pick)
+    first = sb.snapshots()[0]
+    sb.rollback(first.id)
+    assert sb.workspace_hash() == first.workspace_hash == _walked(tree, tmp_path)[0]
