@@ -11,10 +11,12 @@ this and owns the state declared here (read :mod:`harness_lab.sandbox.scan` firs
 
 from __future__ import annotations
 
+import operator
 import os
 import stat
 import time
 from collections.abc import Container
+from dataclasses import dataclass, field
 
 from harness_lab.sandbox._dirs import DIR_FLAGS as _DIR_FLAGS
 from harness_lab.sandbox._dirs import open_dirs as _open_dirs
@@ -22,17 +24,46 @@ from harness_lab.sandbox._dirs import take_ownership as _take_ownership
 from harness_lab.sandbox.blobs import BlobStore
 from harness_lab.sandbox.journal import Journal
 
-__all__ = ["Entry", "Manifest", "TreeWalk"]
+__all__ = ["DirRecord", "Entry", "Manifest", "TreeWalk", "WalkPass"]
 
 Entry = tuple[str, str, int]
 Manifest = dict[str, Entry]
 _StatKey = tuple[int, int, int, int, int]
+# What a walk met in one directory, when all of it was proven: names, their stat keys (same order),
+# the subdirectories' names, and the journal's stamp then (see TreeWalk._scan_dir).
+DirRecord = tuple[list[str], list[_StatKey], list[str], tuple[int, int]]
+
+_STAT = operator.methodcaller("stat", follow_symlinks=False)
+_KEY = operator.attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")
+_NAME = operator.attrgetter("name")
 
 _RACY_NS = 50_000_000  # timestamps come from a coarse clock (one jiffy); 50 ms is well above it
 
 
 def _key(st: os.stat_result) -> _StatKey:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+@dataclass
+class WalkPass:
+    """What one walk gathers: the entries that changed, the paths met (one by one, or a directory's
+    names at once), and the directory records it made (``None``: make and use none)."""
+
+    changes: dict[str, Entry | None] = field(default_factory=dict)
+    seen: list[str] = field(default_factory=list)
+    seen_dirs: list[tuple[str, list[str]]] = field(default_factory=list)  # (prefix, names)
+    records: dict[str, DirRecord] | None = None
+    dirty_dirs: frozenset[str] = frozenset()  # directories holding a path a tool wrote: never taken whole
+    stamp: tuple[int, int] = (0, 0)
+
+    def met(self) -> int:
+        return len(self.seen) + sum(len(names) for _, names in self.seen_dirs)
+
+    def met_paths(self) -> set[str]:
+        out = set(self.seen)
+        for prefix, names in self.seen_dirs:
+            out.update(prefix + name for name in names)
+        return out
 
 
 class TreeWalk:
@@ -46,6 +77,9 @@ class TreeWalk:
     _dirty: set[str]
     _fresh: set[str]
     _journal: Journal | None
+    # directory path ("" the root) -> what the last walk proved there; dropped when anything
+    # changes one of its entries (Scanner._account), so a record always matches the manifest.
+    _records: dict[str, DirRecord]
 
     def _remember(self, path: str, st: os.stat_result, digest: str, hashed_at: int) -> None:
         if hashed_at - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
@@ -90,7 +124,7 @@ class TreeWalk:
                 while stack:
                     cfd, prefix = stack.pop()
                     try:
-                        self._scan_dir(cfd, prefix, found, stack, None, {}, [])
+                        self._scan_dir(cfd, prefix, found, stack, None, WalkPass())
                     finally:
                         os.close(cfd)
                 manifest.update(found)
@@ -117,11 +151,16 @@ class TreeWalk:
         return ("s", "", 0)
 
     def _scan_dir(self, dfd: int, prefix: str, out: Manifest, stack: list[tuple[int, str]],
-                  owner: tuple[int, int] | None, changes: dict[str, Entry | None], seen: list[str]) -> None:
-        """Bring ``out``'s entries of one directory up to date: each entry found goes into ``seen``,
-        each one that differs from ``out`` into ``out`` and ``changes``; subdirectories onto ``stack``."""
-        # The hot loop of every full walk: an unchanged file costs one fstatat, two dict lookups and
-        # a tuple compare; nothing is built for it (no entry tuple, no Path, no hash).
+                  owner: tuple[int, int] | None, walk: WalkPass) -> None:
+        """Bring ``out``'s entries of one directory up to date: what it meets goes into ``walk``,
+        each entry that differs from ``out`` into ``out`` and ``walk.changes``; subdirectories onto ``stack``.
+
+        A directory whose names and stat keys all equal its record (same order, same journal) is
+        taken whole: its entries are what the record's walk put in the manifest, and nothing changed
+        them since (a change drops the record). Its cost is the fstatat calls and three list
+        compares in C, no Python per entry. Otherwise each entry is looked at: an unchanged file
+        costs two dict lookups and a tuple compare; nothing is built for it (no entry, no Path, no hash).
+        """
         cache, dirty, s_isreg, journal = self._cache, self._dirty, stat.S_ISREG, self._journal
         watched: Container[str] = ()
         if journal is not None:
@@ -129,20 +168,44 @@ class TreeWalk:
             watched = journal.watched_files()
         with os.scandir(dfd) as it:
             entries = list(it)
+        here = prefix[:-1]
+        records = walk.records if owner is None else None
+        if records is not None and here not in walk.dirty_dirs:
+            rec = self._records.get(here)
+            if rec is not None and rec[3] == walk.stamp:
+                try:
+                    keys: list[_StatKey] | None = list(map(_KEY, map(_STAT, entries)))
+                except OSError:
+                    keys = None  # gone since listed: looked at one by one below
+                if keys == rec[1] and rec[0] == list(map(_NAME, entries)):
+                    walk.seen_dirs.append((prefix, rec[0]))
+                    records[here] = rec
+                    for sub in rec[2]:
+                        try:
+                            stack.append((os.open(sub, _DIR_FLAGS, dir_fd=dfd), prefix + sub + "/"))
+                        except OSError:
+                            continue  # swapped for something else since: what was beneath is gone
+                    return
+        changes, seen = walk.changes, walk.seen
+        names: list[str] = []
+        keys_made: list[_StatKey] = []
+        subs: list[str] = []
+        whole = records is not None  # every entry proven and cached: the directory gets a record
         for dirent in entries:
             name = dirent.name
             rel = prefix + name
             try:
-                st = dirent.stat(follow_symlinks=False)
+                st = dirent.stat(follow_symlinks=False)  # cached by the DirEntry when stat above
                 if owner is not None and st.st_uid != owner[0]:
                     st = _take_ownership(dfd, name, st, owner)
             except FileNotFoundError:
+                whole = False
                 continue
             mode = st.st_mode
+            key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
             if s_isreg(mode):
                 hit = cache.get(rel)
-                if (hit is not None and rel not in dirty
-                        and hit[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)):
+                if hit is not None and rel not in dirty and hit[0] == key:
                     seen.append(rel)
                     old = out.get(rel)
                     if old is None or old[1] != hit[1] or old[2] != mode & 0o777 or old[0] != "f":
@@ -150,18 +213,31 @@ class TreeWalk:
                         self._sizes[rel] = st.st_size
                     if journal is not None and rel not in watched:
                         journal.watch_file(dfd, name, rel)
+                    if whole:
+                        names.append(name)
+                        keys_made.append(hit[0])
                     continue
             entry = self._entry(dfd, name, rel, st)
             if entry is None:
+                whole = False
                 continue
             seen.append(rel)
             if out.get(rel) != entry:
                 out[rel] = changes[rel] = entry
+            if whole:
+                if entry[0] == "f" and ((c := cache.get(rel)) is None or c[0] != key):
+                    whole = False  # racily clean, or changed while read: prove it again next walk
+                names.append(name)
+                keys_made.append(key)
             if entry[0] == "d":
                 try:
                     stack.append((os.open(name, _DIR_FLAGS, dir_fd=dfd), rel + "/"))
                 except OSError:
+                    whole = False
                     continue  # swapped for something else mid-walk; the entry stays listed
+                subs.append(name)
+        if whole and records is not None:
+            records[here] = (names, keys_made, subs, walk.stamp)
 
     def _digest(self, dfd: int, name: str, rel: str, st: os.stat_result) -> str | None:
         cached = self._cache.get(rel)

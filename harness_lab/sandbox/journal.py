@@ -68,6 +68,7 @@ class Journal:
         self._files: dict[int, set[str]] = {}  # watch descriptor -> the paths of that inode
         self._file_wd: dict[str, int] = {}
         self.lost = False  # a watch could not be added or the queue overflowed
+        self.unbound = 0  # times watched paths were let go while their inodes live on (see _forget_under)
         self._poll: select.poll | None = None
 
     def quiet(self) -> bool:
@@ -124,6 +125,7 @@ class Journal:
     def _forget_under(self, rel: str) -> None:
         # A directory moved away or removed: its watches would name paths that are no longer here.
         prefix = rel + "/"
+        self.unbound += 1  # a walk may no longer trust a directory's record of watched files
         for wd in [wd for wd, p in self._dirs.items() if p == rel or p.startswith(prefix)]:
             del self._dirs[wd]
             self._libc.inotify_rm_watch(self.fd, wd)

@@ -17,7 +17,7 @@ import os
 import time
 
 from harness_lab.sandbox._dirs import ancestors as _ancestors
-from harness_lab.sandbox._walk import Entry, Manifest, TreeWalk
+from harness_lab.sandbox._walk import Entry, Manifest, TreeWalk, WalkPass
 from harness_lab.sandbox.blobs import BlobStore
 from harness_lab.sandbox.journal import Journal, open_journal
 from harness_lab.sandbox.mhash import hex_sum, line_hash
@@ -56,7 +56,10 @@ class Scanner(TreeWalk):
         self._hex: tuple[int, str] | None = None  # the last sum spelled, with its spelling
         self.hashed_last = 0  # files actually read by the last scan (the benchmark reports it)
         self.full_last = False  # whether the last scan walked the whole tree
+        self.examined_last = 0  # entries the last walk looked at one by one (the rest: directories taken whole)
         self._journal: Journal | None = None
+        self._journal_no = 0  # which journal the directory records' file watches belong to
+        self._records = {}
         self.tracking = "walk (no change journal requested)"
         if journal:
             self._open_journal()
@@ -64,6 +67,7 @@ class Scanner(TreeWalk):
     def _open_journal(self) -> None:
         if self._journal is not None:
             self._journal.close()
+        self._journal_no += 1
         opened = open_journal()
         self._journal = opened if isinstance(opened, Journal) else None
         self.tracking = "inotify" if isinstance(opened, Journal) else f"walk ({opened})"
@@ -178,18 +182,20 @@ class Scanner(TreeWalk):
         # one fstatat and a compare, and the hash sum, the change set and the snapshot's delta follow
         # the change, not the tree.
         self._proven = False
-        changes: dict[str, Entry | None] = {}
-        seen: list[str] = []
+        journal = self._journal
+        walk = WalkPass(records={}, dirty_dirs=frozenset(p.rpartition("/")[0] for p in self._dirty),
+                        stamp=(self._journal_no, journal.unbound if journal is not None else 0))
+        changes = walk.changes
         stack: list[tuple[int, str]] = [(os.dup(self.root_fd), "")]
         try:
             while stack:
                 dfd, prefix = stack.pop()
                 try:
-                    self._scan_dir(dfd, prefix, last, stack, owner, changes, seen)
+                    self._scan_dir(dfd, prefix, last, stack, owner, walk)
                 finally:
                     os.close(dfd)
-            if len(seen) != len(last):  # some entry was not met: gone (or not readable any more)
-                for gone in last.keys() - set(seen):
+            if walk.met() != len(last):  # some entry was not met: gone (or not readable any more)
+                for gone in last.keys() - walk.met_paths():
                     del last[gone]
                     changes[gone] = None
                     self._cache.pop(gone, None)
@@ -198,6 +204,9 @@ class Scanner(TreeWalk):
             for dfd, _ in stack:
                 os.close(dfd)
             self._account(changes)  # also after a failed walk: the sum and change set match the manifest
+        assert walk.records is not None
+        self._records.update(walk.records)  # after _account: these hold the entries as they are now
+        self.examined_last = len(walk.seen)
         self._dirty.clear()
         self._fresh.clear()
         self._proven = True
@@ -205,10 +214,13 @@ class Scanner(TreeWalk):
         return last
 
     def _account(self, changes: dict[str, Entry | None]) -> None:
-        memo = self._memo
+        memo, records = self._memo, self._records
         if self._changed is not None:
             self._changed.update(changes)
         for path, entry in changes.items():
+            if records:  # the next walk looks at these directories entry by entry
+                records.pop(path.rpartition("/")[0], None)
+                records.pop(path, None)
             if entry is not None and entry[0] == "s":
                 self._specials.add(path)
             else:

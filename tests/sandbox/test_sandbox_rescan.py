@@ -8,6 +8,7 @@ must be is a walk-mode sandbox with no memory of the tree.
 
 from __future__ import annotations
 
+import mmap
 import os
 import random
 import shutil
@@ -114,3 +115,53 @@ def test_in_place_walks_match_a_fresh_walk_through_random_changes(sb: Sandbox, t
     first = sb.snapshots()[0]
     sb.rollback(first.id)
     assert sb.workspace_hash() == first.workspace_hash == _walked(tree, tmp_path)[0]
+
+
+def test_a_rescan_looks_one_by_one_only_into_directories_that_changed(sb: Sandbox, tree: Path,
+                                                                      tmp_path: Path) -> None:
+    sb.snapshot("records made", rescan=True)
+    (tree / "d2" / "f4.txt").write_text("changed behind the sandbox's back\n")
+    time.sleep(0.06)  # past the racy-clean window, or the file is proven again by every walk
+    info = sb.snapshot("one change", rescan=True)
+    # d2's own entries (6 files, sub/), nothing else: every other directory was taken whole.
+    assert sb._scanner.full_last and sb._scanner.examined_last == 7 and sb._scanner.hashed_last == 1
+    assert info.workspace_hash == _walked(tree, tmp_path)[0]
+    sb.snapshot("nothing changed", rescan=True)
+    assert sb._scanner.full_last and sb._scanner.examined_last == 0
+
+
+def test_a_write_through_a_shared_map_is_seen_by_a_rescan_of_a_recorded_directory(
+        sb: Sandbox, tree: Path, tmp_path: Path) -> None:
+    sb.snapshot("records made", rescan=True)
+    before = sb.snapshot("all recorded", rescan=True)
+    time.sleep(0.06)
+    fd = os.open(tree / "d1" / "f1.txt", os.O_RDWR)
+    try:
+        with mmap.mmap(fd, 0) as m:  # same inode, same size, and no inotify event
+            m[0:1] = b"M"
+            m.flush()
+    finally:
+        os.close(fd)
+    info = sb.snapshot("after the mapped write", rescan=True)
+    assert info.workspace_hash != before.workspace_hash
+    assert info.workspace_hash == _walked(tree, tmp_path)[0]
+    assert sb.diff(before.id, info.id).changed == ("d1/f1.txt",)
+
+
+def test_a_directory_moved_away_and_back_is_watched_again(sb: Sandbox, tree: Path, tmp_path: Path) -> None:
+    if not sb._scanner.journaled:
+        pytest.skip("without a journal every scan walks: nothing to watch again")
+    outside = tmp_path / "outside-link"
+    os.link(tree / "d3" / "f5.txt", outside)  # a write through it reaches only the inode's own watch
+    time.sleep(0.06)  # the link changed f5's ctime: past the racy-clean window, so d3 gets a record
+    sb.snapshot("records made", rescan=True)
+    sb.snapshot("all recorded", rescan=True)
+    (tree / "d3").rename(tmp_path / "away")
+    (tmp_path / "away").rename(tree / "d3")
+    # The walk drains the journal (which lets go of the watches under d3) and then meets d3 as its
+    # record has it: same names, same stat keys. The record predates the let-go, so d3's files are
+    # looked at one by one and watched again.
+    sb.snapshot("back", rescan=True)
+    with open(outside, "r+b") as fh:
+        fh.write(b"X")
+    assert sb.workspace_hash() == _walked(tree, tmp_path)[0] and not sb._scanner.full_last
