@@ -165,3 +165,15 @@ def test_a_directory_moved_away_and_back_is_watched_again(sb: Sandbox, tree: Pat
     with open(outside, "r+b") as fh:
         fh.write(b"X")
     assert sb.workspace_hash() == _walked(tree, tmp_path)[0] and not sb._scanner.full_last
+
+
+def test_a_name_made_or_removed_in_a_recorded_directory_is_seen(sb: Sandbox, tree: Path, tmp_path: Path) -> None:
+    sb.snapshot("records made", rescan=True)
+    before = sb.snapshot("all recorded", rescan=True)
+    assert sb._scanner.examined_last == 0
+    (tree / "d1" / "new.txt").write_text("new\n")  # moves d1's mtime and ctime: d1 is listed again
+    (tree / "d2" / "sub" / "deep.txt").rename(tree / "d2" / "sub" / "moved.txt")
+    info = sb.snapshot("after", rescan=True)
+    assert info.workspace_hash == _walked(tree, tmp_path)[0]
+    d = sb.diff(before.id, info.id)
+    assert d.added == ("d1/new.txt", "d2/sub/moved.txt") and d.removed == ("d2/sub/deep.txt",)
