@@ -17,27 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sbhelpers import small_tree, walked
 
 from harness_lab.sandbox import Sandbox, SandboxPolicy
 from harness_lab.sandbox.snapshots import SnapshotStore
 
 
-def _walked(ws: Path, tmp_path: Path) -> tuple[str, dict[str, tuple[str, str, int]]]:
-    snaps = tmp_path / f"oracle-{time.monotonic_ns()}"
-    with Sandbox(ws, snapshot_dir=snaps, policy=SandboxPolicy(change_tracking="walk")) as oracle:
-        return oracle.workspace_hash(), oracle.manifest()
-
-
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    for i in range(4):
-        (ws / f"d{i}" / "sub").mkdir(parents=True)
-        for j in range(6):
-            (ws / f"d{i}" / f"f{j}.txt").write_text(f"{i}-{j}\n")
-        (ws / f"d{i}" / "sub" / "deep.txt").write_text(f"deep {i}\n")
-    time.sleep(0.06)  # past the racy-clean window
-    return ws
+    return small_tree(tmp_path / "ws", 4, 6)
 
 
 @pytest.fixture(params=["auto", "walk"])
@@ -72,7 +60,7 @@ def test_a_rescan_hands_the_store_exactly_what_changed(sb: Sandbox, tree: Path, 
     (tree / "d0" / "new.txt").write_text("new\n")
     info = sb.snapshot("after outside changes", rescan=True)
     assert saves[-1] == {"d1/f2.txt", "d2/f0.txt", "d3/sub", "d3/sub/deep.txt", "d0/new.txt"}
-    truth_hash, truth = _walked(tree, tmp_path)
+    truth_hash, truth = walked(tree, tmp_path)
     assert info.workspace_hash == truth_hash and sb.manifest() == truth
     # The snapshot is a delta naming only those paths, and reads back as the whole tree.
     doc = sb._store._load_meta(info.id)
@@ -108,13 +96,13 @@ def test_in_place_walks_match_a_fresh_walk_through_random_changes(sb: Sandbox, t
         elif pick == "fifo":
             os.mkfifo(tree / f"fifo{rnd}")
         info = sb.snapshot(f"round {rnd}", rescan=True)
-        truth_hash, truth = _walked(tree, tmp_path)
+        truth_hash, truth = walked(tree, tmp_path)
         assert sb.manifest() == truth, (rnd, pick)
         assert info.workspace_hash == sb.workspace_hash() == truth_hash, (rnd, pick)
         assert sb._store.entries(info.id) == {p: e for p, e in truth.items() if e[0] != "s"}, (rnd, pick)
     first = sb.snapshots()[0]
     sb.rollback(first.id)
-    assert sb.workspace_hash() == first.workspace_hash == _walked(tree, tmp_path)[0]
+    assert sb.workspace_hash() == first.workspace_hash == walked(tree, tmp_path)[0]
 
 
 def test_a_rescan_looks_one_by_one_only_into_directories_that_changed(sb: Sandbox, tree: Path,
@@ -125,7 +113,7 @@ def test_a_rescan_looks_one_by_one_only_into_directories_that_changed(sb: Sandbo
     info = sb.snapshot("one change", rescan=True)
     # d2's own entries (6 files, sub/), nothing else: every other directory was taken whole.
     assert sb._scanner.full_last and sb._scanner.examined_last == 7 and sb._scanner.hashed_last == 1
-    assert info.workspace_hash == _walked(tree, tmp_path)[0]
+    assert info.workspace_hash == walked(tree, tmp_path)[0]
     sb.snapshot("nothing changed", rescan=True)
     assert sb._scanner.full_last and sb._scanner.examined_last == 0
 
@@ -144,7 +132,7 @@ def test_a_write_through_a_shared_map_is_seen_by_a_rescan_of_a_recorded_director
         os.close(fd)
     info = sb.snapshot("after the mapped write", rescan=True)
     assert info.workspace_hash != before.workspace_hash
-    assert info.workspace_hash == _walked(tree, tmp_path)[0]
+    assert info.workspace_hash == walked(tree, tmp_path)[0]
     assert sb.diff(before.id, info.id).changed == ("d1/f1.txt",)
 
 
@@ -164,7 +152,7 @@ def test_a_directory_moved_away_and_back_is_watched_again(sb: Sandbox, tree: Pat
     sb.snapshot("back", rescan=True)
     with open(outside, "r+b") as fh:
         fh.write(b"X")
-    assert sb.workspace_hash() == _walked(tree, tmp_path)[0] and not sb._scanner.full_last
+    assert sb.workspace_hash() == walked(tree, tmp_path)[0] and not sb._scanner.full_last
 
 
 def test_a_name_made_or_removed_in_a_recorded_directory_is_seen(sb: Sandbox, tree: Path, tmp_path: Path) -> None:
@@ -174,6 +162,6 @@ def test_a_name_made_or_removed_in_a_recorded_directory_is_seen(sb: Sandbox, tre
     (tree / "d1" / "new.txt").write_text("new\n")  # moves d1's mtime and ctime: d1 is listed again
     (tree / "d2" / "sub" / "deep.txt").rename(tree / "d2" / "sub" / "moved.txt")
     info = sb.snapshot("after", rescan=True)
-    assert info.workspace_hash == _walked(tree, tmp_path)[0]
+    assert info.workspace_hash == walked(tree, tmp_path)[0]
     d = sb.diff(before.id, info.id)
     assert d.added == ("d1/new.txt", "d2/sub/moved.txt") and d.removed == ("d2/sub/deep.txt",)
