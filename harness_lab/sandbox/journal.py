@@ -110,9 +110,6 @@ class Journal:
             self._files.setdefault(wd, set()).add(rel)
             self._file_wd[rel] = wd
 
-    def is_watched(self, rel: str) -> bool:
-        return rel in self._file_wd
-
     def watched_files(self) -> Container[str]:
         """The paths whose inode is watched, live (a walk asks once per directory, not a call per file)."""
         return self._file_wd.keys()
