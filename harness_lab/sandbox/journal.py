@@ -32,6 +32,7 @@ import select
 import struct
 import sys
 import threading
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 __all__ = ["Journal", "JournalChanges", "open_journal"]
@@ -67,6 +68,7 @@ class Journal:
         self._files: dict[int, set[str]] = {}  # watch descriptor -> the paths of that inode
         self._file_wd: dict[str, int] = {}
         self.lost = False  # a watch could not be added or the queue overflowed
+        self.unbound = 0  # times watched paths were let go while their inodes live on (see _forget_under)
         self._poll: select.poll | None = None
 
     def quiet(self) -> bool:
@@ -108,8 +110,9 @@ class Journal:
             self._files.setdefault(wd, set()).add(rel)
             self._file_wd[rel] = wd
 
-    def is_watched(self, rel: str) -> bool:
-        return rel in self._file_wd
+    def watched_files(self) -> Container[str]:
+        """The paths whose inode is watched, live (a walk asks once per directory, not a call per file)."""
+        return self._file_wd.keys()
 
     def _unbind(self, rel: str) -> None:
         wd = self._file_wd.pop(rel, None)
@@ -119,6 +122,7 @@ class Journal:
     def _forget_under(self, rel: str) -> None:
         # A directory moved away or removed: its watches would name paths that are no longer here.
         prefix = rel + "/"
+        self.unbound += 1  # a walk may no longer trust a directory's record of watched files
         for wd in [wd for wd, p in self._dirs.items() if p == rel or p.startswith(prefix)]:
             del self._dirs[wd]
             self._libc.inotify_rm_watch(self.fd, wd)

@@ -200,7 +200,12 @@ def _restore(parents: _Parents, path: str, want: Entry, have: Entry | None, scan
                     os.fchown(fd, owner[0], owner[1])
             finally:
                 os.close(fd)
-        # rename replaces the name, never writes through an existing inode (hard links stay intact)
+        # rename replaces the name, never writes through an existing inode (hard links stay intact).
+        # A regular file there is unlinked first: a rename over one makes ext4 write the new file's
+        # data out before it returns (auto_da_alloc), half the wall time of an 8 MiB restore.
+        if kind == "f" and have is not None and have[0] == "f":
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=dfd)
         os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
     if kind == "f":
         scanner.note_content(path, os.stat(name, dir_fd=dfd, follow_symlinks=False), payload)

@@ -17,10 +17,10 @@ import os
 import time
 
 from harness_lab.sandbox._dirs import ancestors as _ancestors
-from harness_lab.sandbox._walk import Entry, Manifest, TreeWalk
+from harness_lab.sandbox._walk import Entry, Manifest, TreeWalk, WalkPass
 from harness_lab.sandbox.blobs import BlobStore
 from harness_lab.sandbox.journal import Journal, open_journal
-from harness_lab.sandbox.mhash import hex_sum, line_hash, manifest_sum
+from harness_lab.sandbox.mhash import hex_sum, line_hash
 
 __all__ = ["Entry", "Manifest", "Scanner"]
 
@@ -43,7 +43,11 @@ class Scanner(TreeWalk):
         self._sizes = {}
         self._dirty: set[str] = set()
         self._fresh: set[str] = set()  # directories the journal saw appear: walk them whole
-        self._manifest: Manifest | None = None
+        # The last manifest, updated in place by every scan (a walk changes only the entries that
+        # differ, so the hash sum and the change set follow the change, not the tree); _proven:
+        # whether it is known to be current (False: the next scan walks).
+        self._manifest: Manifest = {}
+        self._proven = False
         # Paths whose entries changed since take_changes(); None: unknown (a full walk happened).
         self._changed: set[str] | None = None
         self._memo: dict[str, tuple[Entry, int]] = {}  # path -> (entry, its term of the hash sum)
@@ -52,7 +56,10 @@ class Scanner(TreeWalk):
         self._hex: tuple[int, str] | None = None  # the last sum spelled, with its spelling
         self.hashed_last = 0  # files actually read by the last scan (the benchmark reports it)
         self.full_last = False  # whether the last scan walked the whole tree
+        self.examined_last = 0  # entries the last walk looked at one by one (the rest: directories taken whole)
         self._journal: Journal | None = None
+        self._journal_no = 0  # which journal the directory records' file watches belong to
+        self._records = {}
         self.tracking = "walk (no change journal requested)"
         if journal:
             self._open_journal()
@@ -60,10 +67,11 @@ class Scanner(TreeWalk):
     def _open_journal(self) -> None:
         if self._journal is not None:
             self._journal.close()
+        self._journal_no += 1
         opened = open_journal()
         self._journal = opened if isinstance(opened, Journal) else None
         self.tracking = "inotify" if isinstance(opened, Journal) else f"walk ({opened})"
-        self._manifest = None  # a new journal has no watches yet: the next scan walks and adds them
+        self._proven = False  # a new journal has no watches yet: the next scan walks and adds them
 
     @property
     def journaled(self) -> bool:
@@ -84,7 +92,7 @@ class Scanner(TreeWalk):
 
     def invalidate(self) -> None:
         """Something other than the sandbox's file tools may have changed the tree."""
-        self._manifest = None
+        self._proven = False
 
     def mark_dirty(self, path: str) -> None:
         """A sandbox tool changed ``path`` (and maybe created its parents): look at them again."""
@@ -110,8 +118,6 @@ class Scanner(TreeWalk):
 
     def settle(self, changes: dict[str, Entry | None]) -> None:
         """Rollback just set these paths (``None``: removed) from the last scan's manifest."""
-        if self._manifest is None:
-            return
         for path, entry in changes.items():
             if entry is None:
                 self._manifest.pop(path, None)
@@ -149,64 +155,72 @@ class Scanner(TreeWalk):
     def scan(self, owner: tuple[int, int] | None = None, full: bool = False) -> Manifest:
         """The current manifest (do not mutate it). ``owner``: chown entries (see command.py)."""
         self.hashed_last = 0
-        full = full or owner is not None or self._manifest is None
+        full = full or owner is not None or not self._proven
         last = self._manifest
-        if not full and last is not None and not self._dirty and self._journal is not None and self._journal.quiet():
+        if not full and not self._dirty and self._journal is not None and self._journal.quiet():
             self.full_last = False  # nothing written since the last scan, proven by the journal
             return last
         if not full and self._journal is not None and not self._pull():
             full = True
-        if not full and self._manifest is not None:
+        if not full:
             self.full_last = False
             walked: set[str] = set()  # new directories walked whole: skip what lies beneath them
             touched: set[str] = set()
             for rel in sorted(self._dirty, key=lambda p: p.count("/")):
                 if not any(a in walked for a in _ancestors(rel)):
-                    self._refresh(rel, self._manifest, walked, touched)
+                    self._refresh(rel, last, walked, touched)
             self._dirty.clear()
             self._fresh.clear()
-            self._account({p: self._manifest.get(p) for p in touched})
-            return self._manifest
+            self._account({p: last.get(p) for p in touched})
+            return last
         if self._journal is not None:
             if self._journal.lost:
                 self._open_journal()  # start over: every watch is added again by the walk
             else:
                 self._journal.drain()  # the walk sees all of it; keep only the watch bookkeeping
-        out: Manifest = {}
+        # The walk updates the last manifest in place and notes what differs: an unchanged file costs
+        # one fstatat and a compare, and the hash sum, the change set and the snapshot's delta follow
+        # the change, not the tree.
+        self._proven = False
+        journal = self._journal
+        walk = WalkPass(records={}, dirty_dirs=frozenset(p.rpartition("/")[0] for p in self._dirty),
+                        stamp=(self._journal_no, journal.unbound if journal is not None else 0))
+        changes = walk.changes
         stack: list[tuple[int, str]] = [(os.dup(self.root_fd), "")]
         try:
             while stack:
                 dfd, prefix = stack.pop()
                 try:
-                    self._scan_dir(dfd, prefix, out, stack, owner)
+                    self._scan_dir(dfd, prefix, last, stack, owner, walk)
                 finally:
                     os.close(dfd)
+            if walk.met() != len(last):  # some entry was not met: gone (or not readable any more)
+                for gone in last.keys() - walk.met_paths():
+                    del last[gone]
+                    changes[gone] = None
+                    self._cache.pop(gone, None)
+                    self._sizes.pop(gone, None)
         finally:
             for dfd, _ in stack:
                 os.close(dfd)
-        for gone in self._cache.keys() - out.keys():
-            del self._cache[gone]
-        for gone in self._sizes.keys() - out.keys():
-            del self._sizes[gone]
+            self._account(changes)  # also after a failed walk: the sum and change set match the manifest
+        assert walk.records is not None
+        self._records.update(walk.records)  # after _account: these hold the entries as they are now
+        self.examined_last = len(walk.seen)
         self._dirty.clear()
         self._fresh.clear()
-        self._manifest = out
-        self._changed = None
-        self._sum = manifest_sum(out, self._memo)
-        # _account takes a memo entry for a term of the sum: drop those the walk did not count
-        # (gone, or now a special file), or settling a later rollback subtracts one never added.
-        memo = self._memo
-        for stale in [p for p, (e, _) in memo.items() if out.get(p) != e]:
-            del memo[stale]
-        self._specials = {p for p, e in out.items() if e[0] == "s"}
+        self._proven = True
         self.full_last = True
-        return out
+        return last
 
     def _account(self, changes: dict[str, Entry | None]) -> None:
-        memo = self._memo
+        memo, records = self._memo, self._records
         if self._changed is not None:
             self._changed.update(changes)
         for path, entry in changes.items():
+            if records:  # the next walk looks at these directories entry by entry
+                records.pop(path.rpartition("/")[0], None)
+                records.pop(path, None)
             if entry is not None and entry[0] == "s":
                 self._specials.add(path)
             else:

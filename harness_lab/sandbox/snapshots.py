@@ -243,7 +243,7 @@ class SnapshotStore:
             if not self._order:
                 os.makedirs(self._mdir, mode=0o700, exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, separators=(",", ":"))
+                fh.write(json.dumps(doc, separators=(",", ":")))  # dumps: the C encoder (dump streams in Python)
             os.replace(tmp, path)
         except (OSError, TypeError, ValueError) as exc:
             raise SandboxEnvironmentError(f"cannot write snapshot {snap_id}: {exc}") from exc

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from harness_lab.records.tools import ToolResult
+from harness_lab.sandbox import Sandbox, SandboxPolicy
 from harness_lab.sandbox.command import detect_isolation
 
 SECRET = "TOP-SECRET-outside-the-workspace"
@@ -140,3 +141,22 @@ def assert_no_process_left(uid: int, seconds: float = 1.0) -> None:
     while uid_processes(uid) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert uid_processes(uid) == [], "a process of the sandbox uid outlived the call"
+
+
+def walked(ws: Path, tmp_path: Path) -> tuple[str, dict[str, tuple[str, str, int]]]:
+    """The truth, by a full walk in a sandbox that has no memory of this tree."""
+    snaps = tmp_path / f"oracle-{time.monotonic_ns()}"
+    with Sandbox(ws, snapshot_dir=snaps, policy=SandboxPolicy(change_tracking="walk")) as oracle:
+        return oracle.workspace_hash(), oracle.manifest()
+
+
+def small_tree(ws: Path, dirs: int, files: int) -> Path:
+    """``d<i>/f<j>.txt`` and ``d<i>/sub/deep.txt``, aged past the racy-clean window like any tree
+    that was not written this instant."""
+    for i in range(dirs):
+        (ws / f"d{i}" / "sub").mkdir(parents=True)
+        for j in range(files):
+            (ws / f"d{i}" / f"f{j}.txt").write_text(f"{i}-{j}\n")
+        (ws / f"d{i}" / "sub" / "deep.txt").write_text(f"deep {i}\n")
+    time.sleep(0.06)
+    return ws

@@ -16,29 +16,15 @@ import time
 from pathlib import Path
 
 import pytest
-from sbhelpers import isolation_or_skip, journal_or_skip
+from sbhelpers import isolation_or_skip, journal_or_skip, small_tree, walked
 
 from harness_lab.sandbox import Sandbox, SandboxPolicy
 from harness_lab.sandbox import journal as journal_mod
 
 
-def _walked(ws: Path, tmp_path: Path) -> tuple[str, dict[str, tuple[str, str, int]]]:
-    """The truth, by a full walk in a sandbox that has no memory of this tree."""
-    snaps = tmp_path / f"oracle-{time.monotonic_ns()}"
-    with Sandbox(ws, snapshot_dir=snaps, policy=SandboxPolicy(change_tracking="walk")) as oracle:
-        return oracle.workspace_hash(), oracle.manifest()
-
-
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    for i in range(5):
-        (ws / f"d{i}" / "sub").mkdir(parents=True)
-        for j in range(8):
-            (ws / f"d{i}" / f"f{j}.txt").write_text(f"{i}-{j}\n")
-        (ws / f"d{i}" / "sub" / "deep.txt").write_text(f"deep {i}\n")
-    time.sleep(0.06)  # past the racy-clean window, like any tree that was not written this instant
-    return ws
+    return small_tree(tmp_path / "ws", 5, 8)
 
 
 @pytest.fixture
@@ -57,7 +43,7 @@ def test_an_outside_write_is_seen_by_the_next_hash_and_only_it_is_read(sb: Sandb
     with open(tree / "d2" / "f3.txt", "r+b") as fh:  # in place: same inode, same size
         fh.write(b"X")
     after = sb.workspace_hash()
-    assert after != before and after == _walked(tree, tmp_path)[0]
+    assert after != before and after == walked(tree, tmp_path)[0]
     assert not sb._scanner.full_last and sb._scanner.hashed_last == 1
 
 
@@ -68,13 +54,13 @@ def test_a_write_through_a_hard_link_from_outside_is_seen(sb: Sandbox, tree: Pat
     with open(outside, "r+b") as fh:
         fh.write(b"Z")
     assert sb.workspace_hash() != before
-    assert sb.manifest() == _walked(tree, tmp_path)[1]
+    assert sb.manifest() == walked(tree, tmp_path)[1]
 
 
 def test_rollback_after_outside_changes_is_byte_identical_without_a_walk(sb: Sandbox, tree: Path,
                                                                         tmp_path: Path) -> None:
     base = sb.snapshots()[0]
-    want = _walked(tree, tmp_path)[1]
+    want = walked(tree, tmp_path)[1]
     (tree / "d0" / "f0.txt").write_text("outside edit")
     shutil.rmtree(tree / "d3")
     (tree / "d3" / "sub").mkdir(parents=True)  # made again, emptier, with a stranger inside
@@ -84,7 +70,7 @@ def test_rollback_after_outside_changes_is_byte_identical_without_a_walk(sb: San
     os.mkfifo(tree / "d1" / "pipe")
     sb.rollback(base.id)
     assert not sb._scanner.full_last  # the journal proved the current state
-    assert _walked(tree, tmp_path)[1] == want
+    assert walked(tree, tmp_path)[1] == want
     assert sb.workspace_hash() == base.workspace_hash
 
 
@@ -154,13 +140,13 @@ def test_random_outside_changes_agree_with_a_full_walk(sb: Sandbox, tree: Path, 
                 (d / "a").mkdir(parents=True)
                 (d / "a" / "b.txt").write_text("came in")
                 os.rename(d, tree / f"incoming{serial}")
-        truth_hash, truth = _walked(tree, tmp_path)
+        truth_hash, truth = walked(tree, tmp_path)
         assert sb.manifest() == truth, f"round {round_no}"
         assert sb.workspace_hash() == truth_hash
         assert not sb._scanner.full_last
     back = sb.snapshots()[0]
     sb.rollback(back.id)
-    assert sb.workspace_hash() == back.workspace_hash == _walked(tree, tmp_path)[0]
+    assert sb.workspace_hash() == back.workspace_hash == walked(tree, tmp_path)[0]
 
 
 def test_an_overflowing_journal_falls_back_to_a_full_walk(sb: Sandbox, tree: Path, tmp_path: Path) -> None:
@@ -172,13 +158,13 @@ def test_an_overflowing_journal_falls_back_to_a_full_walk(sb: Sandbox, tree: Pat
         os.utime(a, ns=(i, i))
         os.utime(b, ns=(i, i))
     (tree / "d4" / "f4.txt").write_text("after the overflow")
-    assert sb.workspace_hash() == _walked(tree, tmp_path)[0]
+    assert sb.workspace_hash() == walked(tree, tmp_path)[0]
     assert sb._scanner.full_last  # the journal lost track, so the tree was walked
     (tree / "d4" / "f5.txt").write_text("and the new journal sees this")
-    assert sb.workspace_hash() == _walked(tree, tmp_path)[0] and not sb._scanner.full_last
+    assert sb.workspace_hash() == walked(tree, tmp_path)[0] and not sb._scanner.full_last
 
 
-def test_after_run_command_the_tree_is_walked(sb: Sandbox, tree: Path, tmp_path: Path) -> None:
+def test_after_run_command_the_tree_iswalked(sb: Sandbox, tree: Path, tmp_path: Path) -> None:
     isolation_or_skip()
     sb.workspace_hash()
     # A shared memory map writes without an inotify event: only the walk after the command sees it.
@@ -186,7 +172,7 @@ def test_after_run_command_the_tree_is_walked(sb: Sandbox, tree: Path, tmp_path:
             "m.flush()\nos.close(fd)")
     res = sb.call("run_command", argv=["python3", "-c", code])
     assert res.ok, res
-    assert sb.workspace_hash() == _walked(tree, tmp_path)[0] and sb._scanner.full_last
+    assert sb.workspace_hash() == walked(tree, tmp_path)[0] and sb._scanner.full_last
     assert (tree / "d0" / "f0.txt").read_text().startswith("M")
 
 
@@ -220,7 +206,7 @@ def test_a_full_watch_table_is_lost_track_not_silence(sb: Sandbox, tree: Path, t
     (tree / "brand_new" / "x").mkdir(parents=True)  # its watch cannot be added
     sb.workspace_hash()
     (tree / "brand_new" / "x" / "inside.txt").write_text("unwatched directory")
-    assert sb.workspace_hash() == _walked(tree, tmp_path)[0]
+    assert sb.workspace_hash() == walked(tree, tmp_path)[0]
 
 
 def test_random_rollbacks_compare_only_what_changed_and_stay_byte_identical(sb: Sandbox, tree: Path,
@@ -228,7 +214,7 @@ def test_random_rollbacks_compare_only_what_changed_and_stay_byte_identical(sb: 
     # Rollback compares only the paths the snapshot deltas and the journal name; a path missing
     # from them would be left as it is, and the oracle walk below would see it.
     rnd = random.Random(11)
-    truths = {sb.snapshots()[0].id: _walked(tree, tmp_path)[1]}
+    truths = {sb.snapshots()[0].id: walked(tree, tmp_path)[1]}
     names = [f"d{i}/f{j}.txt" for i in range(5) for j in range(8)] + ["extra/new.txt", "d1/sub/more.txt"]
     for round_no in range(30):
         for _ in range(rnd.randint(1, 3)):
@@ -246,11 +232,11 @@ def test_random_rollbacks_compare_only_what_changed_and_stay_byte_identical(sb: 
         choice = rnd.random()
         if choice < 0.5:
             snap = sb.snapshot(f"r{round_no}", rescan=rnd.random() < 0.2)
-            truths[snap.id] = _walked(tree, tmp_path)[1]
+            truths[snap.id] = walked(tree, tmp_path)[1]
         elif choice < 0.8:
             back = rnd.choice(sorted(truths))
             sb.rollback(back)
-            assert _walked(tree, tmp_path)[1] == truths[back], f"round {round_no}: rollback to {back}"
+            assert walked(tree, tmp_path)[1] == truths[back], f"round {round_no}: rollback to {back}"
         else:
             sb.workspace_hash(rescan=rnd.random() < 0.3)
 
