@@ -24,6 +24,7 @@ from .executor import ToolExecutor
 from .faults import CrashPoint
 from .gates import LoopGates
 from .loop.approval import ApprovalRequest, Approver
+from .loop.record_log import RecordLog
 from .loop.repair import RepairPolicy
 from .loop.stop_rules import FailedAttempts
 from .loop.triggers import TriggerTest
@@ -58,8 +59,8 @@ class RunLike(Protocol):
     stop_reason: StopReason | None
     step_no: int
     usage: Usage
-    records: list[StepRecord]
-    events: list[Event]
+    records: RecordLog[StepRecord]  # old entries packed when no store holds them
+    events: RecordLog[Event]
     receipt: Receipt | None
     waiting: ApprovalRequest | None
     failed_attempts: FailedAttempts

@@ -50,6 +50,7 @@ from ._restorable import RunImage, _Counters
 from ._run_setup import initial_context
 from ._step_records import step_record, usage
 from .approval import ApprovalRequest, Approver, AskHuman
+from .record_log import RecordLog, trace_logs
 from .repair import RepairPolicy
 from .stop_rules import FailedAttempts
 from .triggers import DEFAULT_TRIGGER_CHECKS, TriggerTest, check_trigger
@@ -139,8 +140,10 @@ class RunBase:
         self._used = _Counters()
         self._usage: Usage | None = None
         self.step_no = 0
-        self.records: list[StepRecord] = []
-        self.events: list[Event] = []
+        # Without a store the oldest entries are packed (harness_lab.loop.record_log); read as lists.
+        self.records: RecordLog[StepRecord]
+        self.events: RecordLog[Event]
+        self.records, self.events = trace_logs(pack=store is None)
         self.receipt: Receipt | None = None
         self.accepted_bytes: bytes | None = None
         self.waiting: ApprovalRequest | None = None
@@ -408,7 +411,7 @@ _SWEPT: set[str] = set()  # temporary folders this process has swept already
 _OWN_TAG: dict[int, str] = {}  # pid -> this process's tag (a child of os.fork has its own pid)
 
 
-def _keep_window(trace: list[Any], size: int) -> None:
+def _keep_window(trace: RecordLog[Any], size: int) -> None:
     """Older entries live in the store; dropping half at a time keeps this O(1) amortized."""
     if len(trace) >= 2 * size:
         del trace[: len(trace) - size]

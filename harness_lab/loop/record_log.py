@@ -1,0 +1,338 @@
+"""``run.records`` and ``run.events`` of a run without a store: a list-like trace whose old entries are packed.
+
+A run without a store keeps its whole trace in memory; as frozen pydantic objects a no-op step costs
+~2.5 KiB (+24.7 MiB over 10,000 steps), and every full collection of the garbage collector walks them
+again. :class:`RecordLog` keeps the newest entries as they were appended (the tail: what the loop, the
+faults and the widgets read) and packs the oldest ones ``batch`` at a time, in one pass over plain tuples:
+
+* a step record made the usual way (:mod:`harness_lab.loop._step_records`: its events the step's own
+  ``proposed`` / ``tool_called`` of its proposal, decision and result) becomes one tuple of ints, floats
+  and strings plus indexes into the log's table of the objects records share (decisions, tool results,
+  states; proposals equal in every field are held once); a batch's tuples are one ``marshal`` text,
+  which the garbage collector never walks; events likewise;
+* anything else (a record built by hand or read from a store, a note, a state change) is held as it was,
+  in the table.
+
+Reading an old entry rebuilds its batch (the last one rebuilt is cached: iterating is linear); what it
+returns equals what was appended, field by field. A run with a store does not pack: it trims its trace
+to a window, the rest is in the store.
+"""
+
+from __future__ import annotations
+
+import marshal
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Generic, TypeVar, overload
+
+from ..events import Decision, Event, Proposed, StepRecord, ToolCalled
+from ._step_records import (
+    _PROPOSED_SET,
+    _STEP_SET,
+    _TOOL_SET,
+    _USAGE_SET,
+    proposed,
+    step_record,
+    tool_called,
+    usage,
+)
+
+__all__ = ["RecordLog", "trace_logs"]
+
+T = TypeVar("T")
+
+# A packed batch: how many entries, the marshal text of their rows, the objects the rows index.
+_Chunk = tuple[int, bytes, list[Any]]
+Packer = Callable[[list[Any]], tuple[bytes, list[Any]]]
+Unpacker = Callable[[bytes, list[Any]], list[Any]]
+
+
+class RecordLog(Sequence[T], Generic[T]):
+    """A sequence read as a list (index, slice, iterate, ``len``, ``==`` a list), appended to at its end and
+    trimmed (``del log[a:b]``) as a list is. Once ``keep + batch`` entries are unpacked, the oldest ``batch``
+    are packed at once by ``pack`` (rebuilt by ``unpack``); without them it never packs."""
+
+    __slots__ = ("_batch", "_cached", "_chunks", "_keep", "_limit", "_pack", "_packed", "_tail", "_unpack")
+
+    def __init__(self, pack: Packer | None = None, unpack: Unpacker | None = None, *, keep: int = 64,
+                 batch: int = 1024) -> None:
+        if (pack is None) != (unpack is None) or keep < 0 or batch < 1:
+            raise ValueError("RecordLog: pack and unpack go together; keep >= 0, batch >= 1")
+        self._pack, self._unpack, self._keep, self._batch = pack, unpack, keep, batch
+        self._limit = keep + batch if pack is not None else -1  # the tail's length that packs a batch
+        self._chunks: list[_Chunk] = []
+        self._packed = 0  # entries in _chunks, every chunk one full batch
+        self._tail: list[T] = []
+        self._cached: tuple[int, list[T]] = (-1, [])  # the last chunk rebuilt, by its number
+
+    # -- writing --------------------------------------------------------------------------------
+    def append(self, entry: T) -> None:
+        tail = self._tail
+        tail.append(entry)
+        if len(tail) == self._limit:
+            self._pack_oldest()
+
+    def _pack_oldest(self) -> None:
+        assert self._pack is not None
+        size = self._batch
+        batch = self._tail[:size]
+        try:
+            text, table = self._pack(batch)
+        except ValueError:  # a value marshal cannot hold (a record built by hand): the batch stays whole
+            text, table = marshal.dumps([(i,) for i in range(size)]), batch
+        self._chunks.append((size, text, table))
+        self._packed += size
+        del self._tail[:size]
+
+    def __delitem__(self, index: int | slice) -> None:
+        start, stop, stride = (index if isinstance(index, slice) else slice(index, index + 1 or None)).indices(len(self))
+        if stride == 1 and start >= self._packed:  # the usual: a stored run's window, an abandoned step's events
+            del self._tail[start - self._packed: max(stop - self._packed, 0)]
+            return
+        whole = list(self)  # rare: the packed part is cut into; it is held as objects from then on
+        del whole[index]
+        self._chunks, self._packed, self._tail, self._cached = [], 0, whole, (-1, [])
+        if len(whole) >= self._limit > 0:
+            while len(self._tail) >= self._limit:
+                self._pack_oldest()
+
+    # -- reading --------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._packed + len(self._tail)
+
+    def __bool__(self) -> bool:
+        return bool(self._tail) or self._packed > 0
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        packed = self._packed
+        if isinstance(index, slice):
+            start, stop, stride = index.indices(packed + len(self._tail))
+            if stride == 1 and start >= packed:
+                return self._tail[start - packed: max(stop - packed, 0)]
+            return [self[i] for i in range(start, stop, stride)]
+        if index >= packed:
+            return self._tail[index - packed]  # IndexError past the end, as a list's
+        if index < 0:
+            if index >= -len(self._tail):
+                return self._tail[index]
+            index += packed + len(self._tail)
+            if index < 0:
+                raise IndexError("trace index out of range")
+        return self._chunk(index // self._batch)[index % self._batch]
+
+    def _chunk(self, number: int) -> list[T]:
+        if self._cached[0] != number:
+            assert self._unpack is not None
+            _, text, table = self._chunks[number]
+            self._cached = (number, self._unpack(text, table))
+        return self._cached[1]
+
+    def __iter__(self) -> Iterator[T]:
+        for number in range(len(self._chunks)):
+            yield from self._chunk(number)
+        yield from self._tail
+
+    def __reversed__(self) -> Iterator[T]:
+        yield from reversed(self._tail)
+        for number in reversed(range(len(self._chunks))):
+            yield from reversed(self._chunk(number))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (RecordLog, list)):  # as a list: never equal to a tuple
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
+
+    def __repr__(self) -> str:
+        return f"RecordLog({len(self)} entries, {self._packed} packed)"
+
+    @property
+    def packed(self) -> int:
+        """How many of the oldest entries are held packed."""
+        return self._packed
+
+
+def trace_logs(*, keep: int = 16, batch: int = 32,
+               pack: bool = True) -> tuple[RecordLog[StepRecord], RecordLog[Event]]:
+    """A run's ``records`` and ``events`` (``pack`` False: never packed, for a run whose store holds its
+    past). Events: twice the records' batch (a usual step makes two). Small batches, packed soon: packing
+    reads every field of a record, which costs a few µs once it has left the CPU's caches (~6.5 µs a
+    record 1,000 steps old, ~1-2 µs a few dozen steps old), and a record packed young never reaches the
+    collector's oldest generation."""
+    if not pack:
+        return RecordLog(), RecordLog()
+    table = _Table()  # what the batches share, held once for both
+    # Events are packed once their records are (the proposals they name are then found by id).
+    return (RecordLog(table.pack_records, table.unpack_records, keep=keep, batch=batch),
+            RecordLog(table.pack_events, table.unpack_events, keep=2 * (keep + batch), batch=2 * batch))
+
+
+class _Table:
+    """The objects a run's records and events share, each held once and named by its index in the rows of
+    every batch: by identity, and a proposal also by content (a loop proposes the same call again and
+    again: one equal object serves them all). Objects no row shares (a tool result of its own) are held
+    here as they were. Packing runs in the step that fills a batch: its per-record work is a few dict
+    lookups, with the objects the previous record named reused without one."""
+
+    __slots__ = ("by_content", "by_id", "objects", "recent")
+
+    def __init__(self) -> None:
+        self.objects: list[Any] = []
+        self.by_id: dict[int, int] = {}  # safe: every object named here stays alive in ``objects``
+        self.by_content: dict[str, int] = {}  # a proposal's canonical JSON -> the last one held with it
+        # Proposals packed lately, by id, each held with its index (so its id names no other object):
+        # the events log finds there the proposals the records log packed a few steps before.
+        self.recent: dict[int, tuple[Any, int]] = {}
+
+    def ref(self, obj: object) -> int:
+        at = self.by_id.get(id(obj))
+        if at is None:
+            at = self.by_id[id(obj)] = len(self.objects)
+            self.objects.append(obj)
+        return at
+
+    def proposal(self, proposal: Any) -> int:
+        hit = self.recent.get(id(proposal))
+        if hit is not None:
+            return hit[1]
+        at = self.by_id.get(id(proposal))
+        if at is not None:
+            return at
+        d = proposal.__dict__
+        action, raw, text = d["action"], d["raw"], d.get("canonical")
+        plain = action is not None and d["error"] is None and not d["claims"] and type(raw) is dict
+        if plain and type(text) is str:  # its canonical JSON, made by the gates: names the equal one, if any
+            at = self.by_content.get(text)
+            if at is not None:
+                # Equal, field by field: the same raw (keys in order), the same action type and values, the
+                # same fields sets; no error, no claims (as every proposal named in by_content).
+                same = self.objects[at]
+                was = same.__dict__
+                if not (type(same) is type(proposal) and was["raw"] == raw and tuple(was["raw"]) == tuple(raw)
+                        and type(was["action"]) is type(action) and was["action"].__dict__ == action.__dict__
+                        and same.__pydantic_fields_set__ is proposal.__pydantic_fields_set__
+                        and was["action"].__pydantic_fields_set__ is action.__pydantic_fields_set__):
+                    at = None
+        if at is None:
+            at = len(self.objects)
+            self.objects.append(proposal)
+            if plain and type(text) is str:
+                self.by_content[text] = at
+            else:
+                self.by_id[id(proposal)] = at
+        if len(self.recent) >= 1024:
+            self.recent.clear()
+        self.recent[id(proposal)] = (proposal, at)
+        return at
+
+    # The usual step record's row: (step, proposal, before, after, decision, result, verdict, decisions,
+    # tool_calls, tokens, elapsed_s, events); its events: (seq, seq, tool) the step's own proposed and
+    # tool_called, else one entry each: (seq,) a proposed, (seq, tool) a tool_called of the record's own
+    # objects, (-1 - index,) any other. A row of one int: the record, whole, in the table.
+    def pack_records(self, batch: list[StepRecord]) -> tuple[bytes, list[Any]]:
+        ref, recent = self.ref, self.recent
+        rows: list[tuple[Any, ...]] = []
+        shared: tuple[Any, ...] = ()  # the previous record's states, decision, result and verdict
+        refs = (0, 0, 0, 0, 0)
+        for record in batch:
+            d = record.__dict__
+            used = d["usage"]
+            if type(record) is not StepRecord or record.__pydantic_fields_set__ is not _STEP_SET or \
+                    used.__pydantic_fields_set__ is not _USAGE_SET:
+                rows.append((ref(record),))
+                continue
+            step, proposal, decision, result = d["step"], d["proposal"], d["decision"], d["tool_result"]
+            now = (d["state_before"], d["state_after"], decision, result, d["verdict"])
+            if len(shared) != 5 or now[0] is not shared[0] or now[1] is not shared[1] or decision is not shared[2] \
+                    or result is not shared[3] or now[4] is not shared[4]:
+                shared, refs = now, (ref(now[0]), ref(now[1]), ref(decision), ref(result), ref(now[4]))
+            if proposal is None:
+                said = -1
+            else:
+                hit = recent.get(id(proposal))
+                said = hit[1] if hit is not None else self.proposal(proposal)
+            events = d["events"]
+            listed: tuple[Any, ...] | None = None
+            if len(events) == 2 and type(first := events[0]) is Proposed and type(then := events[1]) is ToolCalled:
+                e, f = first.__dict__, then.__dict__  # the usual step: its proposal, then its tool's result
+                if (e["proposal"] is proposal and e["decision"] is decision and f["result"] is result
+                        and e["step"] == step == f["step"] and type(f["tool"]) is str
+                        and first.__pydantic_fields_set__ is _PROPOSED_SET and then.__pydantic_fields_set__ is _TOOL_SET):
+                    listed = (e["seq"], f["seq"], f["tool"])
+            if listed is None:
+                listed = tuple([self._event_entry(event, step, proposal, decision, result) for event in events])
+            u = used.__dict__
+            rows.append((step, said, *refs, u["decisions"], u["tool_calls"], u["tokens"], u["elapsed_s"], listed))
+        return marshal.dumps(rows), self.objects
+
+    def _event_entry(self, event: Event, step: int, proposal: Any, decision: Any, result: Any) -> tuple[Any, ...]:
+        e, kind = event.__dict__, type(event)
+        if kind is Proposed and e["proposal"] is proposal and e["decision"] is decision and e["step"] == step \
+                and event.__pydantic_fields_set__ is _PROPOSED_SET:
+            return (e["seq"],)
+        if kind is ToolCalled and e["result"] is result and e["step"] == step and type(e["tool"]) is str \
+                and event.__pydantic_fields_set__ is _TOOL_SET:
+            return (e["seq"], e["tool"])
+        return (-1 - self.ref(event),)
+
+    @staticmethod
+    def unpack_records(text: bytes, objects: list[Any]) -> list[StepRecord]:
+        out: list[StepRecord] = []
+        for row in marshal.loads(text):
+            if len(row) == 1:
+                out.append(objects[row[0]])
+                continue
+            step, said, before, after, decided, done, verdict, decisions, tool_calls, tokens, elapsed, listed = row
+            proposal: Any = None if said < 0 else objects[said]
+            decision, result = objects[decided], objects[done]
+            if listed and type(listed[0]) is int:  # the usual pair
+                events: tuple[Event, ...] = (proposed(listed[0], step, proposal, decision),
+                                             tool_called(listed[1], step, listed[2], result))
+            else:
+                events = tuple([objects[-1 - entry[0]] if entry[0] < 0 else
+                                proposed(entry[0], step, proposal, decision) if len(entry) == 1 else
+                                tool_called(entry[0], step, entry[1], result) for entry in listed])
+            out.append(step_record(step, objects[before], objects[after], proposal, decision, result,
+                                   objects[verdict], usage(decisions, tool_calls, tokens, elapsed), events))
+        return out
+
+    # An event's row: (seq, step, proposal, decision) a proposed, (seq, step, tool, result) a tool_called
+    # (tool a str), (index,) any other, whole in the table.
+    def pack_events(self, batch: list[Event]) -> tuple[bytes, list[Any]]:
+        ref, recent = self.ref, self.recent
+        rows: list[tuple[Any, ...]] = []
+        decided, decided_at, done, done_at = None, 0, None, 0  # the previous decision and result, their indexes
+        for event in batch:
+            kind, e = type(event), event.__dict__
+            if kind is Proposed and event.__pydantic_fields_set__ is _PROPOSED_SET and type(e["decision"]) is Decision:
+                proposal, decision = e["proposal"], e["decision"]
+                hit = recent.get(id(proposal))
+                if decision is not decided:
+                    decided, decided_at = decision, ref(decision)
+                rows.append((e["seq"], e["step"], hit[1] if hit is not None else self.proposal(proposal), decided_at))
+            elif kind is ToolCalled and event.__pydantic_fields_set__ is _TOOL_SET and type(e["tool"]) is str:
+                result = e["result"]
+                if result is not done:
+                    done, done_at = result, ref(result)
+                rows.append((e["seq"], e["step"], e["tool"], done_at))
+            else:
+                rows.append((ref(event),))
+        return marshal.dumps(rows), self.objects
+
+    @staticmethod
+    def unpack_events(text: bytes, objects: list[Any]) -> list[Event]:
+        out: list[Event] = []
+        for row in marshal.loads(text):
+            if len(row) == 1:
+                out.append(objects[row[0]])
+            elif type(row[2]) is str:
+                out.append(tool_called(row[0], row[1], row[2], objects[row[3]]))
+            else:
+                out.append(proposed(row[0], row[1], objects[row[2]], objects[row[3]]))
+        return out
