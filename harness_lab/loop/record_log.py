@@ -8,8 +8,8 @@ faults and the widgets read) and packs the oldest ones ``batch`` at a time, in o
 * a step record made the usual way (:mod:`harness_lab.loop._step_records`: its events the step's own
   ``proposed`` / ``tool_called`` of its proposal, decision and result) becomes one tuple of ints, floats
   and strings plus indexes into the log's table of the objects records share (decisions, tool results,
-  states; proposals equal in every field are held once); a batch's tuples are one ``marshal`` text,
-  which the garbage collector never walks; events likewise;
+  states; proposals equal in every field are held once), made when the record is appended; a batch's
+  tuples become one ``marshal`` text, which the garbage collector never walks; events likewise;
 * anything else (a record built by hand or read from a store, a note, a state change) is held as it was,
   in the table.
 
@@ -42,58 +42,66 @@ T = TypeVar("T")
 
 # A packed batch: how many entries, the marshal text of their rows, the objects the rows index.
 _Chunk = tuple[int, bytes, list[Any]]
-Packer = Callable[[list[Any]], tuple[bytes, list[Any]]]
-Unpacker = Callable[[bytes, list[Any]], list[Any]]
+Row = tuple[Any, ...]
 
 
 class RecordLog(Sequence[T], Generic[T]):
     """A sequence read as a list (index, slice, iterate, ``len``, ``==`` a list), appended to at its end and
-    trimmed (``del log[a:b]``) as a list is. Once ``keep + batch`` entries are unpacked, the oldest ``batch``
-    are packed at once by ``pack`` (rebuilt by ``unpack``); without them it never packs."""
+    trimmed (``del log[a:b]``) as a list is. With ``row`` (an entry as plain data, made when it is appended,
+    while its objects are still in the CPU's caches), ``unpack`` (rows back to entries) and ``objects``
+    (the list the rows index): once ``keep + batch`` entries are held whole, the rows of the oldest
+    ``batch`` become one marshal text and those entries are let go. Without them it never packs."""
 
-    __slots__ = ("_batch", "_cached", "_chunks", "_keep", "_limit", "_pack", "_packed", "_tail", "_unpack")
+    __slots__ = ("_batch", "_cached", "_chunks", "_keep", "_limit", "_objects", "_packed", "_row", "_rows",
+                 "_tail", "_unpack")
 
-    def __init__(self, pack: Packer | None = None, unpack: Unpacker | None = None, *, keep: int = 64,
-                 batch: int = 1024) -> None:
-        if (pack is None) != (unpack is None) or keep < 0 or batch < 1:
-            raise ValueError("RecordLog: pack and unpack go together; keep >= 0, batch >= 1")
-        self._pack, self._unpack, self._keep, self._batch = pack, unpack, keep, batch
-        self._limit = keep + batch if pack is not None else -1  # the tail's length that packs a batch
+    def __init__(self, row: Callable[[T], Row] | None = None,
+                 unpack: Callable[[list[Row], list[Any]], list[T]] | None = None, objects: list[Any] | None = None,
+                 *, keep: int = 64, batch: int = 1024) -> None:
+        if (row is None) != (unpack is None) or (row is None) != (objects is None) or keep < 0 or batch < 1:
+            raise ValueError("RecordLog: row, unpack and objects go together; keep >= 0, batch >= 1")
+        self._row, self._unpack, self._objects, self._keep, self._batch = row, unpack, objects, keep, batch
+        self._limit = keep + batch if row is not None else -1  # the tail's length that packs a batch
         self._chunks: list[_Chunk] = []
         self._packed = 0  # entries in _chunks, every chunk one full batch
         self._tail: list[T] = []
+        self._rows: list[Row] = []  # the tail's rows (when packing), entry for entry
         self._cached: tuple[int, list[T]] = (-1, [])  # the last chunk rebuilt, by its number
 
     # -- writing --------------------------------------------------------------------------------
     def append(self, entry: T) -> None:
         tail = self._tail
         tail.append(entry)
-        if len(tail) == self._limit:
-            self._pack_oldest()
+        if self._row is not None:
+            self._rows.append(self._row(entry))
+            if len(tail) == self._limit:
+                self._pack_oldest()
 
     def _pack_oldest(self) -> None:
-        assert self._pack is not None
         size = self._batch
-        batch = self._tail[:size]
         try:
-            text, table = self._pack(batch)
+            text, objects = marshal.dumps(self._rows[:size]), self._objects
         except ValueError:  # a value marshal cannot hold (a record built by hand): the batch stays whole
-            text, table = marshal.dumps([(i,) for i in range(size)]), batch
-        self._chunks.append((size, text, table))
+            text, objects = marshal.dumps([(i,) for i in range(size)]), self._tail[:size]
+        assert objects is not None
+        self._chunks.append((size, text, objects))
         self._packed += size
         del self._tail[:size]
+        del self._rows[:size]
 
     def __delitem__(self, index: int | slice) -> None:
         start, stop, stride = (index if isinstance(index, slice) else slice(index, index + 1 or None)).indices(len(self))
         if stride == 1 and start >= self._packed:  # the usual: a stored run's window, an abandoned step's events
-            del self._tail[start - self._packed: max(stop - self._packed, 0)]
+            cut = slice(start - self._packed, max(stop - self._packed, 0))
+            del self._tail[cut]
+            if self._row is not None:
+                del self._rows[cut]
             return
-        whole = list(self)  # rare: the packed part is cut into; it is held as objects from then on
+        whole = list(self)  # rare: the packed part is cut into; what is left is appended again
         del whole[index]
-        self._chunks, self._packed, self._tail, self._cached = [], 0, whole, (-1, [])
-        if len(whole) >= self._limit > 0:
-            while len(self._tail) >= self._limit:
-                self._pack_oldest()
+        self._chunks, self._packed, self._tail, self._rows, self._cached = [], 0, [], [], (-1, [])
+        for entry in whole:
+            self.append(entry)
 
     # -- reading --------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -128,8 +136,8 @@ class RecordLog(Sequence[T], Generic[T]):
     def _chunk(self, number: int) -> list[T]:
         if self._cached[0] != number:
             assert self._unpack is not None
-            _, text, table = self._chunks[number]
-            self._cached = (number, self._unpack(text, table))
+            _, text, objects = self._chunks[number]
+            self._cached = (number, self._unpack(marshal.loads(text), objects))
         return self._cached[1]
 
     def __iter__(self) -> Iterator[T]:
@@ -158,37 +166,38 @@ class RecordLog(Sequence[T], Generic[T]):
         return self._packed
 
 
-def trace_logs(*, keep: int = 16, batch: int = 32,
+def trace_logs(*, keep: int = 16, batch: int = 64,
                pack: bool = True) -> tuple[RecordLog[StepRecord], RecordLog[Event]]:
     """A run's ``records`` and ``events`` (``pack`` False: never packed, for a run whose store holds its
-    past). Events: twice the records' batch (a usual step makes two). Small batches, packed soon: packing
-    reads every field of a record, which costs a few µs once it has left the CPU's caches (~6.5 µs a
-    record 1,000 steps old, ~1-2 µs a few dozen steps old), and a record packed young never reaches the
-    collector's oldest generation."""
+    past). Events: twice the records' sizes (a usual step makes two). Each entry's row is made as it is
+    appended: read again a few hundred steps later, its objects have left the CPU's caches, which costs
+    several times the row's own work."""
     if not pack:
         return RecordLog(), RecordLog()
-    table = _Table()  # what the batches share, held once for both
-    # Events are packed once their records are (the proposals they name are then found by id).
-    return (RecordLog(table.pack_records, table.unpack_records, keep=keep, batch=batch),
-            RecordLog(table.pack_events, table.unpack_events, keep=2 * (keep + batch), batch=2 * batch))
+    table = _Table()  # what the rows of both share, held once
+    return (RecordLog(table.record_row, table.unpack_records, table.objects, keep=keep, batch=batch),
+            RecordLog(table.event_row, table.unpack_events, table.objects, keep=2 * keep, batch=2 * batch))
 
 
 class _Table:
-    """The objects a run's records and events share, each held once and named by its index in the rows of
-    every batch: by identity, and a proposal also by content (a loop proposes the same call again and
-    again: one equal object serves them all). Objects no row shares (a tool result of its own) are held
-    here as they were. Packing runs in the step that fills a batch: its per-record work is a few dict
-    lookups, with the objects the previous record named reused without one."""
+    """The objects a run's records and events share, each held once and named by its index in the rows:
+    by identity, and a proposal also by content (a loop proposes the same call again and again: one equal
+    object serves them all). Objects no row shares (a tool result of its own) are held here as they were.
+    A row is made in the step that appends its entry: a few dict lookups, and none for the objects the
+    previous record named."""
 
-    __slots__ = ("by_content", "by_id", "objects", "recent")
+    __slots__ = ("by_content", "by_id", "objects", "recent", "shared", "shared_at")
 
     def __init__(self) -> None:
         self.objects: list[Any] = []
         self.by_id: dict[int, int] = {}  # safe: every object named here stays alive in ``objects``
         self.by_content: dict[str, int] = {}  # a proposal's canonical JSON -> the last one held with it
-        # Proposals packed lately, by id, each held with its index (so its id names no other object):
-        # the events log finds there the proposals the records log packed a few steps before.
+        # Proposals named lately, by id, each held with its index (so its id names no other object): the
+        # step's proposed event and its record name the same proposal.
         self.recent: dict[int, tuple[Any, int]] = {}
+        # The previous record's states, decision, result and verdict, and their indexes.
+        self.shared: tuple[Any, ...] = ()
+        self.shared_at: tuple[int, ...] = ()
 
     def ref(self, obj: object) -> int:
         at = self.by_id.get(id(obj))
@@ -226,7 +235,7 @@ class _Table:
                 self.by_content[text] = at
             else:
                 self.by_id[id(proposal)] = at
-        if len(self.recent) >= 1024:
+        if len(self.recent) >= 64:  # a step's event and record name it a few calls apart
             self.recent.clear()
         self.recent[id(proposal)] = (proposal, at)
         return at
@@ -235,43 +244,37 @@ class _Table:
     # tool_calls, tokens, elapsed_s, events); its events: (seq, seq, tool) the step's own proposed and
     # tool_called, else one entry each: (seq,) a proposed, (seq, tool) a tool_called of the record's own
     # objects, (-1 - index,) any other. A row of one int: the record, whole, in the table.
-    def pack_records(self, batch: list[StepRecord]) -> tuple[bytes, list[Any]]:
-        ref, recent = self.ref, self.recent
-        rows: list[tuple[Any, ...]] = []
-        shared: tuple[Any, ...] = ()  # the previous record's states, decision, result and verdict
-        refs = (0, 0, 0, 0, 0)
-        for record in batch:
-            d = record.__dict__
-            used = d["usage"]
-            if type(record) is not StepRecord or record.__pydantic_fields_set__ is not _STEP_SET or \
-                    used.__pydantic_fields_set__ is not _USAGE_SET:
-                rows.append((ref(record),))
-                continue
-            step, proposal, decision, result = d["step"], d["proposal"], d["decision"], d["tool_result"]
-            now = (d["state_before"], d["state_after"], decision, result, d["verdict"])
-            if len(shared) != 5 or now[0] is not shared[0] or now[1] is not shared[1] or decision is not shared[2] \
-                    or result is not shared[3] or now[4] is not shared[4]:
-                shared, refs = now, (ref(now[0]), ref(now[1]), ref(decision), ref(result), ref(now[4]))
-            if proposal is None:
-                said = -1
-            else:
-                hit = recent.get(id(proposal))
-                said = hit[1] if hit is not None else self.proposal(proposal)
-            events = d["events"]
-            listed: tuple[Any, ...] | None = None
-            if len(events) == 2 and type(first := events[0]) is Proposed and type(then := events[1]) is ToolCalled:
-                e, f = first.__dict__, then.__dict__  # the usual step: its proposal, then its tool's result
-                if (e["proposal"] is proposal and e["decision"] is decision and f["result"] is result
-                        and e["step"] == step == f["step"] and type(f["tool"]) is str
-                        and first.__pydantic_fields_set__ is _PROPOSED_SET and then.__pydantic_fields_set__ is _TOOL_SET):
-                    listed = (e["seq"], f["seq"], f["tool"])
-            if listed is None:
-                listed = tuple([self._event_entry(event, step, proposal, decision, result) for event in events])
-            u = used.__dict__
-            rows.append((step, said, *refs, u["decisions"], u["tool_calls"], u["tokens"], u["elapsed_s"], listed))
-        return marshal.dumps(rows), self.objects
+    def record_row(self, record: StepRecord) -> Row:
+        d = record.__dict__
+        used = d["usage"]
+        if type(record) is not StepRecord or record.__pydantic_fields_set__ is not _STEP_SET or \
+                used.__pydantic_fields_set__ is not _USAGE_SET:
+            return (self.ref(record),)
+        step, proposal, decision, result = d["step"], d["proposal"], d["decision"], d["tool_result"]
+        now, shared = (d["state_before"], d["state_after"], decision, result, d["verdict"]), self.shared
+        if len(shared) != 5 or now[0] is not shared[0] or now[1] is not shared[1] or decision is not shared[2] \
+                or result is not shared[3] or now[4] is not shared[4]:
+            ref = self.ref
+            self.shared, self.shared_at = now, (ref(now[0]), ref(now[1]), ref(decision), ref(result), ref(now[4]))
+        if proposal is None:
+            said = -1
+        else:
+            hit = self.recent.get(id(proposal))
+            said = hit[1] if hit is not None else self.proposal(proposal)
+        events = d["events"]
+        listed: Row | None = None
+        if len(events) == 2 and type(first := events[0]) is Proposed and type(then := events[1]) is ToolCalled:
+            e, f = first.__dict__, then.__dict__  # the usual step: its proposal, then its tool's result
+            if (e["proposal"] is proposal and e["decision"] is decision and f["result"] is result
+                    and e["step"] == step == f["step"] and type(f["tool"]) is str
+                    and first.__pydantic_fields_set__ is _PROPOSED_SET and then.__pydantic_fields_set__ is _TOOL_SET):
+                listed = (e["seq"], f["seq"], f["tool"])
+        if listed is None:
+            listed = tuple([self._event_entry(event, step, proposal, decision, result) for event in events])
+        u = used.__dict__
+        return (step, said, *self.shared_at, u["decisions"], u["tool_calls"], u["tokens"], u["elapsed_s"], listed)
 
-    def _event_entry(self, event: Event, step: int, proposal: Any, decision: Any, result: Any) -> tuple[Any, ...]:
+    def _event_entry(self, event: Event, step: int, proposal: Any, decision: Any, result: Any) -> Row:
         e, kind = event.__dict__, type(event)
         if kind is Proposed and e["proposal"] is proposal and e["decision"] is decision and e["step"] == step \
                 and event.__pydantic_fields_set__ is _PROPOSED_SET:
@@ -282,9 +285,9 @@ class _Table:
         return (-1 - self.ref(event),)
 
     @staticmethod
-    def unpack_records(text: bytes, objects: list[Any]) -> list[StepRecord]:
+    def unpack_records(rows: list[Row], objects: list[Any]) -> list[StepRecord]:
         out: list[StepRecord] = []
-        for row in marshal.loads(text):
+        for row in rows:
             if len(row) == 1:
                 out.append(objects[row[0]])
                 continue
@@ -304,31 +307,20 @@ class _Table:
 
     # An event's row: (seq, step, proposal, decision) a proposed, (seq, step, tool, result) a tool_called
     # (tool a str), (index,) any other, whole in the table.
-    def pack_events(self, batch: list[Event]) -> tuple[bytes, list[Any]]:
-        ref, recent = self.ref, self.recent
-        rows: list[tuple[Any, ...]] = []
-        decided, decided_at, done, done_at = None, 0, None, 0  # the previous decision and result, their indexes
-        for event in batch:
-            kind, e = type(event), event.__dict__
-            if kind is Proposed and event.__pydantic_fields_set__ is _PROPOSED_SET and type(e["decision"]) is Decision:
-                proposal, decision = e["proposal"], e["decision"]
-                hit = recent.get(id(proposal))
-                if decision is not decided:
-                    decided, decided_at = decision, ref(decision)
-                rows.append((e["seq"], e["step"], hit[1] if hit is not None else self.proposal(proposal), decided_at))
-            elif kind is ToolCalled and event.__pydantic_fields_set__ is _TOOL_SET and type(e["tool"]) is str:
-                result = e["result"]
-                if result is not done:
-                    done, done_at = result, ref(result)
-                rows.append((e["seq"], e["step"], e["tool"], done_at))
-            else:
-                rows.append((ref(event),))
-        return marshal.dumps(rows), self.objects
+    def event_row(self, event: Event) -> Row:
+        kind, e = type(event), event.__dict__
+        if kind is Proposed and event.__pydantic_fields_set__ is _PROPOSED_SET and type(e["decision"]) is Decision:
+            proposal = e["proposal"]
+            hit = self.recent.get(id(proposal))
+            return (e["seq"], e["step"], hit[1] if hit is not None else self.proposal(proposal), self.ref(e["decision"]))
+        if kind is ToolCalled and event.__pydantic_fields_set__ is _TOOL_SET and type(e["tool"]) is str:
+            return (e["seq"], e["step"], e["tool"], self.ref(e["result"]))
+        return (self.ref(event),)
 
     @staticmethod
-    def unpack_events(text: bytes, objects: list[Any]) -> list[Event]:
+    def unpack_events(rows: list[Row], objects: list[Any]) -> list[Event]:
         out: list[Event] = []
-        for row in marshal.loads(text):
+        for row in rows:
             if len(row) == 1:
                 out.append(objects[row[0]])
             elif type(row[2]) is str:

@@ -119,7 +119,7 @@ def test_the_usual_records_are_packed_as_plain_data(tmp_path: Path) -> None:
         records.append(record)
         for event in record.events:
             events.append(event)
-    assert records.packed == 56 and events.packed == 96
+    assert records.packed == 56 and events.packed == 112
     for log in (records, events):
         chunks = log._chunks
         assert all(type(text) is bytes and not gc.is_tracked(text) for _, text, _ in chunks)
