@@ -21,7 +21,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from harness_lab import Run, local_model
+from harness_lab import Run
+from harness_lab.proposers import local_model
 from harness_lab.proposers.openai_compat import (
     OpenAICompatConfig,
     OpenAICompatProposer,

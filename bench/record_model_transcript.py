@@ -4,7 +4,7 @@
     .venv/bin/python bench/record_model_transcript.py                 # writes data/transcripts/07_real_model.json
     .venv/bin/python notebooks/build_notebooks.py --execute 07_real_model   # the lesson's stored outputs from it
 
-The server is started with ``harness_lab.local_model.serve`` (127.0.0.1, a fresh random key given to the
+The server is started with ``harness_lab.proposers.local_model.serve`` (127.0.0.1, a fresh random key given to the
 server and to the lesson by environment, never on a command line), with its defaults: the harness's chat
 template ``data/model/smollm2_tool_calls.jinja`` (``local_model.tool_chat_template()``: tools listed, text in
 tags, calls as a JSON list, no example calls) and DRY sampling (``local_model.SAMPLING_FLAGS``: without it the
@@ -36,8 +36,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness_lab import local_model  # noqa: E402
 from harness_lab.paths import data_dir  # noqa: E402
+from harness_lab.proposers import local_model  # noqa: E402
 
 LESSON = REPO / "notebooks" / "07_real_model.ipynb"
 TEMPLATE = data_dir() / local_model.TOOL_CHAT_TEMPLATE_FILE
@@ -77,7 +77,7 @@ def _server_metadata(server: local_model.LocalModelServer, state: local_model.Mo
             "build_info": props.get("build_info"), "model_alias": props.get("model_alias"),
             "model_ftype": props.get("model_ftype"), "total_slots": props.get("total_slots"),
             "n_params": next((m.get("meta", {}).get("n_params") for m in models.get("data", [])), None),
-            "gguf_sha256": _sha256(state.model), "flags": flags, "started": "harness_lab.local_model.serve",
+            "gguf_sha256": _sha256(state.model), "flags": flags, "started": "harness_lab.proposers.local_model.serve",
             "chat_template": template.name, "chat_template_sha256": _sha256(template),
         },
         "recorded_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -102,7 +102,7 @@ def _plan(args: argparse.Namespace) -> int:
     """What a recording would use, without starting anything (the smoke test's run)."""
     state = local_model.status(args.cache)
     print("plan:")
-    print(f"  server: harness_lab.local_model.serve, {state.summary()}; extra flags {' '.join(EXTRA_FLAGS)}")
+    print(f"  server: harness_lab.proposers.local_model.serve, {state.summary()}; extra flags {' '.join(EXTRA_FLAGS)}")
     print(f"  chat template: {args.template} (sha256 {_sha256(args.template)[:16]}…)")
     print(f"  lesson: {LESSON.relative_to(REPO)} under papermill, live=True, key by ${KEY_ENV}")
     print(f"  output: {args.output}")

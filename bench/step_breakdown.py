@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from step_overhead import noop_run  # noqa: E402
 
 from harness_lab._context_rows import ContextRows  # noqa: E402
-from harness_lab.gates import LoopGates  # noqa: E402
 from harness_lab.loop._step_records import proposed, step_record, tool_called  # noqa: E402
 from harness_lab.loop._step_records import usage as make_usage  # noqa: E402
+from harness_lab.loop.gates import LoopGates  # noqa: E402
 from harness_lab.loop.run import Run  # noqa: E402
-from harness_lab.proposal import parse_proposal  # noqa: E402
-from harness_lab.redaction import Redactor  # noqa: E402
+from harness_lab.records.proposal import parse_proposal  # noqa: E402
+from harness_lab.records.redaction import Redactor  # noqa: E402
 from harness_lab.store import SQLiteStore  # noqa: E402
 
 

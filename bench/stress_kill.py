@@ -53,7 +53,7 @@ class FileOutbox:
         self.path = path
 
     def apply(self, action: Any, idempotency_key: str) -> Any:
-        from harness_lab.tools import ToolResult
+        from harness_lab.records.tools import ToolResult
 
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:

@@ -15,20 +15,20 @@ from .errors import (
     StoreError,
     WorkspaceError,
 )
-from .events import StepRecord, StopReason
 from .evidence import EvidenceCatalogue
 from .faults import CrashPoint, Fault, fault_catalogue
 from .loop.approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman, AutoApprove, AutoReject
 from .loop.repair import RepairPolicy
 from .loop.run import Run
 from .loop.scheduler import ExternalLoop
-from .proposal import Proposal, parse_proposal
 from .proposers import FunctionProposer, ScriptedProposer
+from .records.events import StepRecord, StopReason
+from .records.proposal import Proposal, parse_proposal
+from .records.states import LoopState, RunState
+from .records.tools import ToolResult
 from .sandbox import Sandbox, SandboxPolicy
-from .states import LoopState, RunState
 from .store import InMemoryStore, SQLiteStore, Store
 from .timeline import StepPoint, StepView
-from .tools import ToolResult
 from .validation import Receipt, check_report
 
 __all__ = [

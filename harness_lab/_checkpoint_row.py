@@ -35,13 +35,13 @@ from pydantic import (
 from ._context_rows import ContextRows, _dumps
 from .contract import ControlContract, canonical_json
 from .errors import StoreError
-from .events import _PIECES, Usage
 from .persistence.checkpoint_record import ROW_FORM, Checkpoint, row_error
 from .proposers.scripted import ScriptedProposer
+from .records.events import PIECES, Usage
 from .sandbox.policy import Isolation
 
 if TYPE_CHECKING:
-    from .run_like import RunLike as Run  # a Protocol: no import of run.py (one-way arrows)
+    from .loop.run_like import RunLike as Run  # a Protocol: no import of run.py (one-way arrows)
 
 __all__ = ["ALWAYS_KEPT", "PERSISTED", "StoredSpec", "run_spec", "spec_binding",
            "stored_spec"]  # harness_lab.checkpoint re-exports run_spec
@@ -254,7 +254,7 @@ def _next_step_json(run: Run) -> str:
 def _usage_text(usage: Usage) -> str:
     """The checkpoint's ``usage``: the step record's text of it (a non-finite time as _dumps spells it)."""
     if isfinite(usage.elapsed_s):
-        return _PIECES.usage(usage)
+        return PIECES.usage(usage)
     return _dumps({"decisions": usage.decisions, "tool_calls": usage.tool_calls, "tokens": usage.tokens,
                    "elapsed_s": usage.elapsed_s})
 

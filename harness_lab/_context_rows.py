@@ -19,7 +19,7 @@ from pydantic_core import to_json
 
 from .context import ContextItem, ContextManager, Layer
 from .context.items import compact_json
-from .redaction import Redactor
+from .records.redaction import Redactor
 from .store import Store
 
 __all__ = ["ContextRow", "ContextRows"]

@@ -11,7 +11,7 @@ A :class:`Checkpoint` (seed 000) holds what a later process needs to continue: t
 version, the completed scope, artifact and workspace hashes, the last verification result, the
 failure root cause, pending items, the next step, and the restorable run state
 (:meth:`Run.capture() <harness_lab.loop.run.Run.capture>`). It never holds secrets: every text written
-to the store passes a :class:`~harness_lab.redaction.Redactor`, which honours ``contract.memory.exclude``.
+to the store passes a :class:`~harness_lab.records.redaction.Redactor`, which honours ``contract.memory.exclude``.
 
 The hot path (:meth:`Checkpointer.commit`) builds plain dicts and compact JSON (no model
 validation), and writes one row in one transaction; the typed record is for readers. Its cost does
@@ -21,14 +21,14 @@ restore); the rows in between hold :meth:`ContextManager.take_changes
 <harness_lab.context.ContextManager.take_changes>`, and ``context_base`` names the row a restore
 replays from (the context part of the rows: :mod:`harness_lab._context_rows`). Large outputs go to the store's blobs once, by sha256. Redaction runs over what is
 written, so only over the new and changed text; a memo of the JSON pieces (and whole texts) found
-clean before means a loop's rows cost one hash each to check (see :meth:`~harness_lab.redaction.Redactor.clean`). A step with
+clean before means a loop's rows cost one hash each to check (see :meth:`~harness_lab.records.redaction.Redactor.clean`). A step with
 no effect skips the ledger update, so its row is one ``INSERT`` in one implicit transaction. The
 checkpoint text is of the row form (:data:`~harness_lab.persistence.checkpoint_record.ROW_FORM`): what the row's
 columns and step record hold is not written again (a loop's 640 B became 424 B), and a text of a shape
 found clean before is not checked again.
 A whole state leaves out retired items; a fork's first row holds no context at all but names the
 checkpoint it restored (``context_from``), and its change logs build on that until its own first
-whole state. Step records are stored by :func:`~harness_lab.events.dump_step_row` (events that
+whole state. Step records are stored by :func:`~harness_lab.records.events.dump_step_row` (events that
 repeat the record's proposal, decision and result say so instead of carrying them again).
 """
 
@@ -57,21 +57,21 @@ from ._checkpoint_row import StoredSpec as StoredSpec  # re-exported: resume and
 from ._checkpoint_row import _next_step as _next_step  # tests read it here
 from ._checkpoint_row import stored_spec as stored_spec
 from ._context_rows import ContextRows, _dumps
-from ._row_text import _STATE_JSON
-from .actions import DeleteFile, WriteReport, _Action
-from .effect_classes import EffectClass, effect_class, effect_of_tool
 from .errors import StoreError
-from .events import StepRecord, Usage, dump_step_row
+from .loop.run_like import RunLike
 from .persistence.checkpoint_record import (
     ROW_FORM as ROW_FORM,  # read here by tests (not in __all__, as before)
 )
 from .persistence.checkpoint_record import RUN_STATE_EMPTY, Checkpoint
-from .redaction import SECRET_CATEGORIES, Redactor, redact
-from .run_like import RunLike
-from .states import RunState
+from .records.actions import ActionBase, DeleteFile, WriteReport
+from .records.effect_classes import EffectClass, effect_class, effect_of_tool
+from .records.events import StepRecord, Usage, dump_step_row
+from .records.redaction import SECRET_CATEGORIES, Redactor, redact
+from .records.states import RunState
+from .records.tools import ToolResult
+from .row_text import STATE_JSON
 from .store import EffectEntry, Store
 from .timeline.files import FileRows
-from .tools import ToolResult
 
 __all__ = ["ALWAYS_KEPT", "FULL_BYTES", "FULL_EVERY", "PERSISTED", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "CheckpointedRun", "Checkpointer", "EffectClass", "StoredSpec",
            "check_run_id", "effect_class", "effect_of_tool", "redact", "run_spec", "stored_spec"]
@@ -91,7 +91,7 @@ def check_run_id(run_id: str) -> None:
 
 
 class CheckpointedRun(RunLike, Protocol):
-    """A run with its checkpointer (what heartbeat, resume and time travel read; see :mod:`harness_lab.run_like`)."""
+    """A run with its checkpointer (what heartbeat, resume and time travel read; see :mod:`harness_lab.loop.run_like`)."""
 
     checkpoints: Checkpointer | None
 
@@ -171,7 +171,7 @@ class Checkpointer(_RowJson):
         self._unsettled = True
 
     # -- the ledger -----------------------------------------------------------------------------
-    def before_effect(self, action: _Action, key: str) -> ToolResult | None:
+    def before_effect(self, action: ActionBase, key: str) -> ToolResult | None:
         """Write the intent before an effect runs; a result here means: do not run it."""
         cls = effect_class(action)
         if cls == "read":
@@ -234,7 +234,7 @@ class Checkpointer(_RowJson):
         held, number = self._state_json(state, usage.decisions)
         at = "null" if base is None else str(base)
         optional = self._optional(workspace_hash)
-        state_json = _STATE_JSON[run_state]
+        state_json = STATE_JSON[run_state]
         bound = spec_binding(register) if register is not None else ""  # the first row binds the spec
         text = "".join([self._version_json, state_json, nxt, use, seq, ',"run_state":', held, number,
                         ',"context_base":', at, *optional, bound, "}"])
@@ -284,7 +284,7 @@ class Checkpointer(_RowJson):
             self._failure = f"{self.run.stop_reason.code}: {self.run.stop_reason.message}"
 
 
-def _landed_delete(action: _Action, entry: EffectEntry, path: object, run: RunLike) -> ToolResult | None:
+def _landed_delete(action: ActionBase, entry: EffectEntry, path: object, run: RunLike) -> ToolResult | None:
     """The result of a delete_file that landed before a crash (resume resolved its intent and its target
     is still gone): what it returned then, so it is not done twice. Anything else is redone."""
     pre = entry.detail.get("pre") or {}
@@ -296,7 +296,7 @@ def _landed_delete(action: _Action, entry: EffectEntry, path: object, run: RunLi
                               landed="before a crash; found done on resume, not repeated")
 
 
-def _target(action: _Action, run: RunLike) -> str | None:
+def _target(action: ActionBase, run: RunLike) -> str | None:
     if isinstance(action, WriteReport):
         return run.contract.verification.report.path
     path = getattr(action, "path", None)

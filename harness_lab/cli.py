@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
 if TYPE_CHECKING:
-    from .events import StepRecord
     from .loop.run import Run
     from .proposers.openai_compat import OpenAICompatProposer
+    from .records.events import StepRecord
     from .store import Store
 
 from ._files import read_regular_file
@@ -24,23 +24,23 @@ from .errors import HarnessLabError
 from .evidence import EvidenceCatalogue
 from .loop.approval import approver_from_policy
 from .paths import data_dir
-from .redaction import Redactor, redactor_for
+from .records.redaction import Redactor, redactor_for
+from .records.states import RunState
 from .sandbox.command import check_isolation, check_network_allow
 from .sandbox.policy import Isolation, isolation_at_least
-from .states import RunState
 from .validation import MAX_REPORT_BYTES, check_report
 
 __all__ = ["main"]
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
-    from .experiments._cli import cmd_experiment
+    from .experiments.cli import cmd_experiment
 
     return cmd_experiment(args)
 
 
 def _cmd_study(args: argparse.Namespace) -> int:
-    from .experiments._cli import cmd_study
+    from .experiments.cli import cmd_study
 
     return cmd_study(args)
 
@@ -284,7 +284,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_model_build(args: argparse.Namespace) -> int:
-    from . import local_model
+    from .proposers import local_model
 
     if args.jobs is not None and args.jobs < 1:
         raise HarnessLabError(f"--jobs: must be >= 1, got {args.jobs}")
@@ -293,7 +293,7 @@ def _cmd_model_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_model_status(args: argparse.Namespace) -> int:
-    from . import local_model
+    from .proposers import local_model
 
     state = local_model.status(args.cache)
     if args.json:
@@ -308,7 +308,7 @@ def _cmd_model_serve(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from . import local_model
+    from .proposers import local_model
 
     if args.api_key_env is not None and not os.environ.get(args.api_key_env, "").strip():
         raise HarnessLabError(f"--api-key-env: {args.api_key_env} is not set (or empty)")

@@ -41,10 +41,10 @@ from pydantic import (
 )
 
 from ._files import validate_file
-from .actions import GATE_CATEGORIES
 from .loop.stop_rules import AllChecksPass, SameRootCause, parse_failure, parse_success
 from .persistence.checkpoint_record import RUN_STATE_EMPTY
-from .redaction import SECRET_CATEGORIES
+from .records.actions import GATE_CATEGORIES
+from .records.redaction import SECRET_CATEGORIES
 from .sandbox.netallow import parse_allowlist
 
 __all__ = [

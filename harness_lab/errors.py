@@ -1,7 +1,7 @@
 """Every exception harness-lab raises, in one place.
 
 Expected failures (a refused tool call, a failed check, a malformed proposal) are *data*
-(see :mod:`harness_lab.tools` and :mod:`harness_lab.validation`), never exceptions. These
+(see :mod:`harness_lab.records.tools` and :mod:`harness_lab.validation`), never exceptions. These
 classes are for misuse of the API or a broken environment::
 
     HarnessLabError                 base of everything below
@@ -13,7 +13,7 @@ classes are for misuse of the API or a broken environment::
     |                               unknown run id)
     +-- SandboxEnvironmentError     the machine lacks something the sandbox cannot work without
     +-- LocalModelError             the local model server cannot be built or started
-    |                               (:mod:`harness_lab.local_model`: no cmake, no cache, it died)
+    |                               (:mod:`harness_lab.proposers.local_model`: no cmake, no cache, it died)
     +-- SimulatedCrash              an injected fault: the process "dies" at a crash point of a step
                                     (:class:`harness_lab.faults.CrashPoint`); tests resume from it
 """

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness_lab.actions import GatedAction
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers.scripted import FunctionProposer
+from harness_lab.records.actions import GatedAction
+from harness_lab.records.tools import ToolResult
 from harness_lab.store import Store
-from harness_lab.tools import ToolResult
 
 
 def think_run(workspace: Path, store: Store, run_id: str) -> Run:

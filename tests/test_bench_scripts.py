@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_lab import local_model
+from harness_lab.proposers import local_model
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 MODEL_CACHE = local_model.default_cache_dir()  # resolved before the per-test scratch HOME

@@ -9,9 +9,9 @@ import pytest
 from harness_lab.errors import WorkspaceError
 from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
-from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import FunctionProposer, ScriptedProposer
-from harness_lab.states import RunState
+from harness_lab.records.proposal import parse_proposal
+from harness_lab.records.states import RunState
 from harness_lab.validation import check_report
 
 GOOD = (data_dir() / "reports" / "conforming.md").read_text(encoding="utf-8")
@@ -197,8 +197,8 @@ def test_with_budget_validates_what_it_replaces() -> None:
 def test_a_clock_that_steps_back_gives_no_wall_clock_budget_back() -> None:
     from harness_lab.clock import FakeClock
     from harness_lab.contract import Budget
-    from harness_lab.events import Usage
-    from harness_lab.gates import LoopGates
+    from harness_lab.loop.gates import LoopGates
+    from harness_lab.records.events import Usage
 
     clock = FakeClock(start=1000.0, tick=0.0)
     gates = LoopGates(Budget(wall_clock_seconds=60), clock)

@@ -1,4 +1,4 @@
-"""harness_lab.local_model without the real build: its error paths and the server's life cycle.
+"""harness_lab.proposers.local_model without the real build: its error paths and the server's life cycle.
 
 STAND-IN: the "llama-server" here is a short Python script written into a temporary cache (it dies at
 once, hangs, or answers /health as llama.cpp's server does), and the GGUF is a few bytes. The real
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from harness_lab import local_model
 from harness_lab.cli import main
 from harness_lab.errors import LocalModelError
+from harness_lab.proposers import local_model
 
 KEY = "sk-local-DO-NOT-LEAK-91c7"
 
@@ -241,7 +241,7 @@ def test_the_gguf_is_checked_against_the_wheels_record(tmp_path: Path) -> None:
 
 
 def test_a_cache_inside_the_repository_is_refused(tmp_path: Path) -> None:
-    repo = Path(local_model.__file__).resolve().parents[1]
+    repo = Path(local_model.__file__).resolve().parents[2]
     with pytest.raises(LocalModelError, match="inside the repository"):
         local_model.status(repo / ".model-cache")
 

@@ -25,7 +25,7 @@ from harness_lab.cli import main
 from harness_lab.contract import ControlContract
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer, urllib_transport
 from harness_lab.proposers.transcript import RecordingTransport
-from harness_lab.redaction import Redactor, SecretMask
+from harness_lab.records.redaction import Redactor, SecretMask
 from harness_lab.store import SQLiteStore
 
 # Spelled in pieces so no scanner mistakes this file for a leak.

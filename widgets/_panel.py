@@ -16,7 +16,7 @@ from typing import Any
 import ipywidgets as w
 
 from harness_lab.errors import HarnessLabError
-from harness_lab.redaction import Redactor, redactor_for
+from harness_lab.records.redaction import Redactor, redactor_for
 
 __all__ = ["Panel", "close_widgets", "describe_error", "esc", "html_table", "newer", "redactor"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from harness_lab.actions import Finish, ForbiddenAction
+from harness_lab.records.actions import Finish, ForbiddenAction
 
 from ._panel import Panel, close_widgets, describe_error, esc, redactor
 from .budget_panel import enforced_budget

@@ -7,7 +7,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from harness_lab.states import RUN_TRANSITIONS, RunState
+from harness_lab.records.states import RUN_TRANSITIONS, RunState
 
 from ._panel import Panel, esc, newer, redactor
 

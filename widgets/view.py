@@ -15,10 +15,10 @@ from typing import Any, NamedTuple, TypeVar
 
 import ipywidgets as w
 
-from harness_lab.actions import TOOL_KINDS
 from harness_lab.errors import HarnessLabError
-from harness_lab.events import StepRecord
-from harness_lab.states import RunState
+from harness_lab.records.actions import TOOL_KINDS
+from harness_lab.records.events import StepRecord
+from harness_lab.records.states import RunState
 
 from ._panel import Panel, close_widgets, describe_error, esc, newer, redactor
 from .budget_panel import BudgetPanel

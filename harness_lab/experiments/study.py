@@ -41,7 +41,6 @@ from typing import Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from ..actions import WriteFile, WriteReport
 from ..contract import ControlContract, load_contract
 from ..evidence import EvidenceCatalogue
 from ..loop.approval import AutoReject
@@ -49,6 +48,7 @@ from ..loop.repair import RepairPolicy
 from ..loop.run import Run
 from ..paths import data_dir
 from ..proposers.scripted import ScriptedProposer
+from ..records.actions import WriteFile, WriteReport
 from ..scenarios import Scenario, load_scenario, require_scenarios
 from ..validation.semantic import EvidenceSupportReviewer, SemanticReviewer
 from .metrics import GroupSummary, RunOutcome, summarize

@@ -29,16 +29,16 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..actions import ActionBase
 from ..context import ContextManager
 from ..contract import ControlContract
 from ..errors import SimulatedCrash
-from ..events import Decision, Event, StepRecord, Usage
-from ..executor import ToolExecutor
-from ..gates import LoopGates
-from ..proposal import Proposal
-from ..states import RunState
-from ..tools import ToolResult
+from ..loop.executor import ToolExecutor
+from ..loop.gates import LoopGates
+from ..records.actions import ActionBase
+from ..records.events import Decision, Event, StepRecord, Usage
+from ..records.proposal import Proposal
+from ..records.states import RunState
+from ..records.tools import ToolResult
 
 __all__ = ["CrashPoint", "Fault", "FaultHook", "FaultRecord", "FaultSchedule", "FaultTarget", "ToolImpl"]
 

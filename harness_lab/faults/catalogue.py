@@ -16,12 +16,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from ..actions import ActionBase
 from ..context import ContextItem
 from ..context.anomaly import anomaly_lines
-from ..executor import READ_TOOLS
-from ..proposal import Proposal
-from ..tools import ToolResult
+from ..loop.executor import READ_TOOLS
+from ..records.actions import ActionBase
+from ..records.proposal import Proposal
+from ..records.tools import ToolResult
 from .base import CrashPoint, Fault, FaultHook, FaultTarget, ToolImpl
 
 __all__ = [

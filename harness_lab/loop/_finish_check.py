@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..events import Note, StopReason
 from ..faults import CrashPoint
-from ..states import RunState
+from ..records.events import Note, StopReason
+from ..records.states import RunState
 from ..validation import (
     MAX_REPORT_BYTES,
     LayerFailure,

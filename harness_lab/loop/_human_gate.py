@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from .._edits import edited_proposal
 from ..errors import RunStateError
-from ..events import Decision, HumanDecided, Note, StepRecord, StopReason
 from ..faults import CrashPoint
-from ..proposal import Proposal
-from ..states import RunState
-from ..tools import ToolResult
+from ..records.events import Decision, HumanDecided, Note, StepRecord, StopReason
+from ..records.proposal import Proposal
+from ..records.states import RunState
+from ..records.tools import ToolResult
+from ._edits import edited_proposal
 from ._run_base import RunBase
 from .approval import ApprovalDecision, ApprovalRequest
 

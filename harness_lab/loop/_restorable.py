@@ -14,16 +14,16 @@ from typing import Any, Protocol, TypeGuard
 
 from ..clock import Clock
 from ..context import ContextManager
-from ..events import Event, Restored, StopReason, Usage
-from ..executor import ToolExecutor
-from ..gates import GatesMark, LoopGates
 from ..persistence.checkpoint_record import RUN_STATE_EMPTY
-from ..proposal import Proposal, parse_proposal
 from ..proposers.base import EndpointFailure, Proposer, StatefulProposer
+from ..records.events import Event, Restored, StopReason, Usage
+from ..records.proposal import Proposal, parse_proposal
+from ..records.states import RunState
 from ..sandbox import Sandbox
-from ..states import RunState
 from ..validation import Receipt
 from .approval import ApprovalRequest
+from .executor import ToolExecutor
+from .gates import GatesMark, LoopGates
 from .repair import RepairPolicy
 from .stop_rules import FailedAttempts
 

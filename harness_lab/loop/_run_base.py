@@ -17,13 +17,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .._context_tools import context_action
 from ..checkpoint import Checkpointer
 from ..clock import Clock, SystemClock
 from ..contract import ControlContract
-from ..effect_classes import effect_class
 from ..errors import ConfigError, RunStateError, WorkspaceError
-from ..events import (
+from ..evidence import EvidenceCatalogue
+from ..faults import CrashPoint, FaultSchedule
+from ..persistence.process_id import process_identity
+from ..proposers.base import EndpointFailure, Proposer
+from ..records.effect_classes import effect_class
+from ..records.events import (
     Decision,
     Event,
     Note,
@@ -32,24 +35,21 @@ from ..events import (
     StopReason,
     Usage,
 )
-from ..evidence import EvidenceCatalogue
-from ..executor import ExternalEffects, Outbox, ToolExecutor
-from ..faults import CrashPoint, FaultSchedule
-from ..gates import GatesMark, LoopGates
-from ..persistence._process_id import process_identity
-from ..proposal import Proposal
-from ..proposers.base import EndpointFailure, Proposer
+from ..records.proposal import Proposal
+from ..records.states import RunState, can_transition
+from ..records.tools import ToolResult
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.command import check_isolation, check_network_allow
 from ..sandbox.policy import Isolation, isolation_at_least
-from ..states import RunState, can_transition
 from ..store import Store
-from ..tools import ToolResult
 from ..validation import Receipt, Verdict, sha256_hex
+from ._context_tools import context_action
 from ._restorable import RunImage, _Counters
 from ._run_setup import initial_context
 from ._step_records import step_record, usage
 from .approval import ApprovalRequest, Approver, AskHuman
+from .executor import ExternalEffects, Outbox, ToolExecutor
+from .gates import GatesMark, LoopGates
 from .record_log import RecordLog, trace_logs
 from .repair import RepairPolicy
 from .stop_rules import FailedAttempts
@@ -57,7 +57,7 @@ from .triggers import DEFAULT_TRIGGER_CHECKS, TriggerTest, check_trigger
 
 if TYPE_CHECKING:
     from ..persistence.resume import ResumeReport
-    from ..run_like import RunLike
+    from .run_like import RunLike
 
 __all__ = ["RunBase"]
 
@@ -373,7 +373,7 @@ class RunBase:
 
 def _snapshot_dir() -> Path:
     """A new snapshot folder in the temporary folder, named by this process (its pid and identity: see
-    ``_process_id``). Only a finalizer removes it, which kill -9 never runs: so the first run of a process
+    ``process_id``). Only a finalizer removes it, which kill -9 never runs: so the first run of a process
     in a temporary folder removes the folders of this user's processes that are gone (one per run they made)."""
     pid = os.getpid()
     where = tempfile.gettempdir()

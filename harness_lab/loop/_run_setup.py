@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..context import ContextManager, Layer
 from ..contract import ControlContract
 from ..evidence import EvidenceCatalogue
-from ..tool_specs import tool_signatures
+from ..records.tool_specs import tool_signatures
 
 __all__ = ["initial_context"]
 

@@ -2,18 +2,18 @@
 
 ``StepRecord(...)`` validates each field again (the events tuple against the event union, every
 nested record): ~4.3 µs, and ~1.7 µs for each event and the usage. These builders make the same
-frozen objects the way ``model_construct`` does, without its generic walk (:func:`~harness_lab._flat.built`,
+frozen objects the way ``model_construct`` does, without its generic walk (:func:`~harness_lab.records.flat.built`,
 inlined) (~1 µs for a step record, ~0.5 µs for the others). Only the run calls them, with values mypy types; a test checks
 each against the validated constructor: equal, same dump, same set fields.
 """
 
 from __future__ import annotations
 
-from .._flat import RECORD_SLOTS, shared_fields
-from ..events import Decision, Event, Proposed, StepRecord, ToolCalled, Usage
-from ..proposal import Proposal
-from ..states import RunState
-from ..tools import ToolResult
+from ..records.events import Decision, Event, Proposed, StepRecord, ToolCalled, Usage
+from ..records.flat import RECORD_SLOTS, shared_fields
+from ..records.proposal import Proposal
+from ..records.states import RunState
+from ..records.tools import ToolResult
 from ..validation import Verdict
 
 __all__ = ["proposed", "step_record", "tool_called", "usage"]
@@ -23,7 +23,7 @@ _STEP_SET = shared_fields(set(StepRecord.model_fields) - {"kind"})
 _USAGE_SET = shared_fields(set(Usage.model_fields) - {"kind"})
 _PROPOSED_SET = shared_fields(set(Proposed.model_fields) - {"kind"})
 _TOOL_SET = shared_fields(set(ToolCalled.model_fields) - {"kind"})
-# Each builder is _flat.built inlined (a step makes all four: ~10% fewer instructions): what pydantic's
+# Each builder is flat.built inlined (a step makes all four: ~10% fewer instructions): what pydantic's
 # own constructor leaves on a model without extras or private attributes, with one read-only fields
 # set for all records of the class (see SharedFieldsSet).
 _new = object.__new__

@@ -24,7 +24,7 @@ import marshal
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, overload
 
-from ..events import Decision, Event, Proposed, StepRecord, ToolCalled
+from ..records.events import Decision, Event, Proposed, StepRecord, ToolCalled
 from ._step_records import (
     _PROPOSED_SET,
     _STEP_SET,

@@ -28,10 +28,10 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ..actions import WriteFile, WriteReport
 from ..contract import ControlContract
-from ..events import StepRecord
-from ..proposal import Proposal
+from ..records.actions import WriteFile, WriteReport
+from ..records.events import StepRecord
+from ..records.proposal import Proposal
 from ..sandbox import Sandbox
 from ..validation import Verdict
 from .stop_rules import FailedAttempts

@@ -1,7 +1,7 @@
 """A single-steppable run: propose -> gate -> execute -> observe -> validate.
 
 The model only proposes; this module decides. ``step()`` is synchronous and returns one
-:class:`~harness_lab.events.StepRecord`; ``pending`` shows the next proposal before it executes.
+:class:`~harness_lab.records.events.StepRecord`; ``pending`` shows the next proposal before it executes.
 
 ``Run`` adds the step loop to :class:`~harness_lab.loop._run_base.RunBase` (its bookkeeping) and owns its
 collaborators, no mixins: ``run.image`` (capture / restore), ``run.human_gate`` (approve / reject),
@@ -14,42 +14,42 @@ from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 
-from .._edits import edited_proposal
-from .._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
-from ..actions import Finish, ForbiddenAction
 from ..checkpoint import Checkpointer
 from ..clock import Clock
 from ..context import ContextView
 from ..contract import load_contract
-from ..effect_classes import effect_class
 from ..errors import RunStateError
-from ..events import (
+from ..evidence import EvidenceCatalogue
+from ..faults import CrashPoint, Fault, FaultRecord, resolve_fault
+from ..paths import data_dir
+from ..proposers.base import EndpointFailure, Proposer, ProposerOutput
+from ..proposers.scripted import ScriptedProposer
+from ..records.actions import Finish, ForbiddenAction
+from ..records.effect_classes import effect_class
+from ..records.events import (
     Decision,
     Note,
     StepRecord,
     StopReason,
 )
-from ..evidence import EvidenceCatalogue
-from ..executor import ExternalEffects
-from ..faults import CrashPoint, Fault, FaultRecord, resolve_fault
-from ..paths import data_dir
-from ..proposal import Proposal, parse_proposal
-from ..proposers.base import EndpointFailure, Proposer, ProposerOutput
-from ..proposers.scripted import ScriptedProposer
+from ..records.proposal import Proposal, parse_proposal
+from ..records.states import RunState
+from ..records.tools import ToolResult
 from ..sandbox.policy import Isolation
 from ..sandbox.snapshots import SnapshotInfo
 from ..scenarios import copy_repository, load_scenario, scenario_ref
-from ..states import RunState
 from ..store import Store
 from ..timeline.breakpoints import Stops, Until
 from ..timeline.records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
-from ..tools import ToolResult
 from ..validation.semantic import SemanticReviewer
+from ._edits import edited_proposal
 from ._finish_check import FinishCheck
 from ._human_gate import HumanGate
 from ._run_base import RunBase, _kind
 from ._step_records import proposed, tool_called
+from ._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
 from .approval import Approver
+from .executor import ExternalEffects
 from .triggers import TRIGGER_INVALID, TriggerTest, trigger_holds
 
 __all__ = ["Run"]

@@ -1,7 +1,7 @@
 """The external loop (seed 000): state outside the model call, one next state per round.
 
 Loop states are ``ready, running, waiting_for_human, blocked, completed``
-(:class:`~harness_lab.states.LoopState`, moves checked against ``LOOP_TRANSITIONS``). A *round*
+(:class:`~harness_lab.records.states.LoopState`, moves checked against ``LOOP_TRANSITIONS``). A *round*
 drives the run from ``ready`` until something the loop must decide about happens, classifies that
 as one :class:`RoundOutcome`, and moves to the one next state seed 000's table gives:
 
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import RunStateError
-from ..events import StepRecord
-from ..states import LOOP_TRANSITIONS, LoopState, RunState
+from ..records.events import StepRecord
+from ..records.states import LOOP_TRANSITIONS, LoopState, RunState
 from ..validation import Receipt
 from .stop_rules import SAME_ROOT_CAUSE, SameRootCause, root_cause
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import from_json
 
 from ..errors import StoreError
-from ..states import RunState
+from ..records.states import RunState
 
 if TYPE_CHECKING:
     from ..store import StoredStep

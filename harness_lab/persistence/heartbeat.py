@@ -28,11 +28,11 @@ from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import HarnessLabError
-from ..events import StepRecord
-from ..states import RunState
+from ..records.events import StepRecord
+from ..records.states import RunState
 from ..store import Heartbeat, Store
-from ._process_id import process_alive
 from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
+from .process_id import process_alive
 
 if TYPE_CHECKING:
     from ..checkpoint import CheckpointedRun as Run  # a Protocol: no import of run.py (one-way arrows)

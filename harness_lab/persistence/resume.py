@@ -49,17 +49,17 @@ from pydantic import BaseModel, ConfigDict
 from ..checkpoint import CheckpointedRun, Checkpointer, StoredSpec, stored_spec
 from ..clock import Clock
 from ..contract import PERSIST_CATEGORIES, load_contract
-from ..effect_classes import effect_of_tool
 from ..errors import ConfigError, RunStateError, StoreError, WorkspaceError
-from ..events import Usage
 from ..evidence import EvidenceCatalogue
-from ..executor import ExternalEffects
 from ..loop.approval import Approver
+from ..loop.executor import ExternalEffects
 from ..loop.repair import RepairPolicy
 from ..loop.triggers import TriggerTest, trigger_holds
 from ..paths import data_dir
 from ..proposers.base import Proposer
 from ..proposers.scripted import ScriptedProposer
+from ..records.effect_classes import effect_of_tool
+from ..records.events import Usage
 from ..sandbox.fileops import write_debris
 from ..sandbox.policy import Isolation, isolation_at_least
 from ..sandbox.snapshots import manifest_hash
@@ -103,7 +103,7 @@ class ResumeReport(BaseModel):
 
 
 class ResumableRun(CheckpointedRun, Protocol):
-    """A run as resume, fork and time travel see it (see :mod:`harness_lab.run_like`)."""
+    """A run as resume, fork and time travel see it (see :mod:`harness_lab.loop.run_like`)."""
 
     resume_report: ResumeReport | None
 

@@ -14,7 +14,7 @@ Configuration comes from the environment (:meth:`OpenAICompatConfig.from_env`)::
 
 The key is sent in the ``Authorization`` header and nowhere else: it is not in any repr, state,
 proposal, trace event or checkpoint. What the endpoint sends back passes a
-:class:`~harness_lab.redaction.SecretMask` of it: an echoed key (whole, cut short, JSON-escaped) becomes
+:class:`~harness_lab.records.redaction.SecretMask` of it: an echoed key (whole, cut short, JSON-escaped) becomes
 ``***`` in reply text, tool-call names and arguments, and error text, however the key was given.
     HARNESS_LAB_OPENAI_MAX_TOKENS  reply cap (default 512; also capped by the run's token budget left)
     HARNESS_LAB_OPENAI_TOOL_CHOICE auto | required | none | omit (default auto: llama-cpp-python's
@@ -49,8 +49,8 @@ from typing import Any, Literal, get_args
 
 from ..context import ContextView
 from ..errors import ConfigError
-from ..redaction import SecretMask
-from ..tool_specs import TOOL_SCHEMAS
+from ..records.redaction import SecretMask
+from ..records.tool_specs import TOOL_SCHEMAS
 from ._counts import whole_count
 from .base import EndpointFailure, ProposerOutput
 

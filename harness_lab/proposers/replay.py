@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from ..checkpoint import stored_spec
 from ..context import ContextView
 from ..errors import RunStateError, StoreError
-from ..events import Note, StepRecord, load_step_row
 from ..evidence import EvidenceCatalogue
 from ..loop.approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman
 from ..loop.repair import RepairPolicy
 from ..paths import data_dir
 from ..persistence.checkpoint_record import ROW_ERRORS, row_error
+from ..records.events import Note, StepRecord, load_step_row
 from ..store import Store
 from .base import EndpointFailure, ProposerOutput
 
@@ -90,7 +90,7 @@ def _key(record: StepRecord) -> tuple[Any, ...]:
 
 def replay_run(store: Store, run_id: str, *, evidence: EvidenceCatalogue | None = None,
                workspace: str | Path | None = None) -> ReplayResult:
-    from ..executor import Outbox
+    from ..loop.executor import Outbox
     from ..loop.run import Run
 
     records = saved_trace(store, run_id)

@@ -11,7 +11,7 @@ bytes as text, and the latency in seconds; a call that raised (connection refuse
 kept as the exception's type and message, and raised again. Credentials are never kept: no header is
 stored, and every credential the requests' ``Authorization`` (or ``api-key``-style) headers carried
 is masked as ``***`` wherever else it appears (a server that echoes the key, whole or cut short: a
-:class:`~harness_lab.redaction.SecretMask`); ``save`` refuses to
+:class:`~harness_lab.records.redaction.SecretMask`); ``save`` refuses to
 write a file that would still hold one. The file is one JSON document; the request bodies' shared
 ``tools`` list is stored once, and a request sent again with the same bytes (a retry) refers to the
 first.
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..redaction import SecretMask
+from ..records.redaction import SecretMask
 
 __all__ = [
     "TRANSCRIPT_FORMAT",

@@ -1,7 +1,7 @@
 """The sandbox: workspace boundary, run_command under limits, snapshots with rollback.
 
 ``Sandbox(root)`` applies the default :class:`SandboxPolicy` (workspace-write, network off); every
-tool call returns a :class:`~harness_lab.tools.ToolResult`. Modules:
+tool call returns a :class:`~harness_lab.records.tools.ToolResult`. Modules:
 
 * :mod:`.policy`    the stated policy and quotas
 * :mod:`.boundary`  path resolution beneath the root (openat2, O_NOFOLLOW walk fallback)

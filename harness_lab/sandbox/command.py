@@ -62,10 +62,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness_lab.errors import SandboxEnvironmentError
+from harness_lab.records.tools import ToolResult
 from harness_lab.sandbox.netallow import Destination, Relay, hosts_text, relay_source
 from harness_lab.sandbox.policy import Quotas
 from harness_lab.sandbox.process import collect
-from harness_lab.tools import ToolResult
 
 __all__ = ["Isolation", "check_isolation", "check_network_allow", "clamped_limits", "detect_isolation",
            "hide_harness_process", "run_command", "sandbox_uid"]

@@ -1,6 +1,6 @@
 """The four file tools, each built on :class:`~harness_lab.sandbox.boundary.Boundary`.
 
-Every function returns a :class:`~harness_lab.tools.ToolResult` or raises
+Every function returns a :class:`~harness_lab.records.tools.ToolResult` or raises
 :class:`~harness_lab.sandbox.boundary.Refusal` (the facade turns that into a result). Writes go to
 a fresh temporary name in the target directory and are renamed into place, so a write never goes
 *through* an existing inode (a hard link stays untouched) and a reader never sees half a file.
@@ -15,8 +15,8 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from harness_lab.records.tools import ToolResult
 from harness_lab.sandbox.boundary import Boundary, Refusal, check_regular
-from harness_lab.tools import ToolResult
 
 __all__ = ["TEMP_PREFIX", "Target", "delete_file", "inspect_target", "list_dir", "read_file", "write_debris",
            "write_file"]

@@ -1,6 +1,6 @@
 """The facade: one object through which every workspace tool call of a run goes.
 
-``Sandbox.call(tool, **args)`` always returns a :class:`~harness_lab.tools.ToolResult`: an unknown
+``Sandbox.call(tool, **args)`` always returns a :class:`~harness_lab.records.tools.ToolResult`: an unknown
 tool or bad arguments give ``status="error"``, a refusal (path escape, tool not allowed by the
 policy) gives ``status="denied"``. Before every irreversible call (``delete_file``, a ``write_file``
 that overwrites, ``run_command``) the sandbox takes a snapshot; if that snapshot fails the call is
@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness_lab.errors import SandboxEnvironmentError
+from harness_lab.records.tools import ToolResult
 from harness_lab.sandbox import fileops
 from harness_lab.sandbox._dirs import open_dirs
 from harness_lab.sandbox._quota import file_sizes
@@ -56,7 +57,6 @@ from harness_lab.sandbox.netallow import parse_allowlist
 from harness_lab.sandbox.policy import TOOLS, SandboxPolicy
 from harness_lab.sandbox.scan import Manifest, Scanner
 from harness_lab.sandbox.snapshots import SnapshotInfo, SnapshotStore
-from harness_lab.tools import ToolResult
 
 __all__ = ["Sandbox"]
 

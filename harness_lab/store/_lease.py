@@ -1,7 +1,7 @@
 """The run lease: which process writes a run of a :class:`~harness_lab.store.SQLiteStore` file.
 
 One row per run being written (``leases``): the holder's pid, host, identity (boot and start time:
-:func:`harness_lab.persistence._process_id.process_identity`), a random token of the store object that took it, and
+:func:`harness_lab.persistence.process_id.process_identity`), a random token of the store object that took it, and
 since when. Taking it is one ``BEGIN IMMEDIATE`` transaction (read the row, judge it, write ours), so of
 two processes that start together exactly one gets it; the other is refused in one line naming the
 holder, with nothing written. A row whose holder is dead (same host, and its pid gone or now another
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import RunStateError
-from ..persistence._process_id import host_name, process_alive, process_identity
+from ..persistence.process_id import host_name, process_alive, process_identity
 
 __all__ = ["LEASES", "Holder", "release", "take"]
 

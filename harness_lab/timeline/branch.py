@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import RunStateError
-from ..events import Note
 from ..persistence.resume import continue_checkpoint, load_checkpoint
+from ..records.events import Note
 from ..store import Store
 from .budget import check_budget, spend
 from .files import files_at, restore_files

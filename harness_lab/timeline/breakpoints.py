@@ -1,7 +1,7 @@
 """Breakpoints: where ``run.run(until=...)`` (and the dashboard's "Run to") stops.
 
-``until`` is a :class:`~harness_lab.states.RunState` (as before: stop once the run is in it), a
-:class:`Breakpoint`, a callable given each :class:`~harness_lab.events.StepRecord` as it is taken (stop
+``until`` is a :class:`~harness_lab.records.states.RunState` (as before: stop once the run is in it), a
+:class:`Breakpoint`, a callable given each :class:`~harness_lab.records.events.StepRecord` as it is taken (stop
 when it returns true), or a list of these (stop at the first met)::
 
     run.run(until=Breakpoint.tool("write_report"))   # before that call executes: it is run.pending
@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias
 
-from ..actions import TOOL_KINDS
 from ..contract import ControlContract
-from ..events import StepRecord, Usage
-from ..proposal import Proposal
-from ..states import RunState
+from ..records.actions import TOOL_KINDS
+from ..records.events import StepRecord, Usage
+from ..records.proposal import Proposal
+from ..records.states import RunState
 
 __all__ = ["Breakpoint", "Stops", "Until", "spent_fraction"]
 

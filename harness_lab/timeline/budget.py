@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import ConfigError
-from ..events import Usage
+from ..records.events import Usage
 from .records import BudgetChoice
 
 __all__ = ["check_budget", "spend"]

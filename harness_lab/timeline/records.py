@@ -12,10 +12,10 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ..context import ContextView
 from ..errors import RunStateError
-from ..events import Decision, StopReason, Usage
-from ..proposal import Proposal
-from ..states import RunState
-from ..tools import ToolResult
+from ..records.events import Decision, StopReason, Usage
+from ..records.proposal import Proposal
+from ..records.states import RunState
+from ..records.tools import ToolResult
 from ..validation import Verdict
 
 __all__ = ["ROLLED_BACK", "BudgetChoice", "FileChange", "StepPoint", "StepView"]

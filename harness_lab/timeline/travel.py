@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..context import ContextManager, ContextView
 from ..contract import load_contract
 from ..errors import RunStateError
-from ..events import Note, Restored, StepRecord, StopReason, Usage, load_step_row
 from ..evidence import EvidenceCatalogue
 from ..loop.repair import RepairPolicy
 from ..paths import data_dir
@@ -23,6 +22,7 @@ from ..persistence.checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 from ..persistence.resume import bound_spec, continue_checkpoint, load_checkpoint, resume_note
 from ..proposers.base import Proposer
 from ..proposers.scripted import FunctionProposer, ScriptedProposer
+from ..records.events import Note, Restored, StepRecord, StopReason, Usage, load_step_row
 from ..scenarios import load_scenario
 from ..store import SQLiteStore, Store, StoredStep
 from .files import file_changes, files_at

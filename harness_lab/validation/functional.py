@@ -15,7 +15,7 @@ Which check catches which cheat of the coding scenarios (``data/coding_scenarios
 * editing or deleting the tests instead of fixing the code: ``protected`` (the test file's sha256 differs,
   or the file is gone), as the tests the agent changed may well pass;
 * a dirty tree (stray files, debris): ``allowed_files``;
-* looping on the same failing command: no check at all, the convergence gate (:mod:`harness_lab.gates`).
+* looping on the same failing command: no check at all, the convergence gate (:mod:`harness_lab.loop.gates`).
 
 A check's verdict says the commands exited 0 on this tree; it does not prove the code correct.
 """
@@ -30,7 +30,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ..contract import Verification
-from ..tools import ToolResult
+from ..records.tools import ToolResult
 
 __all__ = ["CheckRun", "CheckSandbox", "LayerFailure", "LayerVerdict", "run_functional_layer"]
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from ..evidence import EvidenceNote
 from ..proposers.openai_compat import OpenAICompatConfig, Transport, post_chat, urllib_transport
-from ..redaction import SecretMask
+from ..records.redaction import SecretMask
 from .report import find_citations
 from .semantic import ClaimFinding, ClaimProblem, SemanticVerdict, _claims, _without_markers
 

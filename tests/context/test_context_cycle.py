@@ -12,8 +12,8 @@ from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers.scripted import ScriptedProposer
-from harness_lab.states import RunState
-from harness_lab.tool_specs import tool_signatures
+from harness_lab.records.states import RunState
+from harness_lab.records.tool_specs import tool_signatures
 
 REPORT = """# Report: two harness designs
 

@@ -19,7 +19,7 @@ from harness_lab._context_rows import ContextRows
 from harness_lab.checkpoint import FULL_EVERY, Checkpointer, _dumps
 from harness_lab.context import ContextManager, Layer
 from harness_lab.persistence.resume import load_checkpoint
-from harness_lab.redaction import Redactor
+from harness_lab.records.redaction import Redactor
 from harness_lab.store import SQLiteStore
 
 _SECRETS = ("token=abc123xyz", "sk-abcdefghijklmnopqrstu", "password: hunter22x")

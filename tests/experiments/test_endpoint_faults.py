@@ -54,12 +54,12 @@ import pytest
 
 from harness_lab import cli
 from harness_lab.contract import ControlContract
-from harness_lab.events import Note, StepRecord
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.run import Run
 from harness_lab.paths import data_dir
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer
-from harness_lab.states import RunState
+from harness_lab.records.events import Note, StepRecord
+from harness_lab.records.states import RunState
 from harness_lab.store import SQLiteStore
 
 # Not shaped like any secret the redactor knows: only the proposer's care keeps it out of the records.
@@ -69,7 +69,7 @@ MAX_RETRIES = 1
 CONFORMING = (data_dir() / "reports" / "conforming.md").read_text()
 _READY = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 try:  # the local llama-server, where `make model` built it; its cache is found before tests move HOME
-    _LOCAL_MODEL: Any = importlib.import_module("harness_lab.local_model")
+    _LOCAL_MODEL: Any = importlib.import_module("harness_lab.proposers.local_model")
     _MODEL_CACHE = _LOCAL_MODEL.default_cache_dir()
 except ImportError:
     _LOCAL_MODEL, _MODEL_CACHE = None, None
@@ -374,7 +374,7 @@ def test_a_wrong_key_parks_the_run_after_one_call(mock: LLMockServer, contract: 
 def test_a_wrong_key_against_llama_server(contract: ControlContract, evidence: EvidenceCatalogue, tmp_path: Path,
                                           store: SQLiteStore, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The same ending from a server that really checks keys: llama.cpp's llama-server (``make model``)."""
-    why = ("no harness_lab.local_model to start llama-server with" if _LOCAL_MODEL is None
+    why = ("no harness_lab.proposers.local_model to start llama-server with" if _LOCAL_MODEL is None
            else "" if (state := _LOCAL_MODEL.status(_MODEL_CACHE)).ready
            else f"no local model server to check a real key against: {state.summary()}")
     if why and os.environ.get("HARNESS_LAB_REQUIRE_MODEL") == "1":

@@ -8,7 +8,7 @@ import pytest
 
 from harness_lab.cli import main
 from harness_lab.experiments import GROUPS, RunOutcome, StudyResult, run_study
-from harness_lab.experiments._cli import families
+from harness_lab.experiments.cli import families
 from harness_lab.experiments.coding_family import CODING, SEMANTIC_NOT_APPLICABLE, script_origins
 from harness_lab.experiments.noise import perturb_script
 from harness_lab.scenarios import list_scenarios, load_scenario

@@ -28,7 +28,7 @@ from harness_lab.experiments import (
     run_study_task,
     study_tasks,
 )
-from harness_lab.experiments._cli import families
+from harness_lab.experiments.cli import families
 from harness_lab.paths import data_dir
 from harness_lab.scenarios import load_scenario
 from harness_lab.validation.semantic import EvidenceSupportReviewer

@@ -16,7 +16,7 @@ from harness_lab.loop.approval import AutoApprove
 from harness_lab.loop.triggers import DEFAULT_TRIGGER_CHECKS, TRIGGER_INVALID, TriggerTest
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
-from harness_lab.states import RunState
+from harness_lab.records.states import RunState
 from harness_lab.store import SQLiteStore
 
 

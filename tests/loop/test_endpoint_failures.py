@@ -11,13 +11,13 @@ import pytest
 
 from harness_lab import Run
 from harness_lab.context import ContextView
-from harness_lab.events import Note, StepRecord
 from harness_lab.proposers import EndpointFailure, ProposerOutput, ScriptedProposer
 from harness_lab.proposers.replay import replay_run
+from harness_lab.records.events import Note, StepRecord
+from harness_lab.records.states import RunState
+from harness_lab.records.tool_specs import tool_names
 from harness_lab.scenarios import load_scenario
-from harness_lab.states import RunState
 from harness_lab.store import SQLiteStore
-from harness_lab.tool_specs import tool_names
 
 DOWN = EndpointFailure(reason="HTTP 503: model is loading", status=503, attempts=3)
 WRONG_KEY = EndpointFailure(reason="HTTP 401: invalid api key", status=401, attempts=1, retryable=False)
@@ -158,7 +158,7 @@ def test_an_endpoint_failure_needs_a_reason_and_a_count(bad: dict[str, Any]) -> 
 
 def test_the_external_loop_retries_an_unavailable_endpoint_once_then_blocks(tmp_path: Path) -> None:
     from harness_lab.loop.scheduler import ExternalLoop
-    from harness_lab.states import LoopState
+    from harness_lab.records.states import LoopState
 
     run = Run.from_scenario("conforming_report", proposer=Flaky(down=set(range(2, 100))), workspace=tmp_path / "ws")
     loop = ExternalLoop(run)

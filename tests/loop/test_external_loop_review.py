@@ -15,7 +15,7 @@ from harness_lab.faults import CrashPoint
 from harness_lab.loop.run import Run
 from harness_lab.loop.scheduler import ExternalLoop, RoundOutcome
 from harness_lab.proposers import FunctionProposer
-from harness_lab.states import LoopState, RunState
+from harness_lab.records.states import LoopState, RunState
 
 PUSH = {"kind": "push", "branch": "main"}
 

@@ -17,7 +17,7 @@ from harness_lab.faults import (
     fault_names,
     resolve_fault,
 )
-from harness_lab.states import RunState
+from harness_lab.records.states import RunState
 
 SPEC_FAULTS = {
     "tool_exception", "tool_timeout", "empty_result", "artifact_changed_after_validation", "stale_context",

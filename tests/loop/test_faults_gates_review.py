@@ -11,16 +11,16 @@ import pytest
 from loophelpers import CONFORMING, READ_A, READ_B, contract, evidence, make_run
 from pydantic import ValidationError
 
-from harness_lab.actions import ActionBase
 from harness_lab.clock import FakeClock
 from harness_lab.errors import SimulatedCrash
 from harness_lab.faults import Fault, FaultHook, ProcessCrash, RepeatedActionLoop, ToolTimeout
 from harness_lab.faults.base import ToolImpl
 from harness_lab.loop.run import Run
 from harness_lab.proposers import FunctionProposer, ScriptedProposer
-from harness_lab.states import RunState
+from harness_lab.records.actions import ActionBase
+from harness_lab.records.states import RunState
+from harness_lab.records.tools import ToolResult
 from harness_lab.store import SQLiteStore
-from harness_lab.tools import ToolResult
 
 
 def _unfired(run: Run) -> list[str]:

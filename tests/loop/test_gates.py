@@ -21,11 +21,11 @@ from loophelpers import (
 
 from harness_lab.clock import FakeClock
 from harness_lab.contract import Budget
-from harness_lab.gates import LoopGates
+from harness_lab.loop.gates import LoopGates
 from harness_lab.loop.run import Run
-from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import ProposerOutput
-from harness_lab.states import RunState
+from harness_lab.records.proposal import parse_proposal
+from harness_lab.records.states import RunState
 
 
 class Counting:

@@ -15,9 +15,9 @@ from loophelpers import READ_A, READ_B, READ_C, READ_D, contract, make_run
 
 from harness_lab.clock import FakeClock
 from harness_lab.contract import Budget
-from harness_lab.gates import LoopGates, _call, _call_of_text, _similar, text_similarity
-from harness_lab.proposal import parse_proposal
-from harness_lab.states import RunState
+from harness_lab.loop.gates import LoopGates, _call, _call_of_text, _similar, text_similarity
+from harness_lab.records.proposal import parse_proposal
+from harness_lab.records.states import RunState
 
 HEADER = '"""A module of the small task."""\n\nfrom __future__ import annotations\n\nimport sys\n\n'
 

@@ -1,4 +1,4 @@
-"""The flat-action shortcuts (harness_lab/_flat.py) give exactly what pydantic and ``json`` give: the
+"""The flat-action shortcuts (harness_lab/records/flat.py) give exactly what pydantic and ``json`` give: the
 parsed proposal (stored state, fields set, errors), its canonical JSON (the gates' fingerprint, stored
 in checkpoints as ``recent``), its JSON form and its description; and the convergence gate's cached
 similarity verdicts are the computed ones."""
@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from harness_lab import _flat, actions
-from harness_lab.gates import _similar, text_similarity
-from harness_lab.proposal import Proposal, parse_proposal
+from harness_lab.loop.gates import _similar, text_similarity
+from harness_lab.records import actions, flat
+from harness_lab.records.proposal import Proposal, parse_proposal
 
 
 class _Str(str):
@@ -26,7 +26,7 @@ class _Str(str):
 
 @contextmanager
 def _slow_paths() -> Any:
-    with mock.patch.dict(actions._FLAT, clear=True), mock.patch.dict(actions._FLAT_JSON, clear=True):
+    with mock.patch.dict(actions.FLAT_SPECS, clear=True), mock.patch.dict(actions._FLAT_JSON, clear=True):
         yield
 
 
@@ -49,7 +49,7 @@ _raw = st.builds(lambda kind, rest: {"kind": kind, **{k: v for k, v in rest.item
                  _kind, st.dictionaries(_key, _value, max_size=4))
 # mostly well-formed flat proposals, so the shortcut is taken as often as it is refused
 _good = st.builds(
-    lambda kind, values, extra: {"kind": kind, **{n: values.get(n, "x") for n in actions._FIELDS[kind] - {"kind"}},
+    lambda kind, values, extra: {"kind": kind, **{n: values.get(n, "x") for n in actions.ACTION_FIELDS[kind] - {"kind"}},
                                  **extra},
     st.sampled_from(_FLAT_KINDS), st.dictionaries(st.sampled_from(_NAMES[1:6]), _text, max_size=3),
     st.dictionaries(st.sampled_from(["verified", "reason"]), _value, max_size=1),
@@ -104,8 +104,8 @@ def test_a_flat_proposal_parses_to_what_pydantic_makes(raw: dict[Any, Any]) -> N
 
 def test_the_shortcut_covers_the_string_only_kinds() -> None:
     # so the equality above is about the shortcut: these kinds take it when well formed
-    assert sorted(actions._FLAT) == sorted(_FLAT_KINDS)
-    assert {m.__name__ for m in actions._FLAT_JSON} == {actions._MODELS[k].__name__ for k in _FLAT_KINDS}
+    assert sorted(actions.FLAT_SPECS) == sorted(_FLAT_KINDS)
+    assert {m.__name__ for m in actions._FLAT_JSON} == {actions.ACTION_MODELS[k].__name__ for k in _FLAT_KINDS}
 
 
 class _Base(BaseModel):
@@ -150,12 +150,12 @@ class _Plain(_Base):
 
 @pytest.mark.parametrize("model", [_Pattern, _Excluded, _Validated, _Stripped, _Number, _Aliased])
 def test_models_the_shortcut_cannot_judge_keep_pydantic(model: type[BaseModel]) -> None:
-    assert _flat.flat_spec(model, "k") is None
+    assert flat.flat_spec(model, "k") is None
 
 
 def test_a_plain_model_is_flat() -> None:
-    assert _flat.flat_spec(_Plain, "k") == (("text", 2, _flat.REQUIRED), ("path", 0, "."))
-    assert _flat.flat_spec(_Plain, "other") is None  # the kind literal must be the kind
+    assert flat.flat_spec(_Plain, "k") == (("text", 2, flat.REQUIRED), ("path", 0, "."))
+    assert flat.flat_spec(_Plain, "other") is None  # the kind literal must be the kind
 
 
 def test_forms_of_a_think_proposal_are_the_json_ones() -> None:

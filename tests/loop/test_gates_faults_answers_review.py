@@ -11,7 +11,7 @@ from loophelpers import READ_A, READ_B, READ_C, WRITE_GOOD, make_run, notes
 from harness_lab.clock import FakeClock
 from harness_lab.faults import BudgetSqueeze
 from harness_lab.loop.run import Run
-from harness_lab.states import RunState
+from harness_lab.records.states import RunState
 
 
 @pytest.mark.parametrize("limit", [1, 2])  # 3, the default: tests/loop/test_gates.py

@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness_lab.gates import _similar, text_similarity
-from harness_lab.proposal import _jsonable
-from harness_lab.redaction import Redactor, _replace
+from harness_lab.loop.gates import _similar, text_similarity
+from harness_lab.records.proposal import _jsonable
+from harness_lab.records.redaction import Redactor, _replace
 
 _leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8))
 _values = st.recursive(
@@ -72,12 +72,12 @@ def test_redaction_pre_check_never_skips_a_match(text: str) -> None:
 def test_similarity_shortcuts_agree_with_the_full_ratio(a: str, b: str, threshold: float) -> None:
     left, right = json.dumps({"kind": "k", "x": a}), json.dumps({"kind": "k", "x": b})
     # the definition, computed without a shortcut (it was difflib's ratio of the whole texts before the
-    # gate compared each argument alone: see harness_lab.gates)
+    # gate compared each argument alone: see harness_lab.loop.gates)
     assert _similar(left, right, threshold) == (text_similarity(left, right) >= threshold)
 
 
 def test_a_proposals_derived_forms_are_made_once_and_equal_the_slow_forms() -> None:
-    from harness_lab.proposal import parse_proposal
+    from harness_lab.records.proposal import parse_proposal
 
     first = parse_proposal({"kind": "read_file", "path": "notes.md"})
     other = parse_proposal({"kind": "write_file", "path": "b.md", "content": "x"})

@@ -10,10 +10,10 @@ from loophelpers import READ_A, WRITE_GOOD, contract, make_run, notes
 
 from harness_lab.clock import FakeClock
 from harness_lab.errors import RunStateError, SimulatedCrash
-from harness_lab.executor import Outbox
 from harness_lab.faults import CrashPoint, ProcessCrash
 from harness_lab.loop.approval import AutoApprove, AutoReject
-from harness_lab.states import RunState
+from harness_lab.loop.executor import Outbox
+from harness_lab.records.states import RunState
 
 PUSH = {"kind": "push", "branch": "main", "message": "ship it"}
 DELETE = {"kind": "delete_file", "path": "report.md"}

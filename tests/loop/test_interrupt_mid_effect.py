@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from loophelpers import READ_A, READ_B, WRITE_GOOD, make_run
 
-from harness_lab.actions import GatedAction
 from harness_lab.errors import RunStateError
 from harness_lab.faults import CrashPoint
 from harness_lab.loop.approval import AskHuman, AutoApprove
 from harness_lab.loop.run import Run
-from harness_lab.states import RunState
+from harness_lab.records.actions import GatedAction
+from harness_lab.records.states import RunState
+from harness_lab.records.tools import ToolResult
 from harness_lab.store import SQLiteStore
 from harness_lab.store.base import EffectEntry
-from harness_lab.tools import ToolResult
 
 PUSH = {"kind": "push", "ref": "main"}
 ACTIONS = [READ_A, READ_B, PUSH, WRITE_GOOD, {"kind": "finish"}]

@@ -17,7 +17,7 @@ from harness_lab.errors import RunStateError
 from harness_lab.faults import CrashPoint
 from harness_lab.loop.approval import ApprovalDecision, ApprovalRequest, AskHuman, AutoApprove
 from harness_lab.loop.run import Run
-from harness_lab.states import RunState
+from harness_lab.records.states import RunState
 from harness_lab.store import SQLiteStore
 
 PUSH = {"kind": "push", "ref": "main"}

@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 from loophelpers import CONFORMING, READ_A, READ_B, READ_C, READ_D, contract, evidence, make_run
 
-from harness_lab.actions import ReadFile, WriteFile
 from harness_lab.clock import FakeClock
 from harness_lab.errors import RunStateError, SimulatedCrash
-from harness_lab.executor import Outbox
 from harness_lab.faults import BudgetSqueeze, CrashPoint, ProcessCrash, StaleContext, ToolTimeout
+from harness_lab.loop.executor import Outbox
 from harness_lab.loop.run import Run
-from harness_lab.proposal import Proposal, parse_proposal
 from harness_lab.proposers import FunctionProposer, ProposerOutput, ScriptedProposer
-from harness_lab.states import RunState
+from harness_lab.records.actions import ReadFile, WriteFile
+from harness_lab.records.proposal import Proposal, parse_proposal
+from harness_lab.records.states import RunState
 from harness_lab.store import InMemoryStore
 
 

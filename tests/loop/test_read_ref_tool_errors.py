@@ -3,10 +3,10 @@ and a range past the end says so with the output's length."""
 
 from __future__ import annotations
 
-from harness_lab.actions import ReadRef
 from harness_lab.context import ContextManager
 from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.executor import Outbox, ToolExecutor
+from harness_lab.loop.executor import Outbox, ToolExecutor
+from harness_lab.records.actions import ReadRef
 
 PAYLOAD = "line\n" * 1000  # 5000 characters
 

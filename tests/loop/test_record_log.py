@@ -14,9 +14,9 @@ import pytest
 from loophelpers import GOOD, READ_A, READ_B, READ_C, WRITE_GOOD, contract, make_run
 
 import harness_lab.loop._run_base
-from harness_lab.events import Note
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.loop.record_log import RecordLog, trace_logs
+from harness_lab.records.events import Note
 from harness_lab.store import SQLiteStore
 
 

@@ -6,7 +6,7 @@ import pytest
 from loophelpers import FINISH, GOOD, READ_A, READ_B, WRITE_GOOD, contract, make_run, notes
 
 from harness_lab.loop.repair import RepairPolicy
-from harness_lab.states import RunState
+from harness_lab.records.states import RunState
 
 WRITE_BAD = {"kind": "write_report", "text": GOOD.replace("## Limitations\nTest material only.\n", "")}
 

@@ -12,10 +12,10 @@ from loophelpers import READ_A, contract, evidence, make_run, notes
 
 from harness_lab.clock import FakeClock
 from harness_lab.contract import ControlContract
-from harness_lab.executor import Outbox
+from harness_lab.loop.executor import Outbox
 from harness_lab.loop.run import Run
 from harness_lab.proposers import FunctionProposer
-from harness_lab.states import RunState
+from harness_lab.records.states import RunState
 
 PUSH = {"kind": "push", "branch": "main", "message": "ship it"}
 THINK = {"kind": "think", "thought": "plan"}

@@ -19,7 +19,7 @@ from harness_lab.loop.scheduler import (
     next_state,
 )
 from harness_lab.proposers import FunctionProposer
-from harness_lab.states import LOOP_TRANSITIONS, LoopState, RunState
+from harness_lab.records.states import LOOP_TRANSITIONS, LoopState, RunState
 
 BAD = GOOD.replace("## Limitations\nTest material only.\n", "")
 WRITE_BAD = {"kind": "write_report", "text": BAD}

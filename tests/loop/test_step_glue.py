@@ -9,12 +9,12 @@ from typing import Any
 
 from loophelpers import READ_A, READ_B, contract, evidence, make_run
 
-from harness_lab.actions import Finish, ForbiddenAction
 from harness_lab.clock import FakeClock
-from harness_lab.events import Usage
 from harness_lab.loop.run import Run
-from harness_lab.proposal import Proposal
 from harness_lab.proposers import FunctionProposer
+from harness_lab.records.actions import Finish, ForbiddenAction
+from harness_lab.records.events import Usage
+from harness_lab.records.proposal import Proposal
 from harness_lab.sandbox.mhash import manifest_hash
 
 

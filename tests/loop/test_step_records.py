@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from harness_lab import Run
-from harness_lab.events import Proposed, StepRecord, ToolCalled, Usage
 from harness_lab.loop._step_records import proposed, step_record, tool_called, usage
+from harness_lab.records.events import Proposed, StepRecord, ToolCalled, Usage
 
 _SCENARIOS = ("conforming_report", "endless_tool_calls", "missing_section_then_fixed", "sets_run_state",
               "no_report_claims_done")
@@ -82,7 +82,7 @@ def test_records_built_alike_share_one_read_only_fields_set(tmp_path: Path) -> N
     import copy
     import pickle
 
-    from harness_lab._flat import SharedFieldsSet
+    from harness_lab.records.flat import SharedFieldsSet
 
     with Run.from_scenario("conforming_report", workspace=tmp_path / "ws") as run:
         first, second = run.step(), run.step()

@@ -15,7 +15,7 @@ from harness_lab.loop.repair import RepairPolicy
 from harness_lab.loop.scheduler import ExternalLoop
 from harness_lab.loop.stop_rules import SAME_ROOT_CAUSE, AllChecksPass, SameRootCause, parse_failure
 from harness_lab.paths import data_dir
-from harness_lab.states import LoopState, RunState
+from harness_lab.records.states import LoopState, RunState
 from harness_lab.store import SQLiteStore
 
 NO_LIMITS = GOOD.replace("## Limitations\nTest material only.\n", "")

@@ -10,8 +10,8 @@ from typing import Any
 from loophelpers import make_run
 
 from harness_lab.loop.approval import AutoApprove
-from harness_lab.proposal import parse_proposal
-from harness_lab.tools import ToolResult
+from harness_lab.records.proposal import parse_proposal
+from harness_lab.records.tools import ToolResult
 
 
 def _results(tmp_path: Path, actions: list[dict[str, Any]]) -> list[ToolResult]:

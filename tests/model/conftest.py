@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from modelhelpers import RecordingTransport
 
-from harness_lab import local_model
+from harness_lab.proposers import local_model
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"

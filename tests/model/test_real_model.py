@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from modelhelpers import RecordingTransport
 
-from harness_lab import local_model
-from harness_lab.events import StepRecord
 from harness_lab.loop.run import Run
+from harness_lab.proposers import local_model
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer
+from harness_lab.records.events import StepRecord
 from harness_lab.store import SQLiteStore
 
 pytestmark = pytest.mark.model

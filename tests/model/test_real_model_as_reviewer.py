@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from harness_lab import local_model
+from harness_lab.proposers import local_model
 from harness_lab.proposers.openai_compat import OpenAICompatConfig
 from harness_lab.validation.model_reviewer import ModelReviewer
 

@@ -16,12 +16,12 @@ from harness_lab import Run, RunState
 from harness_lab.clock import FakeClock
 from harness_lab.contract import load_contract
 from harness_lab.errors import HarnessLabError, StoreError
-from harness_lab.events import StepRecord
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.approval import AskHuman
 from harness_lab.paths import data_dir
 from harness_lab.persistence.heartbeat import GracefulStop, HeartbeatThread, Watchdog, drive
 from harness_lab.proposers import ScriptedProposer
+from harness_lab.records.events import StepRecord
 from harness_lab.store import InMemoryStore, SQLiteStore, Store
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness_lab.actions import EXTERNAL_KINDS, TOOL_KINDS
-from harness_lab.effect_classes import effect_class, effect_of_tool
-from harness_lab.proposal import parse_proposal
+from harness_lab.records.actions import EXTERNAL_KINDS, TOOL_KINDS
+from harness_lab.records.effect_classes import effect_class, effect_of_tool
+from harness_lab.records.proposal import parse_proposal
 
 _EXPECTED = {"write_file": "redoable", "write_report": "redoable", "delete_file": "workspace",
              "run_command": "workspace", "read_file": "read", "read_evidence": "read", "think": "read",

@@ -17,7 +17,7 @@ from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.paths import data_dir
 from harness_lab.persistence.checkpoint_record import Checkpoint
 from harness_lab.proposers import ScriptedProposer
-from harness_lab.states import RunState
+from harness_lab.records.states import RunState
 from harness_lab.store import SQLiteStore
 
 REPORT = "# Report\n\n## Conclusion\nx\n\n## Evidence\ny\n\n## Limitations\nz\n"

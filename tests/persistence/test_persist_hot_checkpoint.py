@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from persisthelpers import PUSH_STEP, CountingOutbox, push_run
 
 from harness_lab.checkpoint import _dumps
-from harness_lab.redaction import Redactor, _replace
+from harness_lab.records.redaction import Redactor, _replace
 from harness_lab.store import InMemoryStore, SQLiteStore
 
 _WORDS = ["password", "PassWord", "pwd", "api-key", "API_KEY", "secret", "token", "tokens", "Bearer ",

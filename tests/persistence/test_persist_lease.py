@@ -15,7 +15,7 @@ from persisthelpers import PUSH_STEP, CountingOutbox, push_run
 
 from harness_lab import RunState
 from harness_lab.errors import RunStateError
-from harness_lab.persistence._process_id import host_name, process_identity
+from harness_lab.persistence.process_id import host_name, process_identity
 from harness_lab.store import SQLiteStore
 
 _ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -156,7 +156,7 @@ from harness_lab import Run
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.errors import RunStateError
 from harness_lab.store import SQLiteStore
-from harness_lab.tools import ToolResult
+from harness_lab.records.tools import ToolResult
 class Outbox:
     def apply(self, action, key):
         with open(sys.argv[2], "a") as fh:

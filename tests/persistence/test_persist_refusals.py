@@ -21,7 +21,7 @@ from harness_lab.loop.approval import Approver, AskHuman, AutoApprove
 from harness_lab.loop.scheduler import ExternalLoop, RoundOutcome
 from harness_lab.persistence.heartbeat import GracefulStop, HeartbeatThread, Watchdog, drive
 from harness_lab.persistence.resume import _CHECKPOINT_ID, load_checkpoint
-from harness_lab.states import LoopState
+from harness_lab.records.states import LoopState
 from harness_lab.store import InMemoryStore, SQLiteStore
 
 

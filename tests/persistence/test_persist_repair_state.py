@@ -13,7 +13,7 @@ from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.repair import RepairPolicy
 from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
-from harness_lab.states import RunState
+from harness_lab.records.states import RunState
 from harness_lab.store import SQLiteStore
 
 GOOD = (data_dir() / "reports" / "conforming.md").read_text(encoding="utf-8")

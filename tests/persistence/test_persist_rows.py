@@ -8,7 +8,7 @@ from persisthelpers import CountingOutbox, push_run
 
 from harness_lab import Run
 from harness_lab.context import ContextItem, Layer
-from harness_lab.events import dump_step_row, load_step_row
+from harness_lab.records.events import dump_step_row, load_step_row
 from harness_lab.scenarios import list_scenarios
 
 

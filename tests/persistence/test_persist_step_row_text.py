@@ -1,5 +1,5 @@
 """The step row's shortcuts spell what the general code spells: a flat proposal's text from its template
-equals ``_full_proposal_json``'s, and a step row reads back equal whatever strings, key orders, extra
+equals ``full_proposal_json``'s, and a step row reads back equal whatever strings, key orders, extra
 keys, shared or fresh records and event steps it holds."""
 
 from __future__ import annotations
@@ -9,20 +9,20 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness_lab.actions import _FLAT
-from harness_lab.events import (
-    _FLAT_ROWS,
+from harness_lab.loop._step_records import proposed, step_record, tool_called, usage
+from harness_lab.records.actions import FLAT_SPECS
+from harness_lab.records.events import (
+    FLAT_ROWS,
     Decision,
     StateChanged,
-    _full_proposal_json,
-    _proposal_json,
     dump_step_row,
+    full_proposal_json,
     load_step_row,
+    proposal_json,
 )
-from harness_lab.loop._step_records import proposed, step_record, tool_called, usage
-from harness_lab.proposal import parse_proposal
-from harness_lab.states import RunState
-from harness_lab.tools import ToolResult
+from harness_lab.records.proposal import parse_proposal
+from harness_lab.records.states import RunState
+from harness_lab.records.tools import ToolResult
 
 # ASCII with every control character, quote, backslash and DEL; then non-ASCII (and a lone surrogate).
 _SPECIAL = ["", "\x7f", '"\\', "\x00\x1f\n\t\b\f\r", "é", "\u2028"]
@@ -35,8 +35,8 @@ _storable = st.one_of(st.text(st.characters(max_codepoint=127), max_size=12),  #
 @st.composite
 def _raw(draw: st.DrawFn, text: st.SearchStrategy[str] = _text) -> dict[str, Any]:
     value = st.one_of(text, text, st.integers(), st.none(), st.lists(text, max_size=2))
-    kind = draw(st.sampled_from(sorted(_FLAT)))
-    names = [name for name, _, _ in _FLAT[kind]]
+    kind = draw(st.sampled_from(sorted(FLAT_SPECS)))
+    names = [name for name, _, _ in FLAT_SPECS[kind]]
     raw: dict[str, Any] = {"kind": kind}
     for name in names:
         if draw(st.integers(0, 9)):  # mostly present
@@ -50,7 +50,7 @@ def _raw(draw: st.DrawFn, text: st.SearchStrategy[str] = _text) -> dict[str, Any
 
 
 def test_every_flat_kind_has_a_row_template() -> None:
-    assert len(_FLAT_ROWS) == len(_FLAT) > 5
+    assert len(FLAT_ROWS) == len(FLAT_SPECS) > 5
 
 
 @settings(max_examples=600, deadline=None)
@@ -58,11 +58,11 @@ def test_every_flat_kind_has_a_row_template() -> None:
 def test_a_flat_proposals_text_is_the_general_text(raw: dict[str, Any]) -> None:
     proposal = parse_proposal(raw)
     try:
-        expected: str | Exception = _full_proposal_json(proposal)
+        expected: str | Exception = full_proposal_json(proposal)
     except Exception as err:  # noqa: BLE001 - a lone surrogate: the same refusal either way
         expected = err
     try:
-        text: str | Exception = _proposal_json(proposal)
+        text: str | Exception = proposal_json(proposal)
     except Exception as err:  # noqa: BLE001
         text = err
     if isinstance(expected, Exception):

@@ -15,18 +15,26 @@ from harness_lab import Run
 from harness_lab.checkpoint import Checkpoint
 from harness_lab.contract import load_contract
 from harness_lab.errors import StoreError
-from harness_lab.events import Decision, Proposed, StepRecord, ToolCalled, Usage, dump_step_row, load_step_row
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.paths import data_dir
 from harness_lab.persistence.resume import load_checkpoint
-from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.proposers.replay import saved_trace
+from harness_lab.records.events import (
+    Decision,
+    Proposed,
+    StepRecord,
+    ToolCalled,
+    Usage,
+    dump_step_row,
+    load_step_row,
+)
+from harness_lab.records.proposal import parse_proposal
+from harness_lab.records.states import RunState
+from harness_lab.records.tools import ToolResult
 from harness_lab.scenarios import list_scenarios
-from harness_lab.states import RunState
 from harness_lab.store import SCHEMA_VERSION, SQLiteStore, StoredStep
-from harness_lab.tools import ToolResult
 
 # Proposals of every parse outcome: malformed, unknown kind, bad arguments, forbidden, claims, an action
 # spelled unlike its raw form (key order, a filled-in default, an int read as a float), and plain ones.

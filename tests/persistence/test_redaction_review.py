@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from persisthelpers import CountingOutbox, push_run
 
-from harness_lab.redaction import Redactor, _replace
+from harness_lab.records.redaction import Redactor, _replace
 from harness_lab.store import SQLiteStore
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from harness_lab.records.tools import ToolResult
 from harness_lab.sandbox.command import detect_isolation
-from harness_lab.tools import ToolResult
 
 SECRET = "TOP-SECRET-outside-the-workspace"
 PY = "/usr/bin/python3"  # a system interpreter the dropped uid can execute (venvs may live in /root)

@@ -9,20 +9,20 @@ import pytest
 from runhelpers import CountingOutbox
 
 from harness_lab import Run, RunState
-from harness_lab.actions import GatedAction
 from harness_lab.contract import load_contract
 from harness_lab.errors import RunStateError, SimulatedCrash
-from harness_lab.events import dump_step_row, load_step_row
 from harness_lab.evidence import EvidenceCatalogue
-from harness_lab.executor import Outbox
 from harness_lab.faults import CrashPoint, ProcessCrash
 from harness_lab.loop.approval import AskHuman
+from harness_lab.loop.executor import Outbox
 from harness_lab.paths import data_dir
-from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.proposers.replay import replay_run
+from harness_lab.records.actions import GatedAction
+from harness_lab.records.events import dump_step_row, load_step_row
+from harness_lab.records.proposal import parse_proposal
+from harness_lab.records.tools import ToolResult
 from harness_lab.store import SQLiteStore, Store
-from harness_lab.tools import ToolResult
 
 PUSH = {"kind": "push", "branch": "main", "message": "ship it"}
 READ = {"kind": "read_evidence", "id": "harness-boundary"}

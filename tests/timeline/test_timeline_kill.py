@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from harness_lab.loop.run import Run
-from harness_lab.states import RunState
+from harness_lab.records.states import RunState
 from harness_lab.store import SQLiteStore
 from tests.persistence.persisthelpers import kill_when
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from harness_lab.errors import ConfigError, RunStateError
-from harness_lab.events import Usage
 from harness_lab.loop.run import Run
-from harness_lab.proposal import parse_proposal
 from harness_lab.proposers import FunctionProposer
-from harness_lab.states import RunState
+from harness_lab.records.events import Usage
+from harness_lab.records.proposal import parse_proposal
+from harness_lab.records.states import RunState
 from harness_lab.store import InMemoryStore, SQLiteStore
 from harness_lab.timeline.files import FULL_EVERY
 from tests.loop.loophelpers import READ_A, READ_B, READ_C, contract, evidence, make_run

@@ -81,7 +81,7 @@ def test_a_human_gate_category_that_gates_nothing_is_refused(gated: list[str], h
 
 
 def test_every_default_gate_category_is_one_the_gate_matches() -> None:
-    from harness_lab.actions import GATE_CATEGORIES, DeleteFile, GatedAction
+    from harness_lab.records.actions import GATE_CATEGORIES, DeleteFile, GatedAction
 
     contract = load_contract(data_dir() / "contracts" / "report_task.yaml")
     assert set(contract.human_gate.required_for) <= GATE_CATEGORIES

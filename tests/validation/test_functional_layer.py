@@ -14,12 +14,12 @@ import yaml
 from harness_lab import Run
 from harness_lab.contract import ControlContract, Verification, canonical_json, load_contract
 from harness_lab.errors import ConfigError
-from harness_lab.events import Note
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.faults import Fault
 from harness_lab.faults.base import FaultHook, FaultTarget
 from harness_lab.paths import data_dir
 from harness_lab.proposers.scripted import ScriptedProposer
+from harness_lab.records.events import Note
 from harness_lab.sandbox import Quotas, Sandbox, SandboxPolicy
 from harness_lab.scenarios import copy_repository
 from harness_lab.validation import run_functional_layer

@@ -6,14 +6,14 @@ proposer reads, never an exception.
 
 from __future__ import annotations
 
-from .actions import BeginSubtask, FinishSubtask, SearchHistory, _Action
-from .context import ContextManager
-from .tools import ToolResult
+from ..context import ContextManager
+from ..records.actions import ActionBase, BeginSubtask, FinishSubtask, SearchHistory
+from ..records.tools import ToolResult
 
 __all__ = ["context_action"]
 
 
-def context_action(ctx: ContextManager, action: _Action, round: int) -> ToolResult:
+def context_action(ctx: ContextManager, action: ActionBase, round: int) -> ToolResult:
     """Carry out one context action on *ctx* at step *round*."""
     if isinstance(action, SearchHistory):
         hits = ctx.search_history(action.query, action.k)

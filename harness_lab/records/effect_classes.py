@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import Literal
 
 from .actions import (
-    _MODELS,
+    ACTION_MODELS,
     EXTERNAL_KINDS,
+    ActionBase,
     DeleteFile,
     GatedAction,
     RunCommand,
     WriteFile,
     WriteReport,
-    _Action,
 )
 
 __all__ = ["EffectClass", "effect_class", "effect_of_tool"]
@@ -28,7 +28,7 @@ __all__ = ["EffectClass", "effect_class", "effect_of_tool"]
 EffectClass = Literal["read", "redoable", "workspace", "external"]
 
 
-def effect_class(action: _Action) -> EffectClass:
+def effect_class(action: ActionBase) -> EffectClass:
     """How a resume treats this action if it was in flight at a crash (it reads only the type)."""
     kind = type(action)
     found = _EFFECT_BY_TYPE.get(kind)
@@ -42,7 +42,7 @@ def effect_of_tool(name: str) -> EffectClass:
     return _EFFECT_BY_NAME.get(name, "external")
 
 
-def _class_of(kind: type[_Action]) -> EffectClass:
+def _class_of(kind: type[ActionBase]) -> EffectClass:
     if issubclass(kind, GatedAction):
         return "external"  # the outside world: its outcome cannot be checked from here
     if issubclass(kind, (WriteFile, WriteReport)):
@@ -53,9 +53,9 @@ def _class_of(kind: type[_Action]) -> EffectClass:
 
 
 # The one classification, looked up (pydantic's isinstance runs Python code: ~0.2 µs a check).
-_ACTION_TYPES: list[type[_Action]] = [*_MODELS.values(), GatedAction]
-_EFFECT_BY_TYPE: dict[type[_Action], EffectClass] = {m: _class_of(m) for m in _ACTION_TYPES}
+_ACTION_TYPES: list[type[ActionBase]] = [*ACTION_MODELS.values(), GatedAction]
+_EFFECT_BY_TYPE: dict[type[ActionBase], EffectClass] = {m: _class_of(m) for m in _ACTION_TYPES}
 _EFFECT_BY_NAME: dict[str, EffectClass] = {**dict.fromkeys(EXTERNAL_KINDS, "external"),
-                                           **{kind: _class_of(m) for kind, m in _MODELS.items()}}
+                                           **{kind: _class_of(m) for kind, m in ACTION_MODELS.items()}}
 
 

@@ -44,11 +44,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, Protocol
 
-from .actions import _FLAT_SIZE
-from .clock import Clock
-from .contract import Budget
-from .events import StopReason
-from .proposal import Proposal
+from ..clock import Clock
+from ..contract import Budget
+from ..records.actions import FLAT_SIZE
+from ..records.events import StopReason
+from ..records.proposal import Proposal
 
 __all__ = ["ConvergenceVerdict", "GatesMark", "LoopGates", "Spent"]
 
@@ -144,8 +144,8 @@ class LoopGates:
             self._last_decision = decision
         text = proposal.canonical  # sorted-key JSON of the action, made once per proposal
         action = proposal.action
-        # its JSON form: a flat action's fields are that already (all plain str; see _flat)
-        call = _call(action.__dict__ if type(action) in _FLAT_SIZE else proposal.action_json)
+        # its JSON form: a flat action's fields are that already (all plain str; see flat)
+        call = _call(action.__dict__ if type(action) in FLAT_SIZE else proposal.action_json)
         limit = self.repeat_limit
         # Only the last repeat_limit - 1 calls are ever compared; at least the last one, so that with a
         # limit of 1 a call after the hint stops the run only if it repeats the hinted one.

@@ -1,7 +1,7 @@
 """How the parts of a step row are spelled: the JSON text of proposals, usage and the records a run
 shares between steps, built from templates and caches so a store can write one row per step cheaply.
 
-:func:`~harness_lab.events.dump_step_row` assembles a row from these; read that first.
+:func:`~harness_lab.records.events.dump_step_row` assembles a row from these; read that first.
 """
 
 from __future__ import annotations
@@ -12,54 +12,54 @@ from math import isfinite
 from pydantic import BaseModel
 from pydantic_core import to_json
 
-from .actions import _FLAT, _MODELS
-from .proposal import Proposal
-from .states import RunState
-from .tools import ToolResult
+from .records.actions import ACTION_MODELS, FLAT_SPECS
+from .records.proposal import Proposal
+from .records.states import RunState
+from .records.tools import ToolResult
 
-__all__: list[str] = []  # private: harness_lab.events uses and re-exports what it needs
+__all__: list[str] = []  # not for users: harness_lab.records.events uses and re-exports what it needs
 
 # events.py's Usage and Decision are typed as BaseModel here: this module only reads their fields and
 # compares them by identity, and naming them would import events back (an import cycle, even type-only).
 
 
-def _name_json(name: str) -> str:
+def name_json(name: str) -> str:
     # a tool's name: JSON spells an identifier as it is
     return f'"{name}"' if name.isidentifier() else to_json(name).decode()
 
 
-def _proposal_json(proposal: Proposal) -> str:
+def proposal_json(proposal: Proposal) -> str:
     p = proposal.__dict__
     raw, action = p["raw"], p["action"]
-    # The usual proposal: a flat action (plain str fields, see _flat) parsed from a raw dict that holds
+    # The usual proposal: a flat action (plain str fields, see flat) parsed from a raw dict that holds
     # exactly its fields, in field order, and nothing else. Both texts are then the raw's, spelled from
-    # a template: no action dump and no second text to compare (_full_proposal_json's outcome).
-    if type(raw) is dict and (row := _FLAT_ROWS.get(type(action))) is not None and not p["claims"]:
+    # a template: no action dump and no second text to compare (full_proposal_json's outcome).
+    if type(raw) is dict and (row := FLAT_ROWS.get(type(action))) is not None and not p["claims"]:
         names, head, fields = row
         if raw == action.__dict__ and [*raw] == names:  # (a proposal with an action has no error)
             text = head
             for before, name in fields:
                 value = raw[name]
                 if type(value) is not str or not value.isascii():  # pydantic's own text for the others
-                    return _full_proposal_json(proposal)
+                    return full_proposal_json(proposal)
                 text = f"{text}{before}{_encode(value)}"  # json's escapes of an ASCII str are serde's: same text
             return f'{text}}},"action":"raw"}}'
-    return _full_proposal_json(proposal)
+    return full_proposal_json(proposal)
 
 
 def _flat_rows() -> dict[type[BaseModel], tuple[list[str], str, tuple[tuple[str, str], ...]]]:
     """Per flat action class whose ``kind`` comes first: its field names, the row text up to its first
     str value and, per value, the text before it."""
     rows: dict[type[BaseModel], tuple[list[str], str, tuple[tuple[str, str], ...]]] = {}
-    for kind, spec in _FLAT.items():
-        names = list(_MODELS[kind].model_fields)
+    for kind, spec in FLAT_SPECS.items():
+        names = list(ACTION_MODELS[kind].model_fields)
         if names[0] == "kind" and all(name.isidentifier() for name in names):
             fields = tuple((f',"{name}":', name) for name, _, _ in spec)
-            rows[_MODELS[kind]] = (names, f'{{"raw":{{"kind":{_encode(kind)}', fields)
+            rows[ACTION_MODELS[kind]] = (names, f'{{"raw":{{"kind":{_encode(kind)}', fields)
     return rows
 
 
-def _full_proposal_json(proposal: Proposal) -> str:
+def full_proposal_json(proposal: Proposal) -> str:
     raw = to_json(proposal.raw).decode()
     out = [f'{{"raw":{raw}']
     if proposal.action is not None:
@@ -138,6 +138,6 @@ class _Pieces:
         return text
 
 
-_PIECES = _Pieces()
-_FLAT_ROWS = _flat_rows()
-_STATE_JSON = {state: to_json(state.value).decode() for state in RunState}  # Enum.value is a slow descriptor
+PIECES = _Pieces()
+FLAT_ROWS = _flat_rows()
+STATE_JSON = {state: to_json(state.value).decode() for state in RunState}  # Enum.value is a slow descriptor

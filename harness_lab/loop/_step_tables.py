@@ -5,9 +5,17 @@ state key (so a change to that state can mark them stale). Read by :mod:`harness
 
 from __future__ import annotations
 
-from .actions import _MODELS, Finish, ForbiddenAction, GatedAction, ReadEvidence, WriteReport, _Action
-from .contract import ControlContract
-from .proposal import Proposal
+from ..contract import ControlContract
+from ..records.actions import (
+    ACTION_MODELS,
+    ActionBase,
+    Finish,
+    ForbiddenAction,
+    GatedAction,
+    ReadEvidence,
+    WriteReport,
+)
+from ..records.proposal import Proposal
 
 __all__ = ["KEYED", "PLAIN_TOOLS", "WORKSPACE_TOOLS", "state_key"]
 
@@ -30,8 +38,8 @@ def state_key(proposal: Proposal, contract: ControlContract) -> str | None:
 
 
 # The action models that are neither forbidden nor finish: the gate takes them as tool calls.
-_ACTION_TYPES: list[type[_Action]] = [*_MODELS.values(), GatedAction]
+_ACTION_TYPES: list[type[ActionBase]] = [*ACTION_MODELS.values(), GatedAction]
 PLAIN_TOOLS = frozenset(model for model in _ACTION_TYPES if not issubclass(model, (ForbiddenAction, Finish)))
 
 # The action models whose observation has a state key (pydantic's isinstance runs Python code).
-KEYED = frozenset({ReadEvidence, WriteReport, *(model for model in _MODELS.values() if "path" in model.model_fields)})
+KEYED = frozenset({ReadEvidence, WriteReport, *(model for model in ACTION_MODELS.values() if "path" in model.model_fields)})

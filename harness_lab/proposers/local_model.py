@@ -50,8 +50,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from .errors import LocalModelError
-from .paths import data_dir
+from ..errors import LocalModelError
+from ..paths import data_dir
 
 __all__ = [
     "CACHE_ENV",
@@ -135,7 +135,7 @@ def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def _cache(cache_dir: str | os.PathLike[str] | None) -> Path:
     root = default_cache_dir() if cache_dir is None else Path(cache_dir).expanduser().absolute()
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]  # harness_lab/proposers/local_model.py
     if (repo / "pyproject.toml").is_file() and (repo / "harness_lab").is_dir():  # a source checkout
         with contextlib.suppress(ValueError):
             root.resolve().relative_to(repo)

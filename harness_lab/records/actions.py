@@ -1,6 +1,6 @@
 """Typed actions: what a proposer may *ask* for, one frozen record per kind.
 
-:mod:`harness_lab.proposal` parses a raw proposal into one of these (or a structured error).
+:mod:`harness_lab.records.proposal` parses a raw proposal into one of these (or a structured error).
 Kinds that would change the contract, the validator or the run state are :class:`ForbiddenAction`
 and end the run BLOCKED; the external side effects (:data:`EXTERNAL_KINDS`) are
 :class:`GatedAction` and run only behind a human gate.
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from ._flat import FlatSpec, flat_spec, json_template
+from .flat import FlatSpec, flat_spec, json_template
 
 __all__ = [
     "CONTEXT_KINDS",
@@ -46,7 +46,9 @@ FORBIDDEN_KINDS = frozenset(
 EXTERNAL_KINDS = frozenset({"push", "release", "production_write", "send_message", "escalate_permission"})
 
 
-class _Action(BaseModel):
+class ActionBase(BaseModel):
+    """The base class of every action."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: str
@@ -61,22 +63,17 @@ class _Action(BaseModel):
         return True
 
 
-# The base class of every action, by a public name for other packages' annotations (faults/); the
-# run's own modules still say _Action (issue 20 moves them and can drop the private name).
-ActionBase = _Action
-
-
-class ReadEvidence(_Action):
+class ReadEvidence(ActionBase):
     kind: Literal["read_evidence"] = "read_evidence"
     id: str = Field(min_length=1)
 
 
-class WriteReport(_Action):
+class WriteReport(ActionBase):
     kind: Literal["write_report"] = "write_report"
     text: str
 
 
-class Finish(_Action):
+class Finish(ActionBase):
     kind: Literal["finish"] = "finish"
 
     @property
@@ -84,23 +81,23 @@ class Finish(_Action):
         return False
 
 
-class ListDir(_Action):
+class ListDir(ActionBase):
     kind: Literal["list_dir"] = "list_dir"
     path: str = "."
 
 
-class ReadFile(_Action):
+class ReadFile(ActionBase):
     kind: Literal["read_file"] = "read_file"
     path: str = Field(min_length=1)
 
 
-class WriteFile(_Action):
+class WriteFile(ActionBase):
     kind: Literal["write_file"] = "write_file"
     path: str = Field(min_length=1)
     content: str
 
 
-class DeleteFile(_Action):
+class DeleteFile(ActionBase):
     kind: Literal["delete_file"] = "delete_file"
     path: str = Field(min_length=1)
 
@@ -117,7 +114,7 @@ def _number(value: object) -> object:
     return value
 
 
-class RunCommand(_Action):
+class RunCommand(ActionBase):
     kind: Literal["run_command"] = "run_command"
     argv: tuple[str, ...] = Field(min_length=1)
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -126,7 +123,7 @@ class RunCommand(_Action):
     _timeout_number = field_validator("timeout", mode="before")(_number)
 
 
-class ReadRef(_Action):
+class ReadRef(ActionBase):
     kind: Literal["read_ref"] = "read_ref"
     ref: str = Field(min_length=1)
     start: int = Field(default=0, ge=0)
@@ -144,7 +141,7 @@ class ReadRef(_Action):
         return end
 
 
-class Think(_Action):
+class Think(ActionBase):
     """Write a thought down: no side effect, nothing read. The observation is the thought itself, so
     reasoning between tool calls is a recorded, budgeted step (and the pure no-op of the benchmarks)."""
 
@@ -152,7 +149,7 @@ class Think(_Action):
     thought: str = Field(min_length=1)
 
 
-class BeginSubtask(_Action):
+class BeginSubtask(ActionBase):
     """Open a subtask of the proposer's plan: its goal sits in L2 while its steps run (seed 003, 3.2)."""
 
     kind: Literal["begin_subtask"] = "begin_subtask"
@@ -160,7 +157,7 @@ class BeginSubtask(_Action):
     goal: str = Field(min_length=1)
 
 
-class FinishSubtask(_Action):
+class FinishSubtask(ActionBase):
     """Close the open subtask: its process collapses into one L3 conclusion (*conclusion*, or the
     harness's digest of the process when empty), stamped with round and source."""
 
@@ -168,7 +165,7 @@ class FinishSubtask(_Action):
     conclusion: str = ""
 
 
-class SearchHistory(_Action):
+class SearchHistory(ActionBase):
     """Find stored history (what left the view, stored outputs) by relevance; hits open with read_ref."""
 
     kind: Literal["search_history"] = "search_history"
@@ -178,14 +175,14 @@ class SearchHistory(_Action):
     _k_number = field_validator("k", mode="before")(_number)
 
 
-class GatedAction(_Action):
+class GatedAction(ActionBase):
     """An external side effect (push, release, send_message, ...): runs only after approval."""
 
     kind: Literal["push", "release", "production_write", "send_message", "escalate_permission"]
     args: dict[str, Any] = Field(default_factory=dict)
 
 
-class ForbiddenAction(_Action):
+class ForbiddenAction(ActionBase):
     """A request to change the contract, the validator or the run state: never executed."""
 
     kind: Literal["forbidden"] = "forbidden"
@@ -202,7 +199,7 @@ Action = Annotated[
     | ForbiddenAction | BeginSubtask | FinishSubtask | SearchHistory,
     Field(discriminator="kind"),
 ]
-_MODELS: dict[str, type[_Action]] = {
+ACTION_MODELS: dict[str, type[ActionBase]] = {
     "read_evidence": ReadEvidence, "write_report": WriteReport, "finish": Finish,
     "list_dir": ListDir, "read_file": ReadFile, "write_file": WriteFile, "delete_file": DeleteFile,
     "run_command": RunCommand, "read_ref": ReadRef, "think": Think,
@@ -210,12 +207,12 @@ _MODELS: dict[str, type[_Action]] = {
 }
 # The actions the run's context answers (the subtask cycle and retrieval), not the sandbox.
 CONTEXT_KINDS = frozenset({"begin_subtask", "finish_subtask", "search_history"})
-_FIELDS = {kind: frozenset(model.model_fields) for kind, model in _MODELS.items()}
-# Kinds whose arguments are all plain strings: parsed, dumped and spelled without pydantic (see _flat)
-_FLAT: dict[str, FlatSpec] = {k: spec for k, m in _MODELS.items() if (spec := flat_spec(m, k)) is not None}
-_FLAT_JSON = {_MODELS[k]: json_template(spec, k) for k, spec in _FLAT.items()}
-_FLAT_SIZE = {_MODELS[k]: len(spec) + 1 for k, spec in _FLAT.items()}  # fields, kind included
-TOOL_KINDS = frozenset(_MODELS) | EXTERNAL_KINDS
+ACTION_FIELDS = {kind: frozenset(model.model_fields) for kind, model in ACTION_MODELS.items()}
+# Kinds whose arguments are all plain strings: parsed, dumped and spelled without pydantic (see flat)
+FLAT_SPECS: dict[str, FlatSpec] = {k: spec for k, m in ACTION_MODELS.items() if (spec := flat_spec(m, k)) is not None}
+_FLAT_JSON = {ACTION_MODELS[k]: json_template(spec, k) for k, spec in FLAT_SPECS.items()}
+FLAT_SIZE = {ACTION_MODELS[k]: len(spec) + 1 for k, spec in FLAT_SPECS.items()}  # fields, kind included
+TOOL_KINDS = frozenset(ACTION_MODELS) | EXTERNAL_KINDS
 # What a contract's ``human_gate.required_for`` can name: the categories the gate matches actions by (a
 # delete_file is gated as "delete"; finish, forbidden kinds and the context's own actions never reach the human gate).
-GATE_CATEGORIES = frozenset(_MODELS) - {"finish", "delete_file"} - CONTEXT_KINDS | EXTERNAL_KINDS | {"delete"}
+GATE_CATEGORIES = frozenset(ACTION_MODELS) - {"finish", "delete_file"} - CONTEXT_KINDS | EXTERNAL_KINDS | {"delete"}

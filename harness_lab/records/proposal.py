@@ -1,11 +1,11 @@
 """Parsing a raw proposal: what a proposer returned becomes a :class:`Proposal`.
 
 A proposal is a claim, never a fact. :func:`parse_proposal` turns whatever a proposer returned
-into a :class:`Proposal` whose ``action`` is a typed record (:mod:`harness_lab.actions`), or whose
+into a :class:`Proposal` whose ``action`` is a typed record (:mod:`harness_lab.records.actions`), or whose
 ``error`` says why not. Fields an action does not define (``verified: true``, ``"I checked all
 sources"``) land in ``claims``: recorded, never trusted. Unknown kinds, bad arguments and malformed
 proposals are data fed back to the proposer, never a crash. A proposal whose arguments are all plain
-strings (most are) is checked and built without pydantic, with the same result (see :mod:`._flat`).
+strings (most are) is checked and built without pydantic, with the same result (see :mod:`.flat`).
 """
 
 from __future__ import annotations
@@ -20,20 +20,20 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._flat import MISSING, REQUIRED, FlatSpec, built, flat_dump, flat_json, shared_fields
 from .actions import (
-    _FIELDS,
-    _FLAT,
     _FLAT_JSON,
-    _FLAT_SIZE,
-    _MODELS,
+    ACTION_FIELDS,
+    ACTION_MODELS,
     EXTERNAL_KINDS,
+    FLAT_SIZE,
+    FLAT_SPECS,
     FORBIDDEN_KINDS,
     TOOL_KINDS,
     Action,
     ForbiddenAction,
     GatedAction,
 )
+from .flat import MISSING, REQUIRED, FlatSpec, built, flat_dump, flat_json, shared_fields
 
 __all__ = ["Proposal", "ProposalError", "parse_proposal"]
 
@@ -92,7 +92,7 @@ class Proposal(BaseModel):
         action = self.action
         if action is None:
             return None
-        size = _FLAT_SIZE.get(type(action))
+        size = FLAT_SIZE.get(type(action))
         flat = flat_dump(action.__dict__, size) if size is not None else None
         return action.model_dump(mode="json") if flat is None else flat
 
@@ -133,7 +133,7 @@ class Proposal(BaseModel):
         action = self.action
         if action is None:
             return f"invalid proposal ({self.error.code if self.error else '?'})"
-        shown = _flat_shown(action.__dict__, size) if (size := _FLAT_SIZE.get(type(action))) is not None else None
+        shown = _flat_shown(action.__dict__, size) if (size := FLAT_SIZE.get(type(action))) is not None else None
         if shown is None:
             args = self.action_json or {}
             shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items() if k != "kind")
@@ -164,7 +164,7 @@ def parse_proposal(raw: object) -> Proposal:
     try:
         if type(raw) is dict:  # the usual proposal first: a dict of a flat kind (see _parse_flat)
             kind = raw.get("kind")
-            if type(kind) is str and (spec := _FLAT.get(kind)) is not None:
+            if type(kind) is str and (spec := FLAT_SPECS.get(kind)) is not None:
                 if (flat := _parse_flat(raw, kind, spec)) is not None:
                     # its arguments are ASCII: only claims beside them may hold a lone surrogate
                     return _utf8(flat) if flat.claims else flat
@@ -178,7 +178,7 @@ def parse_proposal(raw: object) -> Proposal:
 def _parse(raw: object) -> Proposal:
     if type(raw) is dict:  # the usual proposal first: a dict of a flat kind (see _parse_flat)
         kind = raw.get("kind")
-        if type(kind) is str and (spec := _FLAT.get(kind)) is not None:
+        if type(kind) is str and (spec := FLAT_SPECS.get(kind)) is not None:
             if (flat := _parse_flat(raw, kind, spec)) is not None:
                 return flat
     elif isinstance(raw, Proposal):  # judged by its raw: a hand-built one's action may say otherwise
@@ -206,12 +206,12 @@ def _parse(raw: object) -> Proposal:
                 code="bad_arguments", message=f"{kind}: argument {odd}: not a finite number (NaN and infinity are not JSON)",
                 hint="give numbers as finite values, or as strings"))
         return Proposal(raw=_jsonable_map(raw_map), action=GatedAction.model_validate({"kind": kind, "args": args}))
-    model = _MODELS.get(kind)
+    model = ACTION_MODELS.get(kind)
     if model is None:
         return Proposal(raw=_jsonable_map(raw_map), error=ProposalError(
             code="unknown_kind", message=f"unknown action kind {kind!r}",
             hint="allowed kinds: " + ", ".join(sorted(TOOL_KINDS))))
-    fields = _FIELDS[kind]
+    fields = ACTION_FIELDS[kind]
     args = {k: v for k, v in raw_map.items() if k in fields}
     claims = {k: _jsonable(v) for k, v in raw_map.items() if k not in fields} if len(args) < len(raw_map) else {}
     try:
@@ -287,7 +287,7 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
             return None
     claims: dict[str, Any] = {}
     if len(given) < len(raw_map):  # keys beyond the arguments: claims (other keys than str: pydantic refuses)
-        fields = _FIELDS[kind]
+        fields = ACTION_FIELDS[kind]
         for key, value in raw_map.items():
             if key not in fields:
                 if type(key) is not str:
@@ -301,7 +301,7 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
                 break
         else:  # str keys, and every value was checked a plain str: the JSON copy is a plain copy
             copied = dict(raw_map)
-    action = built(_MODELS[kind], values, shared_fields(given))
+    action = built(ACTION_MODELS[kind], values, shared_fields(given))
     return built(Proposal, {"kind": "proposal", "raw": copied, "action": action, "error": None, "claims": claims},
                  _PROPOSAL_SET)
 

@@ -11,16 +11,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import from_json, to_json
 
-# The text pieces of a step row; the private names others read are re-exported as they were.
-from ._row_text import _FLAT_ROWS as _FLAT_ROWS
-from ._row_text import _PIECES as _PIECES
-from ._row_text import _STATE_JSON, _name_json, _proposal_json
-from ._row_text import _full_proposal_json as _full_proposal_json
+# The text pieces of a step row; the names others read (checkpoint rows, tests) are re-exported.
+from ..row_text import FLAT_ROWS as FLAT_ROWS
+from ..row_text import PIECES as PIECES
+from ..row_text import STATE_JSON, name_json, proposal_json
+from ..row_text import full_proposal_json as full_proposal_json
+from ..validation import Verdict
+from ..validation.receipt import Receipt
 from .proposal import Proposal
 from .states import RunState
 from .tools import ToolResult
-from .validation import Verdict
-from .validation.receipt import Receipt
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -177,9 +177,9 @@ def dump_step_row(record: StepRecord) -> str:
     validation stored): a store writes one row per step."""
     d = record.__dict__
     step, proposal, decision, result = d["step"], d["proposal"], d["decision"], d["tool_result"]
-    pieces, before, after = _PIECES, d["state_before"], d["state_after"]
-    states = _STATE_JSON[before] if after is before else f'{_STATE_JSON[before]},"state_after":{_STATE_JSON[after]}'
-    said = "null" if proposal is None else _proposal_json(proposal)
+    pieces, before, after = PIECES, d["state_before"], d["state_after"]
+    states = STATE_JSON[before] if after is before else f'{STATE_JSON[before]},"state_after":{STATE_JSON[after]}'
+    said = "null" if proposal is None else proposal_json(proposal)
     last = pieces.last  # most steps pair the decision and result of the step before
     outcome = last[2] if last[0] is decision and last[1] is result else pieces.outcome(decision, result)
     verdict = d["verdict"]
@@ -190,7 +190,7 @@ def dump_step_row(record: StepRecord) -> str:
         if (e["proposal"] is proposal and e["decision"] is decision and f["result"] is result
                 and e["step"] == step == f["step"]):
             listed = (f'{{"seq":{e["seq"]},"kind":"proposed","same":true}},{{"seq":{f["seq"]},'
-                      f'"kind":"tool_called","tool":{_name_json(f["tool"])},"same":true}}')
+                      f'"kind":"tool_called","tool":{name_json(f["tool"])},"same":true}}')
         else:
             listed = _events_json(events, step, proposal, decision, result)
     else:
@@ -208,7 +208,7 @@ def _events_json(events: tuple[Event, ...], step: int, proposal: Proposal | None
         if kind is Proposed and e["proposal"] is proposal and e["decision"] is decision:
             texts.append(f'{{"seq":{e["seq"]}{at},"kind":"proposed","same":true}}')
         elif kind is ToolCalled and e["result"] is result:
-            texts.append(f'{{"seq":{e["seq"]}{at},"kind":"tool_called","tool":{_name_json(e["tool"])},"same":true}}')
+            texts.append(f'{{"seq":{e["seq"]}{at},"kind":"tool_called","tool":{name_json(e["tool"])},"same":true}}')
         else:
             texts.append(_event_json(event, at))
     return ",".join(texts)
@@ -224,7 +224,7 @@ def _event_json(event: Event, at: str) -> str:
         for name in _EDIT_FIELDS:
             del data[name]
     if type(event) is Proposed:
-        data["proposal"] = from_json(_proposal_json(event.proposal))
+        data["proposal"] = from_json(proposal_json(event.proposal))
     if not at:
         del data["step"]
     return to_json(data).decode()

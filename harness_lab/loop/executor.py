@@ -10,8 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .actions import (
+from ..errors import StoreError
+from ..evidence import EvidenceCatalogue
+from ..records.actions import (
     CONTEXT_KINDS,
+    ActionBase,
     DeleteFile,
     GatedAction,
     ListDir,
@@ -22,12 +25,9 @@ from .actions import (
     Think,
     WriteFile,
     WriteReport,
-    _Action,
 )
-from .errors import StoreError
-from .evidence import EvidenceCatalogue
-from .sandbox import Sandbox
-from .tools import ToolResult
+from ..records.tools import ToolResult
+from ..sandbox import Sandbox
 
 __all__ = ["READ_TOOLS", "ExternalEffects", "Outbox", "ToolExecutor"]
 
@@ -64,10 +64,10 @@ class ToolExecutor:
     read_ref: Callable[[str, int, int | None], str]
     effects: ExternalEffects
     observed: dict[str, str] = field(default_factory=dict)  # evidence id -> sha256 read in this run
-    # The run's context answers the subtask cycle and search_history (see harness_lab._context_tools).
-    context_tool: Callable[[_Action], ToolResult] | None = None
+    # The run's context answers the subtask cycle and search_history (see harness_lab.loop._context_tools).
+    context_tool: Callable[[ActionBase], ToolResult] | None = None
 
-    def execute(self, action: _Action, idempotency_key: str) -> ToolResult:
+    def execute(self, action: ActionBase, idempotency_key: str) -> ToolResult:
         kind = action.kind
         try:
             result = self._dispatch(action, idempotency_key)
@@ -79,7 +79,7 @@ class ToolExecutor:
             )
         return _never_empty_success(result) if kind in READ_TOOLS else result
 
-    def _dispatch(self, action: _Action, key: str) -> ToolResult:
+    def _dispatch(self, action: ActionBase, key: str) -> ToolResult:
         if type(action) is Think:  # the no-op first: pydantic's isinstance is Python code (~0.1 µs each)
             return _NOTED
         if isinstance(action, ReadEvidence):

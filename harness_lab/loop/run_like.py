@@ -15,25 +15,25 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from .clock import Clock
-from .context import ContextManager
-from .contract import ControlContract
-from .events import Event, StepRecord, StopReason, Usage
-from .evidence import EvidenceCatalogue
+from ..clock import Clock
+from ..context import ContextManager
+from ..contract import ControlContract
+from ..evidence import EvidenceCatalogue
+from ..faults import CrashPoint
+from ..proposers.base import Proposer
+from ..records.events import Event, StepRecord, StopReason, Usage
+from ..records.states import RunState
+from ..sandbox import Sandbox
+from ..sandbox.policy import Isolation
+from ..store import Store
+from ..validation import Receipt
+from .approval import ApprovalRequest, Approver
 from .executor import ToolExecutor
-from .faults import CrashPoint
 from .gates import LoopGates
-from .loop.approval import ApprovalRequest, Approver
-from .loop.record_log import RecordLog
-from .loop.repair import RepairPolicy
-from .loop.stop_rules import FailedAttempts
-from .loop.triggers import TriggerTest
-from .proposers.base import Proposer
-from .sandbox import Sandbox
-from .sandbox.policy import Isolation
-from .states import RunState
-from .store import Store
-from .validation import Receipt
+from .record_log import RecordLog
+from .repair import RepairPolicy
+from .stop_rules import FailedAttempts
+from .triggers import TriggerTest
 
 __all__ = ["RunLike"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .actions import _FIELDS, GatedAction
-from .errors import RunStateError
-from .proposal import Proposal, parse_proposal
+from ..errors import RunStateError
+from ..records.actions import ACTION_FIELDS, GatedAction
+from ..records.proposal import Proposal, parse_proposal
 
 __all__ = ["edited_proposal"]
 
@@ -58,7 +58,7 @@ def _kind(proposal: Proposal) -> str | None:
 def _fields_of(kind: str) -> frozenset[str]:
     """The fields the tool's model defines (one left at its default may be set by an edit); a gated
     external call's arguments are free-form: only those it was proposed with can be replaced."""
-    return _FIELDS.get(kind, frozenset()) - {"kind"}
+    return ACTION_FIELDS.get(kind, frozenset()) - {"kind"}
 
 
 def _why(proposal: Proposal) -> str:
