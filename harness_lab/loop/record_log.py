@@ -48,39 +48,47 @@ Row = tuple[Any, ...]
 class RecordLog(Sequence[T], Generic[T]):
     """A sequence read as a list (index, slice, iterate, ``len``, ``==`` a list), appended to at its end and
     trimmed (``del log[a:b]``) as a list is. With ``row`` (an entry as plain data, made when it is appended,
-    while its objects are still in the CPU's caches), ``unpack`` (rows back to entries) and ``objects``
-    (the list the rows index): once ``keep + batch`` entries are held whole, the rows of the oldest
-    ``batch`` become one marshal text and those entries are let go. Without them it never packs."""
+    while its objects are still in the CPU's caches; None: made later, by someone else or at packing),
+    ``unpack`` (rows back to entries) and ``objects`` (the list the rows index): once ``keep + batch``
+    entries are held whole, the rows of the oldest ``batch`` become one marshal text and those entries are
+    let go (``late`` makes the rows still missing then). Without them it never packs."""
 
-    __slots__ = ("_batch", "_cached", "_chunks", "_keep", "_limit", "_objects", "_packed", "_row", "_rows",
-                 "_tail", "_unpack")
+    __slots__ = ("_batch", "_cached", "_chunks", "_keep", "_late", "_limit", "_objects", "_packed", "_packing",
+                 "_row", "_rows", "_tail", "_unpack")
 
-    def __init__(self, row: Callable[[T], Row] | None = None,
+    def __init__(self, row: Callable[[T], Row | None] | None = None,
                  unpack: Callable[[list[Row], list[Any]], list[T]] | None = None, objects: list[Any] | None = None,
-                 *, keep: int = 64, batch: int = 1024) -> None:
+                 *, keep: int = 64, batch: int = 1024, late: Callable[[T], Row] | None = None) -> None:
         if (row is None) != (unpack is None) or (row is None) != (objects is None) or keep < 0 or batch < 1:
             raise ValueError("RecordLog: row, unpack and objects go together; keep >= 0, batch >= 1")
         self._row, self._unpack, self._objects, self._keep, self._batch = row, unpack, objects, keep, batch
+        self._packing = row is not None
+        self._late = late  # makes at packing the rows ``row`` left to be made (None: row does)
         self._limit = keep + batch if row is not None else -1  # the tail's length that packs a batch
         self._chunks: list[_Chunk] = []
         self._packed = 0  # entries in _chunks, every chunk one full batch
         self._tail: list[T] = []
-        self._rows: list[Row] = []  # the tail's rows (when packing), entry for entry
+        self._rows: list[Row | None] = []  # the tail's rows (when packing), entry for entry; None: not made yet
         self._cached: tuple[int, list[T]] = (-1, [])  # the last chunk rebuilt, by its number
 
     # -- writing --------------------------------------------------------------------------------
     def append(self, entry: T) -> None:
         tail = self._tail
         tail.append(entry)
-        if self._row is not None:
-            self._rows.append(self._row(entry))
+        if self._packing:
+            self._rows.append(self._row(entry))  # type: ignore[misc]
             if len(tail) == self._limit:
                 self._pack_oldest()
 
     def _pack_oldest(self) -> None:
-        size = self._batch
+        size, row = self._batch, self._late or self._row
+        assert row is not None
+        rows = self._rows[:size]
+        if None in rows:  # the rows nobody made yet (see _Table.record_row), made now
+            rows = [made if made is not None else row(entry)
+                    for made, entry in zip(rows, self._tail, strict=False)]
         try:
-            text, objects = marshal.dumps(self._rows[:size]), self._objects
+            text, objects = marshal.dumps(rows), self._objects
         except ValueError:  # a value marshal cannot hold (a record built by hand): the batch stays whole
             text, objects = marshal.dumps([(i,) for i in range(size)]), self._tail[:size]
         assert objects is not None
@@ -94,7 +102,7 @@ class RecordLog(Sequence[T], Generic[T]):
         if stride == 1 and start >= self._packed:  # the usual: a stored run's window, an abandoned step's events
             cut = slice(start - self._packed, max(stop - self._packed, 0))
             del self._tail[cut]
-            if self._row is not None:
+            if self._packing:
                 del self._rows[cut]
             return
         whole = list(self)  # rare: the packed part is cut into; what is left is appended again
@@ -175,8 +183,12 @@ def trace_logs(*, keep: int = 16, batch: int = 64,
     if not pack:
         return RecordLog(), RecordLog()
     table = _Table()  # what the rows of both share, held once
-    return (RecordLog(table.record_row, table.unpack_records, table.objects, keep=keep, batch=batch),
-            RecordLog(table.event_row, table.unpack_events, table.objects, keep=2 * keep, batch=2 * batch))
+    records = RecordLog(table.record_row, table.unpack_records, table.objects, keep=keep, batch=batch)
+    # An event's row is made with its step's record (see _Table.record_row); events no record names, at packing.
+    events = RecordLog(table.later, table.unpack_events, table.objects, keep=2 * keep, batch=2 * batch,
+                       late=table.event_row)
+    table.events = events
+    return records, events
 
 
 class _Table:
@@ -186,7 +198,7 @@ class _Table:
     A row is made in the step that appends its entry: a few dict lookups, and none for the objects the
     previous record named."""
 
-    __slots__ = ("by_content", "by_id", "objects", "recent", "shared", "shared_at")
+    __slots__ = ("by_content", "by_id", "events", "objects", "recent", "shared", "shared_at")
 
     def __init__(self) -> None:
         self.objects: list[Any] = []
@@ -198,6 +210,11 @@ class _Table:
         # The previous record's states, decision, result and verdict, and their indexes.
         self.shared: tuple[Any, ...] = ()
         self.shared_at: tuple[int, ...] = ()
+        self.events: RecordLog[Event] | None = None  # the run's events log, whose rows a record's row makes
+
+    def later(self, event: Event) -> None:
+        """An event's row, when it is appended: none yet (its record's makes it; packing, if none does)."""
+        return None
 
     def ref(self, obj: object) -> int:
         at = self.by_id.get(id(obj))
@@ -269,6 +286,10 @@ class _Table:
                     and e["step"] == step == f["step"] and type(f["tool"]) is str
                     and first.__pydantic_fields_set__ is _PROPOSED_SET and then.__pydantic_fields_set__ is _TOOL_SET):
                 listed = (e["seq"], f["seq"], f["tool"])
+                log = self.events
+                if log is not None and (tail := log._tail) and tail[-1] is then and len(tail) > 1 and tail[-2] is first:
+                    rows, at = log._rows, self.shared_at  # the two events' rows: what event_row would make
+                    rows[-2], rows[-1] = (e["seq"], step, said, at[2]), (f["seq"], step, f["tool"], at[3])
         if listed is None:
             listed = tuple([self._event_entry(event, step, proposal, decision, result) for event in events])
         u = used.__dict__
