@@ -47,24 +47,24 @@ Row = tuple[Any, ...]
 
 class RecordLog(Sequence[T], Generic[T]):
     """A sequence read as a list (index, slice, iterate, ``len``, ``==`` a list), appended to at its end and
-    trimmed (``del log[a:b]``) as a list is. With ``row`` (an entry as plain data, made when it is appended,
-    while its objects are still in the CPU's caches; None: made later, by someone else or at packing),
-    ``unpack`` (rows back to entries) and ``objects`` (the list the rows index): once ``keep + batch``
+    trimmed (``del log[a:b]``) as a list is. With ``unpack`` (rows back to entries) and ``objects`` (the
+    list the rows index) it packs: ``row`` makes an entry's row (plain data) when it is appended, while its
+    objects are still in the CPU's caches (no ``row``: someone else may, see _Table.record_row); once ``keep + batch``
     entries are held whole, the rows of the oldest ``batch`` become one marshal text and those entries are
     let go (``late`` makes the rows still missing then). Without them it never packs."""
 
     __slots__ = ("_batch", "_cached", "_chunks", "_keep", "_late", "_limit", "_objects", "_packed", "_packing",
                  "_row", "_rows", "_tail", "_unpack")
 
-    def __init__(self, row: Callable[[T], Row | None] | None = None,
+    def __init__(self, row: Callable[[T], Row] | None = None,
                  unpack: Callable[[list[Row], list[Any]], list[T]] | None = None, objects: list[Any] | None = None,
                  *, keep: int = 64, batch: int = 1024, late: Callable[[T], Row] | None = None) -> None:
-        if (row is None) != (unpack is None) or (row is None) != (objects is None) or keep < 0 or batch < 1:
-            raise ValueError("RecordLog: row, unpack and objects go together; keep >= 0, batch >= 1")
+        if (unpack is None) != (objects is None) or (row or late) and unpack is None or keep < 0 or batch < 1:
+            raise ValueError("RecordLog: rows, unpack and objects go together; keep >= 0, batch >= 1")
         self._row, self._unpack, self._objects, self._keep, self._batch = row, unpack, objects, keep, batch
-        self._packing = row is not None
+        self._packing = unpack is not None
         self._late = late  # makes at packing the rows ``row`` left to be made (None: row does)
-        self._limit = keep + batch if row is not None else -1  # the tail's length that packs a batch
+        self._limit = keep + batch if unpack is not None else -1  # the tail's length that packs a batch
         self._chunks: list[_Chunk] = []
         self._packed = 0  # entries in _chunks, every chunk one full batch
         self._tail: list[T] = []
@@ -76,7 +76,8 @@ class RecordLog(Sequence[T], Generic[T]):
         tail = self._tail
         tail.append(entry)
         if self._packing:
-            self._rows.append(self._row(entry))  # type: ignore[misc]
+            row = self._row
+            self._rows.append(None if row is None else row(entry))
             if len(tail) == self._limit:
                 self._pack_oldest()
 
@@ -185,8 +186,7 @@ def trace_logs(*, keep: int = 16, batch: int = 64,
     table = _Table()  # what the rows of both share, held once
     records = RecordLog(table.record_row, table.unpack_records, table.objects, keep=keep, batch=batch)
     # An event's row is made with its step's record (see _Table.record_row); events no record names, at packing.
-    events = RecordLog(table.later, table.unpack_events, table.objects, keep=2 * keep, batch=2 * batch,
-                       late=table.event_row)
+    events = RecordLog(None, table.unpack_events, table.objects, keep=2 * keep, batch=2 * batch, late=table.event_row)
     table.events = events
     return records, events
 
@@ -198,23 +198,16 @@ class _Table:
     A row is made in the step that appends its entry: a few dict lookups, and none for the objects the
     previous record named."""
 
-    __slots__ = ("by_content", "by_id", "events", "objects", "recent", "shared", "shared_at")
+    __slots__ = ("by_content", "by_id", "events", "objects", "shared", "shared_at")
 
     def __init__(self) -> None:
         self.objects: list[Any] = []
         self.by_id: dict[int, int] = {}  # safe: every object named here stays alive in ``objects``
         self.by_content: dict[str, int] = {}  # a proposal's canonical JSON -> the last one held with it
-        # Proposals named lately, by id, each held with its index (so its id names no other object): the
-        # step's proposed event and its record name the same proposal.
-        self.recent: dict[int, tuple[Any, int]] = {}
         # The previous record's states, decision, result and verdict, and their indexes.
         self.shared: tuple[Any, ...] = ()
         self.shared_at: tuple[int, ...] = ()
         self.events: RecordLog[Event] | None = None  # the run's events log, whose rows a record's row makes
-
-    def later(self, event: Event) -> None:
-        """An event's row, when it is appended: none yet (its record's makes it; packing, if none does)."""
-        return None
 
     def ref(self, obj: object) -> int:
         at = self.by_id.get(id(obj))
@@ -224,9 +217,6 @@ class _Table:
         return at
 
     def proposal(self, proposal: Any) -> int:
-        hit = self.recent.get(id(proposal))
-        if hit is not None:
-            return hit[1]
         at = self.by_id.get(id(proposal))
         if at is not None:
             return at
@@ -252,9 +242,6 @@ class _Table:
                 self.by_content[text] = at
             else:
                 self.by_id[id(proposal)] = at
-        if len(self.recent) >= 64:  # a step's event and record name it a few calls apart
-            self.recent.clear()
-        self.recent[id(proposal)] = (proposal, at)
         return at
 
     # The usual step record's row: (step, proposal, before, after, decision, result, verdict, decisions,
@@ -273,11 +260,7 @@ class _Table:
                 or result is not shared[3] or now[4] is not shared[4]:
             ref = self.ref
             self.shared, self.shared_at = now, (ref(now[0]), ref(now[1]), ref(decision), ref(result), ref(now[4]))
-        if proposal is None:
-            said = -1
-        else:
-            hit = self.recent.get(id(proposal))
-            said = hit[1] if hit is not None else self.proposal(proposal)
+        said = -1 if proposal is None else self.proposal(proposal)
         events = d["events"]
         listed: Row | None = None
         if len(events) == 2 and type(first := events[0]) is Proposed and type(then := events[1]) is ToolCalled:
@@ -331,9 +314,7 @@ class _Table:
     def event_row(self, event: Event) -> Row:
         kind, e = type(event), event.__dict__
         if kind is Proposed and event.__pydantic_fields_set__ is _PROPOSED_SET and type(e["decision"]) is Decision:
-            proposal = e["proposal"]
-            hit = self.recent.get(id(proposal))
-            return (e["seq"], e["step"], hit[1] if hit is not None else self.proposal(proposal), self.ref(e["decision"]))
+            return (e["seq"], e["step"], self.proposal(e["proposal"]), self.ref(e["decision"]))
         if kind is ToolCalled and event.__pydantic_fields_set__ is _TOOL_SET and type(e["tool"]) is str:
             return (e["seq"], e["step"], e["tool"], self.ref(e["result"]))
         return (self.ref(event),)
