@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 from ..records.events import Decision, Event, Proposed, StepRecord, ToolCalled
+from ..records.flat import shared_fields
+from ..records.proposal import Proposal, parse_proposal
 from ._step_records import (
     _PROPOSED_SET,
     _STEP_SET,
@@ -37,6 +39,10 @@ from ._step_records import (
 )
 
 __all__ = ["RecordLog", "trace_logs"]
+
+# The fields set of a proposal that records.proposal's flat parse built (it alone builds them with this
+# shared set): parse_proposal(its raw) gives it again, equal field by field, so its row holds only the raw.
+_PARSED = shared_fields(("raw", "action", "claims"))
 
 T = TypeVar("T")
 
@@ -203,7 +209,8 @@ class _Table:
     def __init__(self) -> None:
         self.objects: list[Any] = []
         self.by_id: dict[int, int] = {}  # safe: every object named here stays alive in ``objects``
-        self.by_content: dict[str, int] = {}  # a proposal's canonical JSON -> the last one held with it
+        # (a proposal's canonical JSON, its raw's keys in order) -> the last one held with them
+        self.by_content: dict[tuple[Any, ...], int] = {}
         # The previous record's states, decision, result and verdict, and their indexes.
         self.shared: tuple[Any, ...] = ()
         self.shared_at: tuple[int, ...] = ()
@@ -216,6 +223,13 @@ class _Table:
             self.objects.append(obj)
         return at
 
+    def said(self, proposal: Any) -> Any:
+        """A proposal in a row: its raw (a dict) when parsing it again gives it back, else its index."""
+        if proposal.__pydantic_fields_set__ is _PARSED and type(proposal) is Proposal \
+                and type(raw := proposal.__dict__["raw"]) is dict:
+            return raw
+        return self.proposal(proposal)
+
     def proposal(self, proposal: Any) -> int:
         at = self.by_id.get(id(proposal))
         if at is not None:
@@ -223,8 +237,9 @@ class _Table:
         d = proposal.__dict__
         action, raw, text = d["action"], d["raw"], d.get("canonical")
         plain = action is not None and d["error"] is None and not d["claims"] and type(raw) is dict
-        if plain and type(text) is str:  # its canonical JSON, made by the gates: names the equal one, if any
-            at = self.by_content.get(text)
+        key = (text, *raw) if plain and type(text) is str else None  # its canonical JSON (made by the gates), raw keys
+        if key is not None:
+            at = self.by_content.get(key)
             if at is not None:
                 # Equal, field by field: the same raw (keys in order), the same action type and values, the
                 # same fields sets; no error, no claims (as every proposal named in by_content).
@@ -232,20 +247,20 @@ class _Table:
                 was = same.__dict__
                 if not (type(same) is type(proposal) and was["raw"] == raw and tuple(was["raw"]) == tuple(raw)
                         and type(was["action"]) is type(action) and was["action"].__dict__ == action.__dict__
-                        and same.__pydantic_fields_set__ is proposal.__pydantic_fields_set__
-                        and was["action"].__pydantic_fields_set__ is action.__pydantic_fields_set__):
+                        and same.__pydantic_fields_set__ == proposal.__pydantic_fields_set__
+                        and was["action"].__pydantic_fields_set__ == action.__pydantic_fields_set__):
                     at = None
         if at is None:
             at = len(self.objects)
             self.objects.append(proposal)
-            if plain and type(text) is str:
-                self.by_content[text] = at
+            if key is not None:
+                self.by_content[key] = at
             else:
                 self.by_id[id(proposal)] = at
         return at
 
-    # The usual step record's row: (step, proposal, before, after, decision, result, verdict, decisions,
-    # tool_calls, tokens, elapsed_s, events); its events: (seq, seq, tool) the step's own proposed and
+    # The usual step record's row: (step, proposal (its raw, or its index), before, after, decision, result,
+    # verdict, decisions, tool_calls, tokens, elapsed_s, events); its events: (seq, seq, tool) the step's own proposed and
     # tool_called, else one entry each: (seq,) a proposed, (seq, tool) a tool_called of the record's own
     # objects, (-1 - index,) any other. A row of one int: the record, whole, in the table.
     def record_row(self, record: StepRecord) -> Row:
@@ -260,7 +275,7 @@ class _Table:
                 or result is not shared[3] or now[4] is not shared[4]:
             ref = self.ref
             self.shared, self.shared_at = now, (ref(now[0]), ref(now[1]), ref(decision), ref(result), ref(now[4]))
-        said = -1 if proposal is None else self.proposal(proposal)
+        said = -1 if proposal is None else self.said(proposal)
         events = d["events"]
         listed: Row | None = None
         if len(events) == 2 and type(first := events[0]) is Proposed and type(then := events[1]) is ToolCalled:
@@ -296,7 +311,7 @@ class _Table:
                 out.append(objects[row[0]])
                 continue
             step, said, before, after, decided, done, verdict, decisions, tool_calls, tokens, elapsed, listed = row
-            proposal: Any = None if said < 0 else objects[said]
+            proposal: Any = parse_proposal(said) if type(said) is dict else None if said < 0 else objects[said]
             decision, result = objects[decided], objects[done]
             if listed and type(listed[0]) is int:  # the usual pair
                 events: tuple[Event, ...] = (proposed(listed[0], step, proposal, decision),
@@ -309,12 +324,12 @@ class _Table:
                                    objects[verdict], usage(decisions, tool_calls, tokens, elapsed), events))
         return out
 
-    # An event's row: (seq, step, proposal, decision) a proposed, (seq, step, tool, result) a tool_called
-    # (tool a str), (index,) any other, whole in the table.
+    # An event's row: (seq, step, proposal (raw or index), decision) a proposed, (seq, step, tool, result) a
+    # tool_called (tool a str), (index,) any other, whole in the table.
     def event_row(self, event: Event) -> Row:
         kind, e = type(event), event.__dict__
         if kind is Proposed and event.__pydantic_fields_set__ is _PROPOSED_SET and type(e["decision"]) is Decision:
-            return (e["seq"], e["step"], self.proposal(e["proposal"]), self.ref(e["decision"]))
+            return (e["seq"], e["step"], self.said(e["proposal"]), self.ref(e["decision"]))
         if kind is ToolCalled and event.__pydantic_fields_set__ is _TOOL_SET and type(e["tool"]) is str:
             return (e["seq"], e["step"], e["tool"], self.ref(e["result"]))
         return (self.ref(event),)
@@ -325,8 +340,9 @@ class _Table:
         for row in rows:
             if len(row) == 1:
                 out.append(objects[row[0]])
-            elif type(row[2]) is str:
-                out.append(tool_called(row[0], row[1], row[2], objects[row[3]]))
+            elif type(said := row[2]) is str:
+                out.append(tool_called(row[0], row[1], said, objects[row[3]]))
             else:
-                out.append(proposed(row[0], row[1], objects[row[2]], objects[row[3]]))
+                proposal = parse_proposal(said) if type(said) is dict else objects[said]
+                out.append(proposed(row[0], row[1], proposal, objects[row[3]]))
         return out

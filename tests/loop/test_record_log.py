@@ -199,3 +199,25 @@ def test_proposals_with_one_canonical_form_but_another_raw_are_held_apart(tmp_pa
         if got.kind == "proposed":
             assert list(got.proposal.raw.items()) == list(want.proposal.raw.items())
     run.close()
+
+
+def test_proposals_built_by_hand_are_held_once_when_equal_and_apart_when_not() -> None:
+    """A proposal the flat parse did not build is held in the table: once for equal ones (a loop's repeats),
+    apart when only the canonical form is the same (``list_dir`` and ``list_dir(path=".")``, keys in order)."""
+    from harness_lab.loop._step_records import proposed
+    from harness_lab.records.actions import ListDir
+    from harness_lab.records.events import Decision
+    from harness_lab.records.proposal import Proposal
+
+    raws = [{"kind": "list_dir"}, {"kind": "list_dir", "path": "."}, {"path": ".", "kind": "list_dir"}] * 4
+    made = [Proposal(raw=dict(raw), action=ListDir(path=".")) for raw in raws]
+    assert len({p.canonical for p in made}) == 1
+    decision = Decision(verdict="execute", reason="r")
+    _, events = trace_logs(keep=1, batch=2)
+    plain = [proposed(i + 1, i + 1, proposal, decision) for i, proposal in enumerate(made)]
+    for event in plain:
+        events.append(event)
+    assert events.packed == 8 and list(events) == plain
+    for got, want in zip(events, plain, strict=True):
+        assert list(got.proposal.raw.items()) == list(want.proposal.raw.items())
+    assert sum(type(o) is Proposal for o in events._chunks[0][2]) == 3, "one per distinct proposal"
