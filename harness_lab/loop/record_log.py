@@ -270,12 +270,17 @@ class _Table:
                 used.__pydantic_fields_set__ is not _USAGE_SET:
             return (self.ref(record),)
         step, proposal, decision, result = d["step"], d["proposal"], d["decision"], d["tool_result"]
-        now, shared = (d["state_before"], d["state_after"], decision, result, d["verdict"]), self.shared
-        if len(shared) != 5 or now[0] is not shared[0] or now[1] is not shared[1] or decision is not shared[2] \
-                or result is not shared[3] or now[4] is not shared[4]:
+        before, after, verdict, shared = d["state_before"], d["state_after"], d["verdict"], self.shared
+        if not (shared and before is shared[0] and after is shared[1] and decision is shared[2]
+                and result is shared[3] and verdict is shared[4]):
             ref = self.ref
-            self.shared, self.shared_at = now, (ref(now[0]), ref(now[1]), ref(decision), ref(result), ref(now[4]))
-        said = -1 if proposal is None else self.said(proposal)
+            self.shared = (before, after, decision, result, verdict)
+            self.shared_at = (ref(before), ref(after), ref(decision), ref(result), ref(verdict))
+        if proposal is None:
+            said: Any = -1
+        elif not (proposal.__pydantic_fields_set__ is _PARSED and type(proposal) is Proposal
+                  and type(said := proposal.__dict__["raw"]) is dict):  # (self.said, inline: every step)
+            said = self.proposal(proposal)
         events = d["events"]
         listed: Row | None = None
         if len(events) == 2 and type(first := events[0]) is Proposed and type(then := events[1]) is ToolCalled:
