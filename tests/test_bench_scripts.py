@@ -29,6 +29,7 @@ CASES = {
     "compare_cost": (["--steps", "20", "--repeats", "1"], ["compare, agree:", "compare, fork", "run() per step"]),
     "time_travel": (["--steps", "40", "--repeats", "2", "--points", "2"], ["at(n)", "fork(at_step=n)", "worst median"]),
     "memory": (["--steps", "30", "60"], ["peak RSS", "ratio of growth"]),
+    "trace_memory": (["--steps", "120", "--rounds", "2"], ["trace memory:", "packed / plain CPU per step"]),
     "netallow_cost": (["--commands", "2", "--connections", "5", "--mib", "1"],
                       ["connect+roundtrip relayed / direct", "| bwrap |", "| unshare |"]),
     "snapshot_bench": (["--sizes", "1000", "--rounds", "1"], ["snapshot", "workspace_hash"]),

@@ -21,7 +21,7 @@ turn, so every firing acts. Every firing is a ``fault`` note in the trace and, w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
@@ -72,10 +72,15 @@ class FaultTarget(Protocol):
     context: ContextManager
     gates: LoopGates
     usage: Usage
-    records: list[StepRecord]
-    events: list[Event]
     step_no: int
     state: RunState
+
+    # Read-only here (a run's are lists, or harness_lab.loop.record_log.RecordLog: old entries packed).
+    @property
+    def records(self) -> Sequence[StepRecord]: ...
+
+    @property
+    def events(self) -> Sequence[Event]: ...
 
 
 class Fault(BaseModel):

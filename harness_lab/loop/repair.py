@@ -21,7 +21,7 @@ elsewhere can no longer roll back to it, so a failure past the cap escalates the
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -61,7 +61,7 @@ class _Run(Protocol):
     @property
     def failed_attempts(self) -> FailedAttempts: ...
     @property
-    def records(self) -> list[StepRecord]: ...
+    def records(self) -> Sequence[StepRecord]: ...
 
 
 @dataclass

@@ -59,6 +59,7 @@ from .counters import Counters
 from .crash import CrashGuard
 from .executor import ExternalEffects, Outbox, ToolExecutor
 from .gates import GatesMark, LoopGates
+from .record_log import RecordLog, trace_logs
 from .image import RunImage
 from .log import LogSource, RunLog
 from .records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
@@ -164,9 +165,11 @@ class Run:
         self.stop_reason: StopReason | None = None
         self._used = Counters()  # what the run used (run.usage)
         self.step_no = 0
-        self.records: list[StepRecord] = []
-        self.trace = Trace()  # the events, numbered; those of the step under way
-        self.events = self.trace.events
+        # Without a store the oldest entries are packed (harness_lab.loop.record_log); read as lists.
+        self.records: RecordLog[StepRecord]
+        self.events: RecordLog[Event]
+        self.records, self.events = trace_logs(pack=store is None)
+        self.trace = Trace(self.events)  # the events, numbered; those of the step under way
         self.receipt: Receipt | None = None
         self.accepted_bytes: bytes | None = None
         self.waiting: ApprovalRequest | None = None
@@ -875,7 +878,7 @@ class Run:
         self.trace.seq = value
 
 
-def _keep_window(trace: list[Any], size: int) -> None:
+def _keep_window(trace: RecordLog[Any], size: int) -> None:
     """Older entries live in the store; dropping half at a time keeps this O(1) amortized."""
     if len(trace) >= 2 * size:
         del trace[: len(trace) - size]

@@ -29,6 +29,7 @@ from ..validation import Receipt
 from .approval import ApprovalRequest, Approver
 from .executor import ToolExecutor
 from .gates import LoopGates
+from .record_log import RecordLog
 from .repair import RepairPolicy
 from .stop_rules import FailedAttempts
 from .triggers import TriggerTest
@@ -57,8 +58,8 @@ class RunLike(Protocol):
     stop_reason: StopReason | None
     step_no: int
     usage: Usage
-    records: list[StepRecord]
-    events: list[Event]
+    records: RecordLog[StepRecord]  # old entries packed when no store holds them
+    events: RecordLog[Event]
     receipt: Receipt | None
     waiting: ApprovalRequest | None
     failed_attempts: FailedAttempts

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..records.events import Event
+from .record_log import RecordLog
 
 __all__ = ["Trace"]
 
@@ -21,8 +22,8 @@ class Trace:
 
     __slots__ = ("events", "seq", "step_events")
 
-    def __init__(self) -> None:
-        self.events: list[Event] = []  # with a store, only a window of it (the rest is in the store)
+    def __init__(self, events: RecordLog[Event]) -> None:
+        self.events = events  # with a store, only a window of it (the rest is in the store); without, packed
         self.step_events: list[Event] = []
         self.seq = 0
 
