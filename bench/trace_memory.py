@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from core_targets import TARGETS, _rss_kib, spread  # noqa: E402
 from step_overhead import noop_run  # noqa: E402
 
-import harness_lab.loop._run_base  # noqa: E402
+import harness_lab.loop.run  # noqa: E402
 from harness_lab.loop.record_log import trace_logs  # noqa: E402
 
 CONTENDERS = ("packed", "plain")
@@ -44,7 +44,7 @@ def child(steps: int, contender: str, traced: bool) -> None:
     import tracemalloc
 
     if contender == "plain":
-        harness_lab.loop._run_base.trace_logs = lambda *a, **k: trace_logs(pack=False)  # type: ignore[assignment,misc]
+        harness_lab.loop.run.trace_logs = lambda *a, **k: trace_logs(pack=False)  # type: ignore[assignment,misc]
     in_gc = [0.0, 0.0]  # CPU seconds in collections; the start of the one under way
 
     def collecting(phase: str, info: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ for a repair that goes back to a snapshot); read :mod:`harness_lab.loop.run` fir
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -74,8 +74,10 @@ class _Checked(Protocol):
     workspace: Path
     gates: LoopGates
     usage: Usage
-    records: list[StepRecord]
-    events: list[Event]
+    @property
+    def records(self) -> Sequence[StepRecord]: ...
+    @property
+    def events(self) -> Sequence[Event]: ...
 
     def _transition(self, after: RunState, reason: str) -> None: ...
     def _emit(self, event_type: Callable[..., Event], **fields: Any) -> None: ...

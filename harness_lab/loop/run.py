@@ -59,9 +59,9 @@ from .counters import Counters
 from .crash import CrashGuard
 from .executor import ExternalEffects, Outbox, ToolExecutor
 from .gates import GatesMark, LoopGates
-from .record_log import RecordLog, trace_logs
 from .image import RunImage
 from .log import LogSource, RunLog
+from .record_log import RecordLog, trace_logs
 from .records import ROLLED_BACK, BudgetChoice, StepPoint, StepView
 from .repair import RepairPolicy
 from .stop_rules import FailedAttempts

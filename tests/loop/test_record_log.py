@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from loophelpers import GOOD, READ_A, READ_B, READ_C, WRITE_GOOD, contract, make_run
 
-import harness_lab.loop._run_base
+import harness_lab.loop.run
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.loop.record_log import RecordLog, trace_logs
 from harness_lab.records.events import Note
@@ -50,7 +50,7 @@ def _small_shadowed_logs(monkeypatch: pytest.MonkeyPatch) -> list[Shadowed]:
         made.extend(pair)
         return pair[0], pair[1]
 
-    monkeypatch.setattr(harness_lab.loop._run_base, "trace_logs", logs)
+    monkeypatch.setattr(harness_lab.loop.run, "trace_logs", logs)
     return made
 
 
