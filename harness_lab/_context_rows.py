@@ -6,10 +6,17 @@ a fork's first row holds none but names the checkpoint it restored (``context_fr
 version is dumped and redacted once: a whole state reuses the texts written before, derives those of
 items only re-layered since, and the stubs' JSON while they are unchanged. Large outputs go to the
 store's blobs once, by sha256.
+
+Item texts of :data:`SHARED_MIN` bytes or more (the pinned system, goal and acceptance items, summaries)
+go into the same blobs once, keyed by the sha256 of their redacted JSON (schema 9): a row names such an
+item as ``{"kind":"context_item","id":...,"$sha256":...}`` (:data:`~harness_lab.store.fold.SHARED`), so the whole states every
+``FULL_EVERY`` steps stop repeating them (a loop's whole state: 19 KB -> 8 KB). Readers get the item back
+(:mod:`harness_lab.persistence._stored_context`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import fields
 from operator import attrgetter
@@ -21,8 +28,12 @@ from .context import ContextItem, ContextManager, Layer
 from .context.items import compact_json
 from .records.redaction import Redactor
 from .store import Store
+from .store.fold import SHARED
 
-__all__ = ["ContextRow", "ContextRows"]
+__all__ = ["SHARED_MIN", "ContextRow", "ContextRows"]
+
+# An item text this long is stored once, by sha256 (a name costs ~100 B; interactions, ~200 B, stay inline)
+SHARED_MIN = 512
 
 # A layer's name by dict lookup, as context.items spells it (Enum.name is a slow descriptor)
 _LAYER_NAMES = {layer: layer.name for layer in Layer}
@@ -36,9 +47,10 @@ class ContextRows:
         self._ctx: object = None  # the context object the change log follows (a restore replaces it)
         self._base: int | None = None  # step of the last whole context state written
         self._since = 0  # bytes of change logs written since then
-        self._blobs: set[str] = set()  # sha256 of the outputs known to be stored
+        self._blobs: set[str] = set()  # sha256 of the outputs (and item texts) known to be stored
         self._verbatim: list[str] = []
         self._item_texts: dict[str, tuple[ContextItem, str]] = {}  # item id -> (version, redacted JSON)
+        self._shas: dict[str, tuple[str, str]] = {}  # item id -> (its text, that text's sha256)
         self._stubs: tuple[list[list[Any]], str, bool] | None = None  # the last whole state's (see _stubs_text)
         self._demoted: list[tuple[ContextItem, ContextItem]] = []  # (before, after) since the last whole state
         self._from = context_from  # until the first whole state: the checkpoint the base row stands for
@@ -147,11 +159,12 @@ class ContextRows:
         self._stubs = (stubs, text, known := self._redact.clean(f'stubs":{text}'))
         return text, known
 
-    def text(self, row: ContextRow, clean: bool) -> str:
-        """The JSON of a context state or change log; each item version is dumped and redacted once
-        (a whole state reuses the texts of the change logs, and of an item demoted since, that text
-        with its new layer: see _relayered). Redacting item by item finds what one
-        pass over the whole text finds: no pattern can span the ``},{`` between two items."""
+    def text(self, row: ContextRow, clean: bool) -> tuple[str, list[tuple[str, str]]]:
+        """The JSON of a context state or change log, and the item texts it names by sha256 that the store
+        must gain (see SHARED_MIN); each item version is dumped and redacted once (a whole state reuses the
+        texts of the change logs, and of an item demoted since, that text with its new layer: see
+        _relayered). Redacting item by item finds what one pass over the whole text finds: no pattern can
+        span the ``},{`` between two items."""
         items, missing = row.items, row.missing
         if clean:
             head, raw = row.head, row.raw[1:]
@@ -163,12 +176,31 @@ class ContextRows:
             cache[item.id] = (item, text)
         if row.whole and len(cache) > len(items):  # forget retired items (every item has its entry)
             self._item_texts = cache = {i.id: cache[i.id] for i in items}
+            self._shas = {i: hit for i, hit in self._shas.items() if i in cache}
             texts = [text for _, text in cache.values()]
         elif len(missing) == len(items):  # every item new (a change log's usual): the texts just made
             texts = raw
         else:
             texts = [cache[i.id][1] for i in items]
-        return f'{head[:-1]},"items":[{",".join(texts)}]}}'
+        shared: list[tuple[str, str]] = []
+        if texts and max(map(len, texts)) >= SHARED_MIN:
+            texts = [self._named(item.id, text, shared) if len(text) >= SHARED_MIN else text
+                     for item, text in zip(items, texts, strict=True)]
+        return f'{head[:-1]},"items":[{",".join(texts)}]}}', shared
+
+    def _named(self, item_id: str, text: str, shared: list[tuple[str, str]]) -> str:
+        """The name of item ``item_id`` whose redacted text is ``text`` (stored once, by sha256: the
+        store gains it with this row, unless an earlier row of this object wrote it)."""
+        hit = self._shas.get(item_id)
+        if hit is not None and hit[0] is text:
+            sha = hit[1]
+        else:
+            sha = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+            self._shas[item_id] = (text, sha)
+        if sha not in self._blobs:
+            shared.append((sha, text))
+        name = f'"{item_id}"' if item_id.isalnum() else _dumps(item_id)
+        return f'{{"kind":"context_item","id":{name},"{SHARED}":"{sha}"}}'
 
 
 def _dumps(value: Any) -> str:

@@ -237,7 +237,9 @@ class Checkpointer(_RowData):
             record, text = self._redact(record), self._redact(text)
         try:
             files = self._files.take(step, workspace_hash, run.sandbox, self._redact.clean)
-            written = self._rows.text(context, clean) if context is not None else None
+            written, shared = self._rows.text(context, clean) if context is not None else (None, ())
+            if shared:  # item texts the row names by sha256, into the same transaction
+                blobs = [*blobs, *shared]
             self.store.commit_step(run.run_id, step, now, record, text, written, blobs,
                                    settle_effects=self._unsettled, register=register, files=files, base=base)
         except BaseException:

@@ -4,6 +4,10 @@ Besides the state, :func:`stored_context` hands back the stored JSON text of eve
 checkpointer wrote it: dumped once, redacted). A fork's first checkpoint row holds the whole state
 again; with these texts it writes each item as it is already stored instead of dumping and
 redacting every item a second time (the bulk of that row's cost).
+
+Since schema 9 a row may name a long item by the sha256 of its text (``{"kind":"context_item","id":...,
+"$sha256":...}``, see :data:`harness_lab.store.fold.SHARED`): the item is read back from the store's
+blobs before the change logs are replayed, so every reader gets the states as they were written whole.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pydantic_core import from_json
 
 from ..context.changes import replay
 from ..store import Store
+from ..store.fold import SHARED
 
 __all__ = ["item_texts", "stored_context"]
 
@@ -39,7 +44,8 @@ def stored_context(store: Store, run_id: str, step: int, base: int | None, text:
                 run_id, step, base, text, source = _follow(store, source, seen)
                 continue
             state: dict[str, Any] = _loads(text)
-            found = item_texts(text, state) if texts else {}
+            shared = _named_items(store, text, state)
+            found = {**item_texts(text, state), **shared} if texts else {}
             break
         if text is None:
             if layers:
@@ -50,12 +56,16 @@ def stored_context(store: Store, run_id: str, step: int, base: int | None, text:
             raise ValueError(f"the context rows {base}..{step} are incomplete")
         if any(c is None for _, c in rows[1:]) or (rows[0][1] is None and source is None):
             raise ValueError(f"a context row between steps {base} and {step} is empty")
-        layers.append(([_loads(c or "null") for _, c in rows[1:]], source))
+        logs = [_loads(c or "null") for _, c in rows[1:]]
+        for (_, c), log in zip(rows[1:], logs, strict=True):
+            _named_items(store, c or "", log)
+        layers.append((logs, source))
         if rows[0][1] is None:  # the base row stands for another checkpoint's context: read that one
             run_id, step, base, text, source = _follow(store, source, seen)
             continue
         state = _loads(rows[0][1])
-        found = item_texts(rows[0][1], state) if texts else {}
+        shared = _named_items(store, rows[0][1], state)
+        found = {**item_texts(rows[0][1], state), **shared} if texts else {}
         break
     for changes, _ in reversed(layers):
         state, before = replay(state, changes)
@@ -79,6 +89,31 @@ def _follow(store: Store, source: str | None,
     row = store.step(run_id, int(step))
     checkpoint = Checkpoint.from_row(row)
     return run_id, row.step, checkpoint.context_base, row.context, checkpoint.context_from
+
+
+_NAMED = f'"{SHARED}":'  # unescaped, only as a key: inside a JSON string its quotes are escaped
+
+
+def _named_items(store: Store, text: str, data: Any) -> dict[str, str]:
+    """Replace, in the ``items`` of ``data`` (``text`` parsed), each item named by sha256 by the item its
+    blob holds; their texts by id. A missing or mismatched blob is a ``ValueError`` naming item and sha."""
+    if _NAMED not in text or not isinstance(data, dict) or not isinstance(items := data.get("items"), list):
+        return {}
+    found: dict[str, str] = {}
+    for n, entry in enumerate(items):
+        if not isinstance(entry, dict) or (sha := entry.get(SHARED)) is None:
+            continue
+        item_id = entry.get("id")
+        blob = store.blob(sha) if isinstance(sha, str) else None
+        if blob is None:
+            raise ValueError(f"a context row names item {item_id!r} by sha256 {str(sha)[:12]}, which the "
+                             "store's blobs do not hold")
+        item = _loads(blob)
+        if not isinstance(item, dict) or item.get("id") != item_id or SHARED in item:
+            raise ValueError(f"the blob {sha[:12]} a context row names for item {item_id!r} is not that item")
+        items[n] = item
+        found[str(item_id)] = blob
+    return found
 
 
 def _loads(text: str) -> Any:

@@ -57,7 +57,10 @@ __all__ = [
 #    under "-" the keys gone), folded onto the whole checkpoint of the row its ``base`` column names, at most
 #    FULL_EVERY rows back (store/fold.py); a whole checkpoint is one of the forms above. Files of 1-7 gain
 #    the column on open; their rows read as they are. Readers get the folded, whole checkpoint.
-SCHEMA_VERSION = 8
+# 9: a context row may name an item by the sha256 of its text, stored once in ``blobs`` (long items: pinned
+#    ones, summaries; _context_rows.SHARED_MIN), instead of repeating it in every whole state. Files of 1-8
+#    are only marked 9 on a writable open; their rows read as they are.
+SCHEMA_VERSION = 9
 
 EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]
 

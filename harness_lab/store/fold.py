@@ -17,10 +17,12 @@ from typing import Any
 
 import orjson
 
-__all__ = ["GONE", "WHOLE", "dumps", "fold"]
+__all__ = ["GONE", "SHARED", "WHOLE", "dumps", "fold"]
 
 WHOLE = '{"kind"'  # how a whole checkpoint text starts (every form; a delta never holds "kind")
 GONE = "-"  # a delta's list of the keys the row before had and this one has not
+# (schema 9) the key of a context item a row names by the sha256 of its text in the blobs (_context_rows.py)
+SHARED = "$sha256"
 
 
 def fold(whole: str, deltas: Iterable[str]) -> str:

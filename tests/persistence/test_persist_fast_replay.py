@@ -67,9 +67,10 @@ def _reference(store: Store, run_id: str, step: int) -> tuple[dict[str, Any] | N
         assert state is not None
     else:
         state = json.loads(rows[base])
-        texts = item_texts(rows[base], state)
+        texts = {**item_texts(rows[base], state), **_named(store, state)}
     for at in range(base + 1, step + 1):
         change = json.loads(rows[at])
+        _named(store, change)
         state = _one_log(state, change)
         for entry in (*change["items"], *change.get("patches", ())):
             texts.pop(str(entry["id"]), None)
@@ -78,6 +79,16 @@ def _reference(store: Store, run_id: str, step: int) -> tuple[dict[str, Any] | N
     return state, texts
 
 
+
+
+def _named(store: Store, data: dict[str, Any]) -> dict[str, str]:
+    """Items a row names by sha256 (schema 9) read from the store's blobs, in place; their texts by id."""
+    texts = {}
+    for n, entry in enumerate(data["items"]):
+        if "$sha256" in entry:
+            texts[entry["id"]] = text = store.blob(entry["$sha256"])
+            data["items"][n] = json.loads(text)
+    return texts
 
 
 def _steps(run: Run, rng: random.Random | None, n: int) -> None:
