@@ -30,7 +30,7 @@ since the row before, by orjson (schema 8: a loop's row holds its gates, ~130 B)
 whole for every reader (``store/fold.py``).
 A whole state leaves out retired items; a fork's first row holds no context at all but names the
 checkpoint it restored (``context_from``), and its change logs build on that until its own first
-whole state. Step records are stored by :func:`~harness_lab.records.events.dump_step_row` (events that
+whole state. Step records are stored by :func:`~harness_lab.row_text.dump_step_row` (events that
 repeat the record's proposal, decision and result say so instead of carrying them again).
 """
 
@@ -63,10 +63,11 @@ from .persistence.checkpoint_record import (
 from .persistence.checkpoint_record import RUN_STATE_EMPTY, Checkpoint
 from .records.actions import ActionBase, DeleteFile, WriteReport
 from .records.effect_classes import EffectClass, effect_class, effect_of_tool
-from .records.events import StepRecord, Usage, dump_step_row
+from .records.events import StepRecord, Usage
 from .records.redaction import SECRET_CATEGORIES, Redactor, redact
 from .records.states import RunState
 from .records.tools import ToolResult
+from .row_text import dump_step_row
 from .store import EffectEntry, Store
 from .store.fold import GONE, dumps
 from .timeline.files import FileRows

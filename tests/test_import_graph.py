@@ -252,7 +252,6 @@ KNOWN_WRONG_WAY = {
     ("proposers", "loop"): "proposers/replay.py rebuilds a Run (as above)",
     ("proposers", "persistence"): "proposers/replay.py (as above)",
     ("proposers", "store"): "proposers/replay.py (as above)",
-    ("records", "row_text"): "records/events.py spells the step row's JSON (the row helper's one serializer removes it)",
     ("records", "validation"): "StepRecord.verdict is validation's Verdict / Receipt",
 }
 # What loop/ never imports (test_loop_imports_nothing_of_the_persistence_side).

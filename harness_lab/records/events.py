@@ -9,13 +9,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from pydantic_core import from_json, to_json
+from pydantic_core import from_json
 
-# The text pieces of a step row; the names others read (checkpoint rows, tests) are re-exported.
-from ..row_text import FLAT_ROWS as FLAT_ROWS
-from ..row_text import PIECES as PIECES
-from ..row_text import STATE_JSON, name_json, proposal_json
-from ..row_text import full_proposal_json as full_proposal_json
 from ..validation import Verdict
 from ..validation.receipt import Receipt
 from .proposal import Proposal
@@ -36,7 +31,6 @@ __all__ = [
     "ToolCalled",
     "Usage",
     "Validated",
-    "dump_step_row",
     "load_step_row",
 ]
 
@@ -165,73 +159,8 @@ class StepRecord(_Record):
         )
 
 
-def dump_step_row(record: StepRecord) -> str:
-    """The record as a store keeps it: compact JSON that :func:`load_step_row` reads back to an equal
-    record. An event that repeats the record's own proposal and decision (``proposed``) or tool result
-    (``tool_called``) says ``"same": true`` instead of carrying them again; an event of the record's
-    step leaves its ``step`` out; ``state_after`` is left out when it equals ``state_before``; the
-    proposal, decision, tool result and usage leave out the fields at their defaults (``kind`` too:
-    their fields are not unions); a proposal whose action is spelled exactly like its raw form says
-    ``"action": "raw"``. Shared frozen records (a run's decisions, the result of ``think``) are
-    dumped once (see :class:`_Pieces`). Fields are read from the records' ``__dict__`` (what
-    validation stored): a store writes one row per step."""
-    d = record.__dict__
-    step, proposal, decision, result = d["step"], d["proposal"], d["decision"], d["tool_result"]
-    pieces, before, after = PIECES, d["state_before"], d["state_after"]
-    states = STATE_JSON[before] if after is before else f'{STATE_JSON[before]},"state_after":{STATE_JSON[after]}'
-    said = "null" if proposal is None else proposal_json(proposal)
-    last = pieces.last  # most steps pair the decision and result of the step before
-    outcome = last[2] if last[0] is decision and last[1] is result else pieces.outcome(decision, result)
-    verdict = d["verdict"]
-    checked = "" if verdict is None else f',"verdict":{pieces.text(verdict, full=True)}'
-    events = d["events"]
-    if len(events) == 2 and type(first := events[0]) is Proposed and type(then := events[1]) is ToolCalled:
-        e, f = first.__dict__, then.__dict__  # the usual step: its proposal, then its tool's result
-        if (e["proposal"] is proposal and e["decision"] is decision and f["result"] is result
-                and e["step"] == step == f["step"]):
-            listed = (f'{{"seq":{e["seq"]},"kind":"proposed","same":true}},{{"seq":{f["seq"]},'
-                      f'"kind":"tool_called","tool":{name_json(f["tool"])},"same":true}}')
-        else:
-            listed = _events_json(events, step, proposal, decision, result)
-    else:
-        listed = _events_json(events, step, proposal, decision, result)
-    return (f'{{"kind":"step","step":{step},"state_before":{states},"proposal":{said}'
-            f'{outcome}{checked},"usage":{pieces.usage(d["usage"])},"events":[{listed}]}}')
-
-
-def _events_json(events: tuple[Event, ...], step: int, proposal: Proposal | None, decision: Decision,
-                 result: ToolResult | None) -> str:
-    texts = []
-    for event in events:
-        e, kind = event.__dict__, type(event)
-        at = "" if e["step"] == step else f',"step":{e["step"]}'
-        if kind is Proposed and e["proposal"] is proposal and e["decision"] is decision:
-            texts.append(f'{{"seq":{e["seq"]}{at},"kind":"proposed","same":true}}')
-        elif kind is ToolCalled and e["result"] is result:
-            texts.append(f'{{"seq":{e["seq"]}{at},"kind":"tool_called","tool":{name_json(e["tool"])},"same":true}}')
-        else:
-            texts.append(_event_json(event, at))
-    return ",".join(texts)
-
-
-_EDIT_FIELDS = ("edited", "edited_args_sha256", "original_args")
-
-
-def _event_json(event: Event, at: str) -> str:
-    """An event carried in full (``at``: its ``step`` when it differs from the record's)."""
-    data = event.model_dump(mode="json")
-    if type(event) is HumanDecided and not event.edited:  # rows of plain decisions read as before
-        for name in _EDIT_FIELDS:
-            del data[name]
-    if type(event) is Proposed:
-        data["proposal"] = from_json(proposal_json(event.proposal))
-    if not at:
-        del data["step"]
-    return to_json(data).decode()
-
-
 def load_step_row(text: str) -> StepRecord:
-    """A stored record back: :func:`dump_step_row`'s form, its older forms (events that say ``same``
+    """A stored record back: :func:`harness_lab.row_text.dump_step_row`'s form, its older forms (events that say ``same``
     but carry their step, records in full), or the plain ``model_dump_json`` one."""
     data = from_json(text)
     if isinstance(data, dict):

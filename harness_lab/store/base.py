@@ -41,7 +41,7 @@ __all__ = [
 # 3: a fork's first rows may name the checkpoint whose context they stand for (``context_from``) instead
 #    of holding the whole state again; nothing existing changes, so 1 and 2 open as they are.
 # 4: step records and checkpoints in a compacter form (fields at their default left out: see
-#    events.dump_step_row, checkpoint.Checkpoint) that an older harness-lab cannot read; rows of 1-3
+#    row_text.dump_step_row, checkpoint.Checkpoint) that an older harness-lab cannot read; rows of 1-3
 #    still read as they are. New files keep step rows in a rowid table (see _sqlite_schema._TABLES). Their
 #    context change logs are of version 2 (context.changes: patches, unchanged parts left out).
 # 5: new files key step rows by one integer (run_no * 2**32 + step; runs gain run_no), so a step

@@ -27,12 +27,12 @@ from harness_lab.records.events import (
     StepRecord,
     ToolCalled,
     Usage,
-    dump_step_row,
     load_step_row,
 )
 from harness_lab.records.proposal import parse_proposal
 from harness_lab.records.states import RunState
 from harness_lab.records.tools import ToolResult
+from harness_lab.row_text import dump_step_row
 from harness_lab.scenarios import list_scenarios
 from harness_lab.store import SCHEMA_VERSION, SQLiteStore, StoredStep
 

@@ -19,9 +19,10 @@ from harness_lab.paths import data_dir
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.proposers.replay import replay_run
 from harness_lab.records.actions import GatedAction
-from harness_lab.records.events import dump_step_row, load_step_row
+from harness_lab.records.events import load_step_row
 from harness_lab.records.proposal import parse_proposal
 from harness_lab.records.tools import ToolResult
+from harness_lab.row_text import dump_step_row
 from harness_lab.store import SQLiteStore, Store
 
 PUSH = {"kind": "push", "branch": "main", "message": "ship it"}
