@@ -44,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from step_overhead import LANGGRAPH_LOOP, bench_venv, noop_run, sqlite_store_class  # noqa: E402
 
-from harness_lab.row_text import dump_step_row  # noqa: E402
+from harness_lab.persistence.row_text import dump_step_row  # noqa: E402
 
 PYDANTIC_GRAPH = ["pydantic-graph>=1,<2"]
 LANGGRAPH = ["langgraph", "langgraph-checkpoint-sqlite"]

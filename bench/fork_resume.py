@@ -47,7 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from step_overhead import noop_run  # noqa: E402
 
-import harness_lab.checkpoint  # noqa: E402
+import harness_lab.persistence.checkpoint  # noqa: E402
 from harness_lab import Run  # noqa: E402
 from harness_lab.persistence.resume import _continue, load_checkpoint  # noqa: E402
 from harness_lab.store import SQLiteStore  # noqa: E402
@@ -116,7 +116,7 @@ def measure(steps: int, tmp: Path, repeats: int, files: int = 0) -> dict[str, An
     run = noop_run(tmp / f"ws-{steps}", store=store)
     for _ in range(steps):
         run.step()
-    every = harness_lab.checkpoint.FULL_EVERY
+    every = harness_lab.persistence.checkpoint.FULL_EVERY
     worst = (steps // every - 1) * every + every - 1  # the longest replay below the end
     target = noop_run(tmp / f"target-{steps}")
     out: dict[str, Any] = {}
@@ -158,10 +158,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--repeats", type=int, default=25)
     parser.add_argument("--files", type=int, default=0, help="small files in the workspace (default: none)")
-    parser.add_argument("--full-every", type=int, default=harness_lab.checkpoint.FULL_EVERY,
+    parser.add_argument("--full-every", type=int, default=harness_lab.persistence.checkpoint.FULL_EVERY,
                         help="steps between whole context states (default: FULL_EVERY)")
     args = parser.parse_args()
-    harness_lab.checkpoint.FULL_EVERY = args.full_every
+    harness_lab.persistence.checkpoint.FULL_EVERY = args.full_every
     with tempfile.TemporaryDirectory(prefix="harness-lab-bench-") as d:
         rows = {n: measure(n, Path(d), args.repeats, args.files) for n in args.steps}
 

@@ -4,7 +4,7 @@
 
 The rows are real: two runs of ``bench/step_overhead.py``'s no-op loop (``think`` steps, and the
 external-effect variant) with an ``SQLiteStore`` attached, and every text its ``steps`` table holds, by
-shape: the step record (``harness_lab.row_text.dump_step_row``), the checkpoint, the context change log
+shape: the step record (``harness_lab.persistence.row_text.dump_step_row``), the checkpoint, the context change log
 (``ContextManager.take_changes``) and the whole context state (every ``FULL_EVERY`` steps). Each text is
 read back to plain data (``json.loads``) and each serializer encodes that data and decodes its own
 output, µs of CPU time per row (median of ``--repeats`` passes over all rows, the serializers interleaved

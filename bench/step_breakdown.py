@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from step_overhead import noop_run  # noqa: E402
 
 from harness_lab import Run  # noqa: E402
-from harness_lab._context_rows import ContextRows  # noqa: E402
 from harness_lab.loop._step_records import proposed, step_record, tool_called  # noqa: E402
 from harness_lab.loop._step_records import usage as make_usage  # noqa: E402
 from harness_lab.loop.gates import LoopGates  # noqa: E402
+from harness_lab.persistence._context_rows import ContextRows  # noqa: E402
 from harness_lab.records.proposal import parse_proposal  # noqa: E402
 from harness_lab.records.redaction import Redactor  # noqa: E402
 from harness_lab.store import SQLiteStore  # noqa: E402
@@ -103,7 +103,7 @@ def measure(steps: int, tmp: Path) -> dict[str, float]:
 
 def measure_store(steps: int, tmp: Path) -> dict[str, float]:
     """A store step and, timed inside it, the checkpoint's parts."""
-    from harness_lab import checkpoint as cp  # noqa: PLC0415
+    from harness_lab.persistence import checkpoint as cp  # noqa: PLC0415
 
     store = SQLiteStore(tmp / "store.sqlite")
     run = noop_run(tmp / "store-ws", store=store)

@@ -47,9 +47,9 @@ from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.paths import data_dir
+from harness_lab.persistence.row_text import dump_step_row
 from harness_lab.proposers.scripted import FunctionProposer
 from harness_lab.records.tools import ToolResult
-from harness_lab.row_text import dump_step_row
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "harness-lab-bench"
 PEER_PACKAGES = ["langgraph", "langgraph-checkpoint-sqlite"]

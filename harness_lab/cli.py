@@ -123,7 +123,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise HarnessLabError("--run-id: empty (leave it out to use the scenario id)")
     proposer = _model_proposer(args)  # with one, the scenario gives the contract and evidence, not its script
     if args.db is not None:
-        from .checkpoint import check_run_id
+        from .persistence.checkpoint import check_run_id
         from .scenarios import load_scenario
         from .store import SQLiteStore
 

@@ -280,7 +280,7 @@ class Stop(_Frozen):
 
 
 # What a checkpoint can keep beyond what resume strictly needs, by memory.persist's names (see
-# harness_lab/_checkpoint_row.py for the fields each names, and what is always kept and why).
+# harness_lab/persistence/_checkpoint_row.py for the fields each names, and what is always kept and why).
 PERSIST_CATEGORIES: dict[str, str] = {
     "current_scope": "the evidence read (ids and sha256) and the context layers",
     "decisions": "the proposer's state and the convergence gate's recent calls",

@@ -223,15 +223,14 @@ def test_no_private_module_imported_from_another_package() -> None:
 # Issue 20: arrows one way. A part (a subpackage, or a module at the package root) sits in one unit; units
 # are layered, first to last, and a unit may import only units of later layers: {cli, experiments} ->
 # persistence -> loop -> {faults, proposers, validation, context, sandbox} -> inputs -> records -> base.
-# store/ and timeline/ are persistence-side (they may import loop/, never the reverse); so are the root's
-# checkpoint modules, which the row helper moves into persistence/. The contract sits above records/: it
+# store/ and timeline/ are persistence-side (they may import loop/, never the reverse), as persistence/ is
+# (which holds the checkpoint modules, once at the root). The contract sits above records/: it
 # checks its gate and secret categories against records' vocabulary, and records/ never reads a contract.
 # Units of one layer may import each other, but not in a circle.
 UNITS = {
     "harness_lab": "facade",
     **dict.fromkeys(("cli", "experiments"), "commands"),
-    **dict.fromkeys(("persistence", "store", "timeline", "checkpoint", "_checkpoint_row", "_context_rows", "row_text"),
-                    "persistence"),
+    **dict.fromkeys(("persistence", "store", "timeline"), "persistence"),
     "loop": "loop",
     **{part: part for part in ("faults", "proposers", "validation", "context", "sandbox")},
     **dict.fromkeys(("contract", "scenarios", "evidence"), "inputs"),
@@ -248,9 +247,8 @@ KNOWN_WRONG_WAY = {
     ("contract", "sandbox"): "network_allow parsed by sandbox/netallow.py's parse_allowlist",
     ("faults", "loop"): "faults/ subclasses loop's ToolExecutor, types LoopGates, takes READ_TOOLS (plan: "
                         "protocols in faults/, READ_TOOLS into records/effect_classes.py)",
-    ("proposers", "checkpoint"): "proposers/replay.py reads a stored run: it is persistence (plan: persistence/replay.py)",
+    ("proposers", "persistence"): "proposers/replay.py reads a stored run: it is persistence (plan: persistence/replay.py)",
     ("proposers", "loop"): "proposers/replay.py rebuilds a Run (as above)",
-    ("proposers", "persistence"): "proposers/replay.py (as above)",
     ("proposers", "store"): "proposers/replay.py (as above)",
     ("records", "validation"): "StepRecord.verdict is validation's Verdict / Receipt",
 }

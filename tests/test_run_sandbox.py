@@ -151,7 +151,7 @@ def test_the_validator_reads_the_report_only_inside_the_workspace(contract, evid
 
 
 def test_think_is_a_pure_recorded_step(contract, evidence, tmp_path) -> None:
-    from harness_lab.checkpoint import effect_class
+    from harness_lab.persistence.checkpoint import effect_class
 
     run = _run(contract, evidence, tmp_path, [{"kind": "think", "thought": "cite two notes, then finish"},
                                               {"kind": "think", "thought": ""}])

@@ -3,7 +3,7 @@
 ``tests/loop/test_run_composed.py`` fails on any such import).
 
 * :class:`RunLog`: what ``Run`` writes to while it steps, once per step (a store's
-  :class:`~harness_lab.checkpoint.Checkpointer` is one): ``commit`` the step, ``before_effect`` (the effect
+  :class:`~harness_lab.persistence.checkpoint.Checkpointer` is one): ``commit`` the step, ``before_effect`` (the effect
   ledger: a result means the effect already ran, do not run it again), ``window`` (how much of the trace
   stays in memory).
 * :class:`LogSource`: where a run's log comes from and what reads it back: the store-backed operations

@@ -710,7 +710,7 @@ class Run:
     def capture_compact(self) -> dict[str, Any]:
         """:meth:`capture` without the context, the state, and the entries at their empty value
         (``checkpoint.RUN_STATE_EMPTY``): a checkpoint row's ``run_state``, which
-        :class:`~harness_lab.checkpoint.Checkpoint` fills back in. Built every step with a store."""
+        :class:`~harness_lab.persistence.checkpoint.Checkpoint` fills back in. Built every step with a store."""
         return self.image.capture_compact()
 
     def restore(self, captured: dict[str, Any], *, source: str,

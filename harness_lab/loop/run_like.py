@@ -4,7 +4,7 @@ the arrows go one way, run -> persistence -> this module (tests/test_import_grap
 
 :class:`~harness_lab.loop.run.Run` satisfies it structurally (mypy checks that wherever a ``Run`` is passed).
 The members typed by a persistence module itself extend it there: ``checkpoints`` in
-:class:`harness_lab.checkpoint.CheckpointedRun`, ``resume_report`` in :class:`harness_lab.persistence.resume.ResumableRun`
+:class:`harness_lab.persistence.checkpoint.CheckpointedRun`, ``resume_report`` in :class:`harness_lab.persistence.resume.ResumableRun`
 (:mod:`harness_lab.loop.repair`, imported here, types the little it reads of a run by its own protocol). Where a persistence module makes a run (resume, fork, ``Run.open``)
 it is given the class to make (``type(run)`` or ``cls``), never imports it.
 """

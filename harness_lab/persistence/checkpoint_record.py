@@ -1,4 +1,4 @@
-"""The checkpoint record (seed 000), the read side of :class:`~harness_lab.checkpoint.Checkpointer`.
+"""The checkpoint record (seed 000), the read side of :class:`~harness_lab.persistence.checkpoint.Checkpointer`.
 
 A row leaves out the fields at their default and the run state's entries at their empty value
 (:data:`RUN_STATE_EMPTY`); reading fills them back in, so any single row reads whole. Rows of the
@@ -35,7 +35,7 @@ _ROW_PREFIX = f'{{"kind":"{ROW_FORM}"'
 
 
 class Checkpoint(BaseModel):
-    """What is persisted after each step (read side; see :meth:`~harness_lab.checkpoint.Checkpointer.commit`). A row leaves
+    """What is persisted after each step (read side; see :meth:`~harness_lab.persistence.checkpoint.Checkpointer.commit`). A row leaves
     out the fields at their default, and the entries of ``run_state`` at their empty value (its
     ``state`` when it is the checkpoint's): reading fills them in (schema 4; older rows hold all)."""
 
@@ -57,14 +57,14 @@ class Checkpoint(BaseModel):
     usage: dict[str, Any]
     run_state: dict[str, Any]
     excluded: tuple[str, ...] = ()
-    # memory.persist's categories this checkpoint does not hold (see harness_lab/_checkpoint_row.py: PERSISTED)
+    # memory.persist's categories this checkpoint does not hold (see harness_lab/persistence/_checkpoint_row.py: PERSISTED)
     not_persisted: tuple[str, ...] = ()
     context_base: int | None = None  # the step whose row holds the whole context state to replay from
     # A fork's rows before its first whole state: the checkpoint ("run@step") whose stored context the
     # base row stands for (that row holds no context of its own).
     context_from: str | None = None
     # A run's first row only (the one that registers it): its spec's sha256 and workspace, which bind the
-    # spec to the run (see harness_lab/_checkpoint_row.py: stored_spec).
+    # spec to the run (see harness_lab/persistence/_checkpoint_row.py: stored_spec).
     spec_sha256: str | None = None
     workspace: str | None = None
 

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..checkpoint import Checkpointer
 from ..errors import RunStateError, StoreError
 from ..loop.repair import RepairPolicy
 from ..proposers.base import Proposer
@@ -21,6 +20,7 @@ from ..store import Store
 from ..timeline.budget import check_budget, spend
 from ..timeline.files import files_at, write_files
 from ..timeline.records import BudgetChoice
+from .checkpoint import Checkpointer
 from .checkpoint_record import Checkpoint
 from .resume import _CHECKPOINT_ID, _continue, _first_missing, _load
 

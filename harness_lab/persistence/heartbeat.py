@@ -35,7 +35,7 @@ from ..store import Heartbeat, Store
 from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 
 if TYPE_CHECKING:
-    from ..checkpoint import CheckpointedRun as Run  # a Protocol: no import of run.py (one-way arrows)
+    from .checkpoint import CheckpointedRun as Run  # a Protocol: no import of run.py (one-way arrows)
 
 __all__ = ["GracefulStop", "HeartbeatThread", "Watchdog", "WatchdogVerdict", "drive", "driver_of", "process_alive",
            "progress_report"]

@@ -46,7 +46,6 @@ from typing import Any, Literal, Protocol, TypeGuard, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from ..checkpoint import CheckpointedRun, Checkpointer, StoredSpec, stored_spec
 from ..clock import Clock
 from ..contract import PERSIST_CATEGORIES, load_contract
 from ..errors import ConfigError, RunStateError, StoreError, WorkspaceError
@@ -66,6 +65,7 @@ from ..sandbox.snapshots import manifest_hash
 from ..scenarios import load_scenario
 from ..store import EffectEntry, RunInfo, Store
 from ._stored_context import stored_context
+from .checkpoint import CheckpointedRun, Checkpointer, StoredSpec, stored_spec
 from .checkpoint_record import ROW_ERRORS, Checkpoint, row_error
 from .heartbeat import driver_of
 
@@ -273,7 +273,7 @@ def _prechecks(run: ResumableRun, checkpoint: Checkpoint, flight: EffectEntry | 
 # -- helpers ---------------------------------------------------------------------------------------
 def bound_spec(store: Store, info: RunInfo) -> StoredSpec:
     """The run's spec, checked field by field and bound to its first row (see ``stored_spec`` in
-    harness_lab/_checkpoint_row.py): a spec edited after the run registered is a StoreError."""
+    harness_lab/persistence/_checkpoint_row.py): a spec edited after the run registered is a StoreError."""
     row = store.first_step(info.run_id)
     if row is None:
         raise StoreError(f"run {info.run_id!r} has no committed step to resume from")

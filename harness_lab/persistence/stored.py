@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..checkpoint import Checkpointer
 from ..loop.log import LogSource
 from ..loop.records import BudgetChoice, StepPoint, StepView
 from ..loop.run import Run as LoopRun
@@ -21,6 +20,7 @@ from ..proposers.base import Proposer
 from ..store import Store
 from ..timeline.branch import fork_at, rollback_to
 from ..timeline.travel import history, open_run, step_view
+from .checkpoint import Checkpointer
 from .fork import fork_run
 from .resume import ResumeReport, resume_run
 

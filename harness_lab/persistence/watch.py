@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
-from ..checkpoint import check_run_id
 from ..errors import HarnessLabError, StoreError
 from ..store import SQLiteStore, Store
+from .checkpoint import check_run_id
 from .heartbeat import Watchdog, WatchdogVerdict
 
 __all__ = ["RESTART_HEADER", "WatchLine", "Watcher"]

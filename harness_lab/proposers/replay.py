@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint import stored_spec
 from ..context import ContextView
 from ..errors import RunStateError, StoreError
 from ..evidence import EvidenceCatalogue
 from ..loop.approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman
 from ..loop.repair import RepairPolicy
 from ..paths import data_dir
+from ..persistence.checkpoint import stored_spec
 from ..persistence.checkpoint_record import ROW_ERRORS, row_error
 from ..records.events import Note, StepRecord, load_step_row
 from ..store import Store

@@ -160,7 +160,7 @@ class StepRecord(_Record):
 
 
 def load_step_row(text: str) -> StepRecord:
-    """A stored record back: :func:`harness_lab.row_text.dump_step_row`'s form, its older forms (events that say ``same``
+    """A stored record back: :func:`harness_lab.persistence.row_text.dump_step_row`'s form, its older forms (events that say ``same``
     but carry their step, records in full), or the plain ``model_dump_json`` one."""
     data = from_json(text)
     if isinstance(data, dict):

@@ -2,7 +2,7 @@
 
 A row whose ``base`` column names an earlier step holds, as its checkpoint, only what changed since the row
 before it: the keys whose value changed, and under ``"-"`` the keys that are gone. The row ``base`` (at most
-``FULL_EVERY`` rows back, see :mod:`harness_lab.checkpoint`) holds a whole one; any row between may too (a
+``FULL_EVERY`` rows back, see :mod:`harness_lab.persistence.checkpoint`) holds a whole one; any row between may too (a
 whole text starts ``{"kind"``). Folding is a dict update per row, so reading step n costs the same at step
 10 and at step 10,000. Texts are read by orjson and written back by it, the standard library taking over
 only for what orjson refuses (integers past 64 bits, ``NaN``/``Infinity``): then it writes them back too,

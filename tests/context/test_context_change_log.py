@@ -17,11 +17,11 @@ import pytest
 from ctxhelpers import new_context, operate
 from runhelpers import think_run
 
-from harness_lab._context_rows import _dumps
-from harness_lab.checkpoint import FULL_EVERY
 from harness_lab.context import ContextManager, apply_changes
 from harness_lab.context import _change_log as change_log_module
 from harness_lab.context.changes import SCALARS, usual_log_json
+from harness_lab.persistence._context_rows import _dumps
+from harness_lab.persistence.checkpoint import FULL_EVERY
 from harness_lab.persistence.resume import load_checkpoint
 from harness_lab.store import InMemoryStore, SQLiteStore
 

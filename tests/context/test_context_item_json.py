@@ -7,10 +7,10 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness_lab.checkpoint import _dumps
 from harness_lab.context import ContextManager, Layer
 from harness_lab.context._versions import build
 from harness_lab.context.items import compact_json
+from harness_lab.persistence.checkpoint import _dumps
 
 _ascii = st.text(st.characters(max_codepoint=127), max_size=12)
 _texts = st.one_of(st.text(max_size=12), _ascii,

@@ -14,10 +14,10 @@ import pytest
 from ctxhelpers import operate
 from runhelpers import think_run
 
-from harness_lab import _context_rows as cp
-from harness_lab._context_rows import ContextRows
-from harness_lab.checkpoint import FULL_EVERY, Checkpointer, _dumps
 from harness_lab.context import ContextManager, Layer
+from harness_lab.persistence import _context_rows as cp
+from harness_lab.persistence._context_rows import ContextRows
+from harness_lab.persistence.checkpoint import FULL_EVERY, Checkpointer, _dumps
 from harness_lab.persistence.resume import load_checkpoint
 from harness_lab.records.redaction import Redactor
 from harness_lab.store import SQLiteStore

@@ -10,8 +10,8 @@ from typing import Any
 from persisthelpers import ACTIONS, CountingOutbox, push_run
 
 from harness_lab import Run
-from harness_lab.checkpoint import RUN_STATE_EMPTY, Checkpoint
 from harness_lab.loop.approval import AskHuman
+from harness_lab.persistence.checkpoint import RUN_STATE_EMPTY, Checkpoint
 from harness_lab.store import SQLiteStore
 
 

@@ -12,8 +12,8 @@ import pytest
 from persisthelpers import CountingOutbox, push_run
 
 from harness_lab import Run
-from harness_lab.checkpoint import FULL_EVERY
 from harness_lab.context import ContextItem
+from harness_lab.persistence.checkpoint import FULL_EVERY
 from harness_lab.persistence.resume import load_checkpoint
 from harness_lab.store import SCHEMA_VERSION, InMemoryStore, SQLiteStore, Store
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from persisthelpers import ACTIONS, CountingOutbox
 
 from harness_lab import Run
-from harness_lab.checkpoint import Checkpoint
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.paths import data_dir
+from harness_lab.persistence.checkpoint import Checkpoint
 from harness_lab.persistence.resume import load_checkpoint
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.store import SQLiteStore

@@ -21,9 +21,9 @@ from ctxhelpers import operate
 from runhelpers import think_run
 
 from harness_lab import Run
-from harness_lab.checkpoint import FULL_EVERY
 from harness_lab.context import ContextManager, apply_changes
 from harness_lab.persistence._stored_context import item_texts, stored_context
+from harness_lab.persistence.checkpoint import FULL_EVERY
 from harness_lab.persistence.checkpoint_record import Checkpoint
 from harness_lab.store import InMemoryStore, SQLiteStore, Store
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from persisthelpers import PUSH_STEP, CountingOutbox, push_run
 
-from harness_lab.checkpoint import _dumps
+from harness_lab.persistence.checkpoint import _dumps
 from harness_lab.records.redaction import Redactor, _replace
 from harness_lab.store import InMemoryStore, SQLiteStore
 

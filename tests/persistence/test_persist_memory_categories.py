@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from harness_lab import Run
-from harness_lab.checkpoint import ALWAYS_KEPT, PERSISTED, Checkpoint
 from harness_lab.contract import PERSIST_CATEGORIES, ControlContract, Memory, load_contract
 from harness_lab.errors import ConfigError
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.paths import data_dir
+from harness_lab.persistence.checkpoint import ALWAYS_KEPT, PERSISTED, Checkpoint
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.store import SQLiteStore
 

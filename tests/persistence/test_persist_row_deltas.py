@@ -15,9 +15,9 @@ from persisthelpers import CountingOutbox, push_run
 from runhelpers import think_run
 
 from harness_lab import Run
-from harness_lab.checkpoint import FULL_EVERY
 from harness_lab.errors import StoreError
 from harness_lab.loop.approval import AutoApprove
+from harness_lab.persistence.checkpoint import FULL_EVERY
 from harness_lab.store import SCHEMA_VERSION, InMemoryStore, SQLiteStore, Store
 
 

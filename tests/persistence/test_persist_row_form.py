@@ -11,11 +11,11 @@ from persisthelpers import ACTIONS, CountingOutbox, push_run
 from runhelpers import think_run
 
 from harness_lab import Run
-from harness_lab.checkpoint import ROW_FORM, Checkpoint, _next_step
 from harness_lab.contract import load_contract
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.approval import AskHuman
 from harness_lab.paths import data_dir
+from harness_lab.persistence.checkpoint import ROW_FORM, Checkpoint, _next_step
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.store import SQLiteStore, StoredStep
 

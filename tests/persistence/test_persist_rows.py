@@ -8,8 +8,8 @@ from persisthelpers import CountingOutbox, push_run
 
 from harness_lab import Run
 from harness_lab.context import ContextItem, Layer
+from harness_lab.persistence.row_text import dump_step_row
 from harness_lab.records.events import load_step_row
-from harness_lab.row_text import dump_step_row
 from harness_lab.scenarios import list_scenarios
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from runhelpers import think_run
 
-from harness_lab import Run, _context_rows
-from harness_lab.checkpoint import FULL_EVERY
+from harness_lab import Run
 from harness_lab.errors import StoreError
+from harness_lab.persistence import _context_rows
+from harness_lab.persistence.checkpoint import FULL_EVERY
 from harness_lab.persistence.resume import load_checkpoint
 from harness_lab.proposers import FunctionProposer
 from harness_lab.store import SQLiteStore

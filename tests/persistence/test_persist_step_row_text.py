@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness_lab.loop._step_records import proposed, step_record, tool_called, usage
+from harness_lab.persistence.row_text import FLAT_ROWS, dump_step_row, full_proposal_json, proposal_json
 from harness_lab.records.actions import FLAT_SPECS
 from harness_lab.records.events import Decision, StateChanged, load_step_row
 from harness_lab.records.proposal import parse_proposal
 from harness_lab.records.states import RunState
 from harness_lab.records.tools import ToolResult
-from harness_lab.row_text import FLAT_ROWS, dump_step_row, full_proposal_json, proposal_json
 
 # ASCII with every control character, quote, backslash and DEL; then non-ASCII (and a lone surrogate).
 _SPECIAL = ["", "\x7f", '"\\', "\x00\x1f\n\t\b\f\r", "é", "\u2028"]

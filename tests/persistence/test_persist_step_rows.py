@@ -12,13 +12,14 @@ from persisthelpers import ACTIONS, CountingOutbox, push_run
 from pydantic_core import to_json
 
 from harness_lab import Run
-from harness_lab.checkpoint import Checkpoint
 from harness_lab.contract import load_contract
 from harness_lab.errors import StoreError
 from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.paths import data_dir
+from harness_lab.persistence.checkpoint import Checkpoint
 from harness_lab.persistence.resume import load_checkpoint
+from harness_lab.persistence.row_text import dump_step_row
 from harness_lab.proposers import ScriptedProposer
 from harness_lab.proposers.replay import saved_trace
 from harness_lab.records.events import (
@@ -32,7 +33,6 @@ from harness_lab.records.events import (
 from harness_lab.records.proposal import parse_proposal
 from harness_lab.records.states import RunState
 from harness_lab.records.tools import ToolResult
-from harness_lab.row_text import dump_step_row
 from harness_lab.scenarios import list_scenarios
 from harness_lab.store import SCHEMA_VERSION, SQLiteStore, StoredStep
 

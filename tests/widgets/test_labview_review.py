@@ -92,7 +92,7 @@ def test_fork_without_a_snapshot_is_a_clear_error_shown_in_the_dashboard(make_ru
 
 
 def test_panels_keep_what_they_showed_when_a_stored_run_trims_its_records_and_events(long_run, tmp_path):
-    from harness_lab.checkpoint import Checkpointer
+    from harness_lab.persistence.checkpoint import Checkpointer
     from harness_lab.store import SQLiteStore
 
     long_run.checkpoints = Checkpointer(SQLiteStore(tmp_path / "runs.sqlite"), long_run, fresh=True)

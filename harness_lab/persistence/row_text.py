@@ -17,11 +17,11 @@ from math import isfinite
 from pydantic import BaseModel
 from pydantic_core import from_json, to_json
 
-from .records.actions import ACTION_MODELS, FLAT_SPECS
-from .records.events import Decision, Event, HumanDecided, Proposed, StepRecord, ToolCalled
-from .records.proposal import Proposal
-from .records.states import RunState
-from .records.tools import ToolResult
+from ..records.actions import ACTION_MODELS, FLAT_SPECS
+from ..records.events import Decision, Event, HumanDecided, Proposed, StepRecord, ToolCalled
+from ..records.proposal import Proposal
+from ..records.states import RunState
+from ..records.tools import ToolResult
 
 __all__ = ["dump_step_row"]
 

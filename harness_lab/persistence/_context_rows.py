@@ -1,6 +1,6 @@
 """The context part of a run's checkpoint rows, and what it remembers from one row to the next.
 
-A row holds the context whole every ``FULL_EVERY`` steps (see :mod:`harness_lab.checkpoint`) and its
+A row holds the context whole every ``FULL_EVERY`` steps (see :mod:`harness_lab.persistence.checkpoint`) and its
 change log in between (:meth:`ContextManager.take_changes <harness_lab.context.ContextManager.take_changes>`);
 a fork's first row holds none but names the checkpoint it restored (``context_from``). Each item
 version is dumped and redacted once: a whole state reuses the texts written before, derives those of
@@ -24,11 +24,11 @@ from typing import Any, NamedTuple
 
 from pydantic_core import to_json
 
-from .context import ContextItem, ContextManager, Layer
-from .context.items import compact_json
-from .records.redaction import Redactor
-from .store import Store
-from .store.fold import SHARED
+from ..context import ContextItem, ContextManager, Layer
+from ..context.items import compact_json
+from ..records.redaction import Redactor
+from ..store import Store
+from ..store.fold import SHARED
 
 __all__ = ["SHARED_MIN", "ContextRow", "ContextRows"]
 

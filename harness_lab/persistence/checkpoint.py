@@ -4,8 +4,8 @@ live in :mod:`harness_lab.persistence.checkpoint_record`; both are re-exported h
 Where things live: this module holds :class:`Checkpointer`'s flow: the first row that registers the
 run, :meth:`~Checkpointer.commit` (one row per step) and the side-effect ledger
 (:meth:`~Checkpointer.before_effect`). What the row's checkpoint holds (its parts, the run's
-spec :func:`run_spec`) is in ``harness_lab/_checkpoint_row.py``; its context part in
-``harness_lab/_context_rows.py``; the stores in ``harness_lab/store/``.
+spec :func:`run_spec`) is in ``harness_lab/persistence/_checkpoint_row.py``; its context part in
+``harness_lab/persistence/_context_rows.py``; the stores in ``harness_lab/store/``.
 
 A :class:`Checkpoint` (seed 000) holds what a later process needs to continue: the contract
 version, the completed scope, artifact and workspace hashes, the last verification result, the
@@ -19,7 +19,7 @@ not grow with the run: the context is written whole only every ``FULL_EVERY`` st
 change logs since then reach ``FULL_BYTES``, or when the run's context object was replaced by a
 restore); the rows in between hold :meth:`ContextManager.take_changes
 <harness_lab.context.ContextManager.take_changes>`, and ``context_base`` names the row a restore
-replays from (the context part of the rows: :mod:`harness_lab._context_rows`). Large outputs go to the store's blobs once, by sha256. Redaction runs over what is
+replays from (the context part of the rows: :mod:`harness_lab.persistence._context_rows`). Large outputs go to the store's blobs once, by sha256. Redaction runs over what is
 written, so only over the new and changed text; a memo of the JSON pieces (and whole texts) found
 clean before means a loop's rows cost one hash each to check (see :meth:`~harness_lab.records.redaction.Redactor.clean`). A step with
 no effect skips the ledger update, so its row is one ``INSERT`` in one implicit transaction. The
@@ -30,7 +30,7 @@ since the row before, by orjson (schema 8: a loop's row holds its gates, ~130 B)
 whole for every reader (``store/fold.py``).
 A whole state leaves out retired items; a fork's first row holds no context at all but names the
 checkpoint it restored (``context_from``), and its change logs build on that until its own first
-whole state. Step records are stored by :func:`~harness_lab.row_text.dump_step_row` (events that
+whole state. Step records are stored by :func:`~harness_lab.persistence.row_text.dump_step_row` (events that
 repeat the record's proposal, decision and result say so instead of carrying them again).
 """
 
@@ -43,6 +43,17 @@ from collections.abc import Mapping
 from math import isfinite
 from typing import Any, Protocol
 
+from ..errors import StoreError
+from ..loop.run_like import RunLike
+from ..records.actions import ActionBase, DeleteFile, WriteReport
+from ..records.effect_classes import EffectClass, effect_class, effect_of_tool
+from ..records.events import StepRecord, Usage
+from ..records.redaction import SECRET_CATEGORIES, Redactor, redact
+from ..records.states import RunState
+from ..records.tools import ToolResult
+from ..store import EffectEntry, Store
+from ..store.fold import GONE, dumps
+from ..timeline.files import FileRows
 from ._checkpoint_row import (
     _SEP,
     ALWAYS_KEPT,
@@ -55,22 +66,11 @@ from ._checkpoint_row import (
 from ._checkpoint_row import StoredSpec as StoredSpec  # re-exported: resume and replay read specs with it
 from ._checkpoint_row import stored_spec as stored_spec
 from ._context_rows import ContextRows, _dumps
-from .errors import StoreError
-from .loop.run_like import RunLike
-from .persistence.checkpoint_record import (
+from .checkpoint_record import (
     ROW_FORM as ROW_FORM,  # read here by tests (not in __all__, as before)
 )
-from .persistence.checkpoint_record import RUN_STATE_EMPTY, Checkpoint
-from .records.actions import ActionBase, DeleteFile, WriteReport
-from .records.effect_classes import EffectClass, effect_class, effect_of_tool
-from .records.events import StepRecord, Usage
-from .records.redaction import SECRET_CATEGORIES, Redactor, redact
-from .records.states import RunState
-from .records.tools import ToolResult
+from .checkpoint_record import RUN_STATE_EMPTY, Checkpoint
 from .row_text import dump_step_row
-from .store import EffectEntry, Store
-from .store.fold import GONE, dumps
-from .timeline.files import FileRows
 
 __all__ = ["ALWAYS_KEPT", "FULL_BYTES", "FULL_EVERY", "PERSISTED", "RUN_STATE_EMPTY", "SECRET_CATEGORIES", "Checkpoint", "CheckpointedRun", "Checkpointer", "EffectClass", "StoredSpec",
            "check_run_id", "effect_class", "effect_of_tool", "redact", "run_spec", "stored_spec"]

@@ -1,5 +1,5 @@
 """What a checkpoint row holds: the run's spec for its first row, and the parts of the checkpoint (plain
-data) that :meth:`Checkpointer._write <harness_lab.checkpoint.Checkpointer>` builds each step.
+data) that :meth:`Checkpointer._write <harness_lab.persistence.checkpoint.Checkpointer>` builds each step.
 
 The spec is read back as untrusted input (:func:`stored_spec`): a store is a file anyone with write access
 can edit, and resume acts on what the spec says (the workspace it writes in, the actions it takes). Every
@@ -31,18 +31,18 @@ from pydantic import (
     model_validator,
 )
 
+from ..contract import ControlContract, canonical_json
+from ..errors import StoreError
+from ..proposers.scripted import ScriptedProposer
+from ..sandbox.policy import Isolation
 from ._context_rows import ContextRows
-from .contract import ControlContract, canonical_json
-from .errors import StoreError
-from .persistence.checkpoint_record import Checkpoint, row_error
-from .proposers.scripted import ScriptedProposer
-from .sandbox.policy import Isolation
+from .checkpoint_record import Checkpoint, row_error
 
 if TYPE_CHECKING:
-    from .loop.run_like import RunLike as Run  # a Protocol: no import of run.py (one-way arrows)
+    from ..loop.run_like import RunLike as Run  # a Protocol: no import of run.py (one-way arrows)
 
 __all__ = ["ALWAYS_KEPT", "PERSISTED", "StoredSpec", "run_spec", "spec_binding",
-           "stored_spec"]  # harness_lab.checkpoint re-exports run_spec
+           "stored_spec"]  # harness_lab.persistence.checkpoint re-exports run_spec
 
 # memory.persist's categories (contract.PERSIST_CATEGORIES says what each is): the checkpoint fields and
 # the run-state entries each keeps. A category the contract leaves out is not written, and the row names it
@@ -166,7 +166,7 @@ def stored_spec(run_id: str, spec: object, first: Checkpoint | None = None) -> S
 
 
 class _RowData:
-    """The parts of the checkpoint a :class:`~harness_lab.checkpoint.Checkpointer` builds each row, as plain
+    """The parts of the checkpoint a :class:`~harness_lab.persistence.checkpoint.Checkpointer` builds each row, as plain
     data (encoded once, by orjson, at the store boundary); its ``__init__`` sets these attributes, its
     ``_observe`` and ``adopt`` the slow-moving fields."""
 
