@@ -9,7 +9,8 @@ written once (in the transaction of the step that made them), whichever run or f
 Effect ledger statuses::
 
     intent     written *before* the effect runs (write-ahead); the effect may or may not have landed
-    committed  the step that carried the effect committed: never apply this key again
+    committed  the step that carried the effect committed: never apply this key again (a SQLite
+               store reads an intent whose step has a row as committed: that row's transaction settled it)
     uncertain  found as ``intent`` on resume for an effect that cannot be checked: never retried
     resolved   found as ``intent`` on resume and re-done idempotently (a workspace write)
 """
@@ -57,7 +58,11 @@ __all__ = [
 #    under "-" the keys gone), folded onto the whole checkpoint of the row its ``base`` column names, at most
 #    FULL_EVERY rows back (store/fold.py); a whole checkpoint is one of the forms above. Files of 1-7 gain
 #    the column on open; their rows read as they are. Readers get the folded, whole checkpoint.
-SCHEMA_VERSION = 8
+# 9: an effect's ledger entry is settled by its step's row: an ``intent`` (or ``resolved``) entry whose step has
+#    a row reads as ``committed`` (store/_sqlite_reads.py), so an effect step's commit is its row's INSERT alone,
+#    not also an UPDATE in a BEGIN ... COMMIT. Files of 1-8 are only marked 9 (their settled entries say so);
+#    an older harness-lab would read this file's settled entries as still in flight.
+SCHEMA_VERSION = 9
 
 EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]
 

@@ -69,7 +69,6 @@ _INSERT_RUN = "INSERT INTO runs (run_id, spec, created_at) VALUES (?, ?, ?)"
 # A registering first row: its key from the run number the INSERT just before it (same transaction) gave.
 _INSERT_FIRST = ("INSERT INTO steps (id, run_id, step, at, record, checkpoint, context, base) VALUES "
                  "((SELECT run_no FROM runs WHERE run_id = ?) * 4294967296 + ?, ?, ?, ?, ?, ?, ?, ?)")
-_COMMIT_EFFECTS = "UPDATE effects SET status = 'committed' WHERE run_id = ? AND step = ? AND status IN ('intent', 'resolved')"
 
 
 class SQLiteStore(SQLiteReads):
@@ -91,6 +90,7 @@ class SQLiteStore(SQLiteReads):
         # A reader leaves the folder as it found it: side files it made are tidied on close.
         self._tidy = read_only and not any(p.exists() for p in side_files(self.path))
         self._db = connect(self.path, create=create, read_only=read_only)
+        self._cur = self._db.cursor()  # the step's INSERT, under the lock: no cursor made per step
         self._log: LogCopier | None = None
         self._me = Holder.me()
         self._leases: list[str] = []  # the runs this store object holds (given back on close)
@@ -169,6 +169,20 @@ class SQLiteStore(SQLiteReads):
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
                     settle_effects: bool = True, register: dict[str, Any] | None = None,
                     files: StepFiles | None = None, base: int | None = None) -> None:
+        # settle_effects is not needed here: the row itself settles its step's intents (see _sqlite_reads).
+        log, run_no = self._log, self._run_nos.get(run_id)
+        if log is not None and run_no is not None and register is None and not blobs and files is None:
+            # Most steps: one INSERT, autocommitted (one durable transaction), under one lock with the log's count.
+            if not 0 <= step < _SPAN:
+                raise StoreError(f"{self.path}: step {step} is out of range")
+            with self._lock:
+                try:
+                    self._cur.execute(_INSERT_KEYED, (run_no * _SPAN + step, run_id, step, at, record, checkpoint,
+                                                      context, base))
+                except sqlite3.Error as exc:
+                    raise self._refused(exc, run_id, step) from exc
+                log.committed()
+            return
         statements: list[tuple[str, tuple[Any, ...]]] = []
         if register is not None:
             if self.has_run(run_id):
@@ -190,22 +204,24 @@ class SQLiteStore(SQLiteReads):
         if files is not None:  # only a step that changed the workspace (see StepFiles)
             statements += [*((_INSERT_FILE, item) for item in files.data),
                            (_INSERT_MANIFEST, (run_id, step, files.base, files.manifest))]
-        if settle_effects:
-            statements.append((_COMMIT_EFFECTS, (run_id, step)))
         try:
             self._tx(statements)
         except StoreError as exc:
-            cause = str(exc.__cause__) if isinstance(exc.__cause__, sqlite3.IntegrityError) else ""
-            if "UNIQUE constraint failed: runs." in cause:  # registered meanwhile by another process
-                raise StoreError(f"{self.path}: run id {run_id!r} exists already; resume it or choose another id"
-                                 ) from exc.__cause__
-            if "UNIQUE constraint failed: steps." in cause:
-                raise StoreError(f"{self.path}: run {run_id!r} already has step {step}; refused to overwrite it"
-                                 ) from exc.__cause__
+            if isinstance(exc.__cause__, sqlite3.Error):
+                raise self._refused(exc.__cause__, run_id, step) from exc.__cause__
             raise
         with self._lock:
             if self._log is not None:
                 self._log.committed()
+
+    def _refused(self, exc: sqlite3.Error, run_id: str, step: int) -> StoreError:
+        """The one-line error of a step's write that SQLite refused."""
+        cause = str(exc) if isinstance(exc, sqlite3.IntegrityError) else ""
+        if "UNIQUE constraint failed: runs." in cause:  # registered meanwhile by another process
+            return StoreError(f"{self.path}: run id {run_id!r} exists already; resume it or choose another id")
+        if "UNIQUE constraint failed: steps." in cause:
+            return StoreError(f"{self.path}: run {run_id!r} already has step {step}; refused to overwrite it")
+        return StoreError(f"{self.path}: refused to overwrite ({exc})" if cause else f"{self.path}: {exc}")
 
     # -- the side-effect ledger -------------------------------------------------------------------
     def record_intent(self, entry: EffectEntry) -> EffectEntry | None:

@@ -97,7 +97,7 @@ def test_a_schema_7_file_reads_as_it_is_and_gains_the_base_column_when_written(t
     for _ in range(3):
         resumed.step()
     rows = sqlite3.connect(db).execute("SELECT step, base, checkpoint FROM steps ORDER BY step").fetchall()
-    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 8
+    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 9
     assert [base for _, base, _ in rows[:4]] == [None] * 4  # the old rows, as they were
     assert rows[4][1] == 4 and rows[5][1] == 4 and not rows[5][2].startswith('{"kind"')  # a delta on the resumed row
     assert {row.step: row.checkpoint for row in store.steps("R1", start=0) if row.step <= 3} == whole

@@ -175,7 +175,7 @@ def test_a_schema_3_file_with_rows_of_its_form_is_upgraded_and_still_resumes(tmp
     conn.commit()
     conn.close()
     store = SQLiteStore(db, create=False)
-    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 8
+    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 9
     assert '"state_after"' in store.step("R1", 2).record  # the old form is what is read back
     assert saved_trace(store, "R1") == expected
     assert [load_checkpoint(store, "R1", step)[0] for step in range(5)] == checkpoints

@@ -223,7 +223,7 @@ def test_an_older_store_gains_the_file_tables_on_open(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"files", "manifests"} <= tables
-        assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 8
+        assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 9
 
 
 def test_a_forks_timeline_starts_with_its_sources_steps_before_the_fork_point(tmp_path: Path) -> None:
