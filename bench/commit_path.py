@@ -9,7 +9,8 @@ contenders alive across rounds: the no-op stored step of ``bench/core_targets.py
 step's row settles it), and the commit-only loop (one autocommitted INSERT of a step row: the yardstick).
 Rounds rotate the order of every (tree, contender) pair so a busy machine disturbs all alike. For the two
 stored loops the worker also sums the CPU time spent inside ``SQLiteStore.commit_step`` (a
-``time.process_time`` pair around each call: ~0.2 µs of it is the clock itself) and counts the statements
+``time.process_time`` pair around each call: ~0.2 µs of it is the clock itself), and inside ``record_intent``
+(the write-ahead intent of an effect step), and counts the statements
 the store's connection runs per step (``set_trace_callback``: ``BEGIN``/``COMMIT`` included).
 """
 
@@ -36,17 +37,19 @@ tmp = Path(tempfile.mkdtemp(prefix="harness-lab-commit-"))
 
 def stored(name, external):
     store = SQLiteStore(tmp / f"{name}.sqlite", synchronous="NORMAL")
-    inner = store.commit_step
-    spent = [0.0]
+    spent = [0.0, 0.0]  # inside commit_step, inside record_intent
 
-    def commit_step(*args, **kwargs):
-        t = time.process_time()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            spent[0] += time.process_time() - t
+    def timed(inner, slot):
+        def call(*args, **kwargs):
+            t = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[slot] += time.process_time() - t
+        return call
 
-    store.commit_step = commit_step
+    store.commit_step = timed(store.commit_step, 0)
+    store.record_intent = timed(store.record_intent, 1)
     run = noop_run(tmp / f"ws-{name}", store=store, external=external)
     for _ in range(50):
         run.step()
@@ -62,12 +65,13 @@ def stored(name, external):
     shape = {k: v / 20 for k, v in statements.items()}
 
     def window(n):
-        spent[0] = 0.0
+        spent[0] = spent[1] = 0.0
         t = time.process_time()
         for _ in range(n):
             run.step()
         total = time.process_time() - t
-        return {"step": total / n * 1e6, "commit_step": spent[0] / n * 1e6, "statements": shape}
+        return {"step": total / n * 1e6, "commit_step": spent[0] / n * 1e6, "record_intent": spent[1] / n * 1e6,
+                "statements": shape}
     return window
 
 
@@ -148,9 +152,9 @@ def main() -> None:
           "µs CPU per step, median (range over rounds)")
     for label, name in pairs:
         line = f"  {label:<4} {name:<14}"
-        for key in ("step", "commit_step"):
+        for key in ("step", "commit_step", "record_intent"):
             values = med((label, name), key)
-            if values:
+            if values and (key != "record_intent" or max(values) > 0):
                 line += f"  {key} {statistics.median(values):6.1f} ({min(values):.1f}-{max(values):.1f})"
         shape = results[(label, name)][-1].get("statements")
         if isinstance(shape, dict):
@@ -163,7 +167,7 @@ def main() -> None:
             print(f"  {label:<4} {name:<14} / commit-only  {statistics.median(per):5.2f}x ({min(per):.2f}-{max(per):.2f})")
     if "old" in workers:
         for name in ("stored", "stored-effect"):
-            for key in ("step", "commit_step"):
+            for key in ("step", "commit_step", *(("record_intent",) if name == "stored-effect" else ())):
                 per = [a / b for a, b in zip(med(("new", name), key), med(("old", name), key), strict=True)]
                 print(f"  new/old {name:<14} {key:<12} {statistics.median(per):5.2f}x ({min(per):.2f}-{max(per):.2f})")
 

@@ -46,6 +46,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
+
 from ..errors import StoreError
 from ._lease import Holder
 from ._lease import release as release_leases
@@ -69,6 +71,15 @@ _INSERT_RUN = "INSERT INTO runs (run_id, spec, created_at) VALUES (?, ?, ?)"
 # A registering first row: its key from the run number the INSERT just before it (same transaction) gave.
 _INSERT_FIRST = ("INSERT INTO steps (id, run_id, step, at, record, checkpoint, context, base) VALUES "
                  "((SELECT run_no FROM runs WHERE run_id = ?) * 4294967296 + ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def _detail(detail: dict[str, Any]) -> str:
+    """An intent's detail as compact JSON: orjson (~0.2 µs, against ~4 for json.dumps on an effect step's path),
+    or the standard library's for what orjson refuses (a path holding a lone surrogate)."""
+    try:
+        return orjson.dumps(detail).decode()
+    except TypeError:
+        return json.dumps(detail, separators=(",", ":"))
 
 
 class SQLiteStore(SQLiteReads):
@@ -125,7 +136,7 @@ class SQLiteStore(SQLiteReads):
             try:
                 if len(statements) == 1:  # autocommit: one statement is one (durable) transaction
                     sql, args = statements[0]
-                    return int(db.execute(sql, args).rowcount)
+                    return int(self._cur.execute(sql, args).rowcount)
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     for sql, args in statements:
@@ -227,7 +238,7 @@ class SQLiteStore(SQLiteReads):
     def record_intent(self, entry: EffectEntry) -> EffectEntry | None:
         # One statement, no read first: an existing key is left as it is, and then read back.
         inserted = self._tx([(_INSERT_INTENT, (entry.key, entry.run_id, entry.step, entry.tool, entry.status,
-                                               json.dumps(entry.detail, separators=(",", ":"))))])
+                                               _detail(entry.detail)))])
         return None if inserted else self.effect(entry.key)
 
     def set_effect_status(self, key: str, status: EffectStatus) -> None:

@@ -59,3 +59,14 @@ def test_an_intent_reads_committed_once_its_steps_row_is(tmp_path: Path, kind: s
         assert {e.key: e.status for e in reader.effects("R1")} == settled
         reader.close()
     store.close()
+
+
+def test_an_intents_detail_with_a_lone_surrogate_is_kept_as_written(tmp_path: Path) -> None:
+    """orjson refuses a lone surrogate (a path decoded from bytes that are not UTF-8): the standard library writes it."""
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    store.commit_step("R1", 0, 0.0, "null", "{}", None, register={"kind": "run_spec"})
+    detail = {"kind": "write_file", "path": "notes/\udcff.txt", "pre": {"notes": None, "notes/\udcff.txt": None}}
+    assert store.record_intent(EffectEntry("k1", "R1", 1, "write_file", "intent", detail)) is None
+    entry = store.effect("k1")
+    assert entry is not None and entry.detail == detail
+    store.close()
