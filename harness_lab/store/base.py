@@ -159,7 +159,8 @@ class Store(Protocol):
         """One transaction: the step row, the new ``(sha256, text)`` blobs (kept if present already),
         the workspace's ``files`` when the step changed them (see :class:`StepFiles`),
         and every ``intent`` of this step becomes ``committed``. ``settle_effects=False`` says the
-        caller knows this step has no ledger entry (the update is skipped, nothing else changes).
+        caller knows this step has no ledger entry (the update is skipped, nothing else changes; a
+        :class:`~harness_lab.store.SQLiteStore` needs no update: its row settles them, see schema 9).
         ``register``: the run's spec; the run is created (as :meth:`create_run` would, at ``at``)
         in the same transaction as this, its first row: a kill cannot leave it registered without one.
         ``base``: the step of the row whose whole checkpoint this row's builds on (schema 8); ``checkpoint``

@@ -15,8 +15,11 @@ Settings, on purpose:
   ``COMMIT`` of whichever step crosses SQLite's automatic checkpoint (see ``store/_wal.py``).
 * ``busy_timeout``: a second process (a watchdog, ``trace``) waits for the lock instead of failing.
 
-Each step is one transaction (the step row, the blobs it made, its ledger updates; the first row also
-registers the run, so no kill leaves a run without one; a lone statement runs in autocommit mode, which is one transaction without the BEGIN/COMMIT round trips); statements are
+Each step is one transaction (the step row, the blobs and files it made; the first row also registers the
+run, so no kill leaves a run without one; a lone statement runs in autocommit mode, which is one transaction
+without the BEGIN/COMMIT round trips: most steps are one INSERT). The row also settles its step's ledger
+entries: an intent whose step has a row reads as committed (schema 9, ``_sqlite_reads``), so an effect step is
+its intent's INSERT (durable before the effect) and its row's, not also an UPDATE in a BEGIN ... COMMIT. Statements are
 fixed SQL texts, so the ``sqlite3`` statement cache prepares each once per connection. Schema 2 added
 the ``blobs`` table; a schema-1 file gains it on open (nothing existing is rewritten). Schema 5 files
 key step rows by one integer (see ``_sqlite_schema._TABLES``); older files keep their ``(run_id, step)`` key. Plain SQL
