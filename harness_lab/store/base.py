@@ -230,6 +230,7 @@ class InMemoryStore:
         self._runs: dict[str, RunInfo] = {}
         self._steps: dict[str, dict[int, StoredStep]] = {}
         self._effects: dict[str, EffectEntry] = {}
+        self._effect_keys: dict[tuple[str, int], list[str]] = {}  # (run id, step) -> its entries' keys, in order
         self._beats: dict[str, Heartbeat] = {}
         self._reports: dict[str, list[str]] = {}
         self._blobs: dict[str, str] = {}
@@ -283,8 +284,8 @@ class InMemoryStore:
             for sha, data in files.data:
                 self._files.setdefault(sha, data)
             self._manifests.setdefault(run_id, {})[step] = (files.base, files.manifest)
-        for key, entry in list(self._effects.items()) if settle_effects else ():
-            if entry.run_id == run_id and entry.step == step and entry.status in ("intent", "resolved"):
+        for key in self._effect_keys.get((run_id, step), ()) if settle_effects else ():  # this step's, not all
+            if (entry := self._effects[key]).status in ("intent", "resolved"):
                 self._effects[key] = _with_status(entry, "committed")
 
     def last_step(self, run_id: str) -> StoredStep | None:
@@ -334,13 +335,16 @@ class InMemoryStore:
         if entry.key in self._effects:
             return self._effects[entry.key]
         self._effects[entry.key] = entry
+        self._effect_keys.setdefault((entry.run_id, entry.step), []).append(entry.key)
         return None
 
     def effect(self, key: str) -> EffectEntry | None:
         return self._effects.get(key)
 
     def effects(self, run_id: str, step: int | None = None) -> list[EffectEntry]:
-        return [e for e in self._effects.values() if e.run_id == run_id and step in (None, e.step)]
+        if step is not None:
+            return [self._effects[key] for key in self._effect_keys.get((run_id, step), ())]
+        return [e for e in self._effects.values() if e.run_id == run_id]
 
     def set_effect_status(self, key: str, status: EffectStatus) -> None:
         if key not in self._effects:
