@@ -198,9 +198,7 @@ class SQLiteStore(SQLiteReads):
                 log.committed()
             return
         statements: list[tuple[str, tuple[Any, ...]]] = []
-        if register is not None:
-            if self.has_run(run_id):
-                raise StoreError(f"{self.path}: run id {run_id!r} exists already; resume it or choose another id")
+        if register is not None:  # an id taken already fails the INSERT (UNIQUE): no read first (see _refused)
             statements.append((_INSERT_RUN, (run_id, json.dumps(register, separators=(",", ":")), at)))
         if self._keyed:
             if not 0 <= step < _SPAN:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from persisthelpers import PUSH_STEP, CountingOutbox, push_run
 
+from harness_lab.errors import StoreError
 from harness_lab.store import EffectEntry, InMemoryStore, SQLiteStore, Store
 
 
@@ -69,4 +70,17 @@ def test_an_intents_detail_with_a_lone_surrogate_is_kept_as_written(tmp_path: Pa
     assert store.record_intent(EffectEntry("k1", "R1", 1, "write_file", "intent", detail)) is None
     entry = store.effect("k1")
     assert entry is not None and entry.detail == detail
+    store.close()
+
+
+def test_registering_a_taken_run_id_is_refused_by_the_insert_with_nothing_written(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    store.commit_step("R1", 0, 0.0, "null", "{}", None, register={"kind": "run_spec"})
+    seen: list[str] = []
+    store._db.set_trace_callback(seen.append)
+    with pytest.raises(StoreError, match=r"run id 'R1' exists already; resume it or choose another id$"):
+        store.commit_step("R1", 0, 1.0, "null", "{}", None, register={"kind": "other"})
+    store._db.set_trace_callback(None)
+    assert not any(sql.startswith("SELECT") for sql in seen)  # no read first: the UNIQUE key refuses it
+    assert store.run_info("R1").spec == {"kind": "run_spec"} and [h.step for h in store.history("R1")] == [0]
     store.close()
