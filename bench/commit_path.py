@@ -3,7 +3,8 @@ it runs, for one or two source trees side by side (old code against new), interl
 
     .venv/bin/python bench/commit_path.py [--old ../wt-at-main] [--steps 1000] [--rounds 9]
 
-Each tree runs in a worker process of its own (``PYTHONPATH`` set to the tree), which holds three
+Each tree runs in a worker process of its own, started in the tree's folder (``python -c``: the folder comes
+first on ``sys.path``, so its ``harness_lab`` is the one imported, before the venv's editable install), which holds three
 contenders alive across rounds: the no-op stored step of ``bench/core_targets.py`` (``Run.step()`` with a
 ``SQLiteStore``, NORMAL), the same loop whose steps are external effects (a write-ahead intent, then the
 step's row settles it), and the commit-only loop (one autocommitted INSERT of a step row: the yardstick).
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -102,9 +102,8 @@ for line in sys.stdin:
 
 class Worker:
     def __init__(self, tree: Path) -> None:
-        env = {**os.environ, "PYTHONPATH": str(tree)}
         self.proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(tree)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env, cwd=tree)
+                                     stdout=subprocess.PIPE, text=True, cwd=tree)
         self.names: list[str] = json.loads(self._line())
 
     def _line(self) -> str:
