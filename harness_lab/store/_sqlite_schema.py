@@ -118,9 +118,8 @@ def check_or_create(db: sqlite3.Connection, path: Path, *, read_only: bool, tx: 
         pass  # read as it is: schemas 2-5 differ only in newer rows' forms; schema 1 has no blobs to read
     elif int(row[1]) == 1:  # schema 1 -> 2: only a new table; existing rows stay as they are
         tx([(_BLOBS, ()), (_FILES, ()), (_MANIFESTS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
-    elif int(row[1]) in (2, 3, 4, 5, 6, 7, 8):  # -> 4, 6: only newer rows' forms change; -> 5: only new files' layout;
-        # -> 7: only new tables (the files of steps written from now on); -> 8: the steps' base column (below);
-        # -> 9: only how entries are settled from now on (see store/base.py)
+    elif int(row[1]) in (2, 3, 4, 5, 6, 7, 8):  # -> 4, 6, 9: only newer rows' forms change; -> 5: only new files'
+        # layout; -> 7: only new tables (the files of steps written from now on); -> 8: the steps' base column (below)
         tx([(_FILES, ()), (_MANIFESTS, ()), ("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))])
     elif int(row[1]) < SCHEMA_VERSION:
         raise StoreError(f"{path}: schema {row[1]} is older than {SCHEMA_VERSION} and has no migration")

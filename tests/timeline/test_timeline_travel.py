@@ -15,7 +15,7 @@ from harness_lab.proposers import FunctionProposer
 from harness_lab.records.events import Usage
 from harness_lab.records.proposal import parse_proposal
 from harness_lab.records.states import RunState
-from harness_lab.store import InMemoryStore, SQLiteStore
+from harness_lab.store import SCHEMA_VERSION, InMemoryStore, SQLiteStore
 from harness_lab.timeline.files import FULL_EVERY
 from tests.loop.loophelpers import READ_A, READ_B, READ_C, contract, evidence, make_run
 from tests.timeline.timelinehelpers import RecordingProposer, Seen, shown
@@ -223,7 +223,7 @@ def test_an_older_store_gains_the_file_tables_on_open(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"files", "manifests"} <= tables
-        assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 9
+        assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_a_forks_timeline_starts_with_its_sources_steps_before_the_fork_point(tmp_path: Path) -> None:
