@@ -24,6 +24,7 @@ CASES = {
                      ["stored step / commit-only, NORMAL", "commit-only(FULL)", "memory: a 60-step run"]),
     "serializer": (["--steps", "20", "--repeats", "1", "--no-peers"],
                    ["context change log", "per stored step", "winner, encode:"]),
+    "commit_path": (["--steps", "30", "--rounds", "2"], ["store write path:", "new  stored-effect", "/ commit-only"]),
     "step_breakdown": (["--steps", "60"], ["no-op step, no store:", "checkpoint commit, all of it"]),
     "fork_resume": (["--steps", "40", "--repeats", "2"], ["fork last", "resume", "history"]),
     "compare_cost": (["--steps", "20", "--repeats", "1"], ["compare, agree:", "compare, fork", "run() per step"]),

@@ -24,7 +24,12 @@ __all__ = ["SQLiteReads"]
 
 _STEP_COLS = "run_id, step, at, record, checkpoint, context"
 _BASE_COLS = f"{_STEP_COLS}, base"  # schema 8 (an older file opened read-only has no base column)
-_EFFECT_COLS = "SELECT key, run_id, step, tool, status, detail FROM effects"
+# An intent (or a resolved one) whose step's row exists is committed: that row's transaction settled it
+# (schema 9; it was an UPDATE in the row's transaction before, which costs an effect step three statements).
+_SETTLED = ("SELECT key, run_id, step, tool, CASE WHEN status IN ('intent', 'resolved') AND EXISTS (SELECT 1 FROM "
+            "steps WHERE {row}) THEN 'committed' ELSE status END, detail FROM effects")
+_KEYED_ROW = "id = (SELECT run_no FROM runs WHERE run_id = effects.run_id) * 4294967296 + effects.step"
+_PAIR_ROW = "run_id = effects.run_id AND step = effects.step"  # files of schema 4 or older: keyed by the pair
 _STATUSES = frozenset(get_args(EffectStatus))
 
 
@@ -191,11 +196,11 @@ class SQLiteReads:
 
     # -- the side-effect ledger -------------------------------------------------------------------
     def effect(self, key: str) -> EffectEntry | None:
-        rows = self._q(f"{_EFFECT_COLS} WHERE key = ?", (key,))
+        rows = self._q(f"{self._effect_cols()} WHERE key = ?", (key,))
         return self._effect(rows[0]) if rows else None
 
     def effects(self, run_id: str, step: int | None = None) -> list[EffectEntry]:
-        cols = f"{_EFFECT_COLS} WHERE run_id = ?"
+        cols = f"{self._effect_cols()} WHERE run_id = ?"
         rows = (self._q(f"{cols} ORDER BY step", (run_id,)) if step is None
                 else self._q(f"{cols} AND step = ? ORDER BY rowid", (run_id, step)))  # effects_by_step index
         return [self._effect(r) for r in rows]
@@ -220,6 +225,9 @@ class SQLiteReads:
         """``PRAGMA integrity_check``: ``"ok"`` or the problems SQLite found."""
         return "; ".join(str(r[0]) for r in self._q("PRAGMA integrity_check"))
 
+
+    def _effect_cols(self) -> str:
+        return _SETTLED.format(row=_KEYED_ROW if self._keyed else _PAIR_ROW)
 
     def _effect(self, row: tuple[Any, ...]) -> EffectEntry:
         key, run_id, step, tool, status, detail = row

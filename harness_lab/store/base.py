@@ -9,7 +9,8 @@ written once (in the transaction of the step that made them), whichever run or f
 Effect ledger statuses::
 
     intent     written *before* the effect runs (write-ahead); the effect may or may not have landed
-    committed  the step that carried the effect committed: never apply this key again
+    committed  the step that carried the effect committed: never apply this key again (a SQLite
+               store reads an intent whose step has a row as committed: that row's transaction settled it)
     uncertain  found as ``intent`` on resume for an effect that cannot be checked: never retried
     resolved   found as ``intent`` on resume and re-done idempotently (a workspace write)
 """
@@ -57,9 +58,12 @@ __all__ = [
 #    under "-" the keys gone), folded onto the whole checkpoint of the row its ``base`` column names, at most
 #    FULL_EVERY rows back (store/fold.py); a whole checkpoint is one of the forms above. Files of 1-7 gain
 #    the column on open; their rows read as they are. Readers get the folded, whole checkpoint.
-# 9: a context row may name an item by the sha256 of its text, stored once in ``blobs`` (long items: pinned
-#    ones, summaries; _context_rows.SHARED_MIN), instead of repeating it in every whole state. Files of 1-8
-#    are only marked 9 on a writable open; their rows read as they are.
+# 9: two changes, one version. (a) A context row may name an item by the sha256 of its text, stored once in
+#    ``blobs`` (long items: pinned ones, summaries; _context_rows.SHARED_MIN), instead of repeating it in every
+#    whole state. (b) An effect's ledger entry is settled by its step's row: an ``intent`` (or ``resolved``) entry
+#    whose step has a row reads as ``committed`` (store/_sqlite_reads.py), so an effect step's commit is its row's
+#    INSERT alone, not also an UPDATE in a BEGIN ... COMMIT. Files of 1-8 are only marked 9 on a writable open;
+#    their rows read as they are; an older harness-lab would read this file's settled entries as still in flight.
 SCHEMA_VERSION = 9
 
 EffectStatus = Literal["intent", "committed", "uncertain", "resolved"]
@@ -157,7 +161,8 @@ class Store(Protocol):
         """One transaction: the step row, the new ``(sha256, text)`` blobs (kept if present already),
         the workspace's ``files`` when the step changed them (see :class:`StepFiles`),
         and every ``intent`` of this step becomes ``committed``. ``settle_effects=False`` says the
-        caller knows this step has no ledger entry (the update is skipped, nothing else changes).
+        caller knows this step has no ledger entry (the update is skipped, nothing else changes; a
+        :class:`~harness_lab.store.SQLiteStore` needs no update: its row settles them, see schema 9).
         ``register``: the run's spec; the run is created (as :meth:`create_run` would, at ``at``)
         in the same transaction as this, its first row: a kill cannot leave it registered without one.
         ``base``: the step of the row whose whole checkpoint this row's builds on (schema 8); ``checkpoint``
@@ -227,6 +232,7 @@ class InMemoryStore:
         self._runs: dict[str, RunInfo] = {}
         self._steps: dict[str, dict[int, StoredStep]] = {}
         self._effects: dict[str, EffectEntry] = {}
+        self._effect_keys: dict[tuple[str, int], list[str]] = {}  # (run id, step) -> its entries' keys, in order
         self._beats: dict[str, Heartbeat] = {}
         self._reports: dict[str, list[str]] = {}
         self._blobs: dict[str, str] = {}
@@ -280,8 +286,8 @@ class InMemoryStore:
             for sha, data in files.data:
                 self._files.setdefault(sha, data)
             self._manifests.setdefault(run_id, {})[step] = (files.base, files.manifest)
-        for key, entry in list(self._effects.items()) if settle_effects else ():
-            if entry.run_id == run_id and entry.step == step and entry.status in ("intent", "resolved"):
+        for key in self._effect_keys.get((run_id, step), ()) if settle_effects else ():  # this step's, not all
+            if (entry := self._effects[key]).status in ("intent", "resolved"):
                 self._effects[key] = _with_status(entry, "committed")
 
     def last_step(self, run_id: str) -> StoredStep | None:
@@ -331,13 +337,16 @@ class InMemoryStore:
         if entry.key in self._effects:
             return self._effects[entry.key]
         self._effects[entry.key] = entry
+        self._effect_keys.setdefault((entry.run_id, entry.step), []).append(entry.key)
         return None
 
     def effect(self, key: str) -> EffectEntry | None:
         return self._effects.get(key)
 
     def effects(self, run_id: str, step: int | None = None) -> list[EffectEntry]:
-        return [e for e in self._effects.values() if e.run_id == run_id and step in (None, e.step)]
+        if step is not None:
+            return [self._effects[key] for key in self._effect_keys.get((run_id, step), ())]
+        return [e for e in self._effects.values() if e.run_id == run_id]
 
     def set_effect_status(self, key: str, status: EffectStatus) -> None:
         if key not in self._effects:

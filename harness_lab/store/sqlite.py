@@ -15,8 +15,11 @@ Settings, on purpose:
   ``COMMIT`` of whichever step crosses SQLite's automatic checkpoint (see ``store/_wal.py``).
 * ``busy_timeout``: a second process (a watchdog, ``trace``) waits for the lock instead of failing.
 
-Each step is one transaction (the step row, the blobs it made, its ledger updates; the first row also
-registers the run, so no kill leaves a run without one; a lone statement runs in autocommit mode, which is one transaction without the BEGIN/COMMIT round trips); statements are
+Each step is one transaction (the step row, the blobs and files it made; the first row also registers the
+run, so no kill leaves a run without one; a lone statement runs in autocommit mode, which is one transaction
+without the BEGIN/COMMIT round trips: most steps are one INSERT). The row also settles its step's ledger
+entries: an intent whose step has a row reads as committed (schema 9, ``_sqlite_reads``), so an effect step is
+its intent's INSERT (durable before the effect) and its row's, not also an UPDATE in a BEGIN ... COMMIT. Statements are
 fixed SQL texts, so the ``sqlite3`` statement cache prepares each once per connection. Schema 2 added
 the ``blobs`` table; a schema-1 file gains it on open (nothing existing is rewritten). Schema 5 files
 key step rows by one integer (see ``_sqlite_schema._TABLES``); older files keep their ``(run_id, step)`` key. Plain SQL
@@ -46,6 +49,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
+
 from ..errors import StoreError
 from ._lease import Holder
 from ._lease import release as release_leases
@@ -69,7 +74,15 @@ _INSERT_RUN = "INSERT INTO runs (run_id, spec, created_at) VALUES (?, ?, ?)"
 # A registering first row: its key from the run number the INSERT just before it (same transaction) gave.
 _INSERT_FIRST = ("INSERT INTO steps (id, run_id, step, at, record, checkpoint, context, base) VALUES "
                  "((SELECT run_no FROM runs WHERE run_id = ?) * 4294967296 + ?, ?, ?, ?, ?, ?, ?, ?)")
-_COMMIT_EFFECTS = "UPDATE effects SET status = 'committed' WHERE run_id = ? AND step = ? AND status IN ('intent', 'resolved')"
+
+
+def _detail(detail: dict[str, Any]) -> str:
+    """An intent's detail as compact JSON: orjson (~0.2 µs, against ~4 for json.dumps on an effect step's path),
+    or the standard library's for what orjson refuses (a path holding a lone surrogate)."""
+    try:
+        return orjson.dumps(detail).decode()
+    except TypeError:
+        return json.dumps(detail, separators=(",", ":"))
 
 
 class SQLiteStore(SQLiteReads):
@@ -91,6 +104,7 @@ class SQLiteStore(SQLiteReads):
         # A reader leaves the folder as it found it: side files it made are tidied on close.
         self._tidy = read_only and not any(p.exists() for p in side_files(self.path))
         self._db = connect(self.path, create=create, read_only=read_only)
+        self._cur = self._db.cursor()  # the step's INSERT, under the lock: no cursor made per step
         self._log: LogCopier | None = None
         self._me = Holder.me()
         self._leases: list[str] = []  # the runs this store object holds (given back on close)
@@ -125,7 +139,7 @@ class SQLiteStore(SQLiteReads):
             try:
                 if len(statements) == 1:  # autocommit: one statement is one (durable) transaction
                     sql, args = statements[0]
-                    return int(db.execute(sql, args).rowcount)
+                    return int(self._cur.execute(sql, args).rowcount)
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     for sql, args in statements:
@@ -169,10 +183,22 @@ class SQLiteStore(SQLiteReads):
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
                     settle_effects: bool = True, register: dict[str, Any] | None = None,
                     files: StepFiles | None = None, base: int | None = None) -> None:
+        # settle_effects is not needed here: the row itself settles its step's intents (see _sqlite_reads).
+        log, run_no = self._log, self._run_nos.get(run_id)
+        if log is not None and run_no is not None and register is None and not blobs and files is None:
+            # Most steps: one INSERT, autocommitted (one durable transaction), under one lock with the log's count.
+            if not 0 <= step < _SPAN:
+                raise StoreError(f"{self.path}: step {step} is out of range")
+            with self._lock:
+                try:
+                    self._cur.execute(_INSERT_KEYED, (run_no * _SPAN + step, run_id, step, at, record, checkpoint,
+                                                      context, base))
+                except sqlite3.Error as exc:
+                    raise self._refused(exc, run_id, step) from exc
+                log.committed()
+            return
         statements: list[tuple[str, tuple[Any, ...]]] = []
-        if register is not None:
-            if self.has_run(run_id):
-                raise StoreError(f"{self.path}: run id {run_id!r} exists already; resume it or choose another id")
+        if register is not None:  # an id taken already fails the INSERT (UNIQUE): no read first (see _refused)
             statements.append((_INSERT_RUN, (run_id, json.dumps(register, separators=(",", ":")), at)))
         if self._keyed:
             if not 0 <= step < _SPAN:
@@ -190,28 +216,30 @@ class SQLiteStore(SQLiteReads):
         if files is not None:  # only a step that changed the workspace (see StepFiles)
             statements += [*((_INSERT_FILE, item) for item in files.data),
                            (_INSERT_MANIFEST, (run_id, step, files.base, files.manifest))]
-        if settle_effects:
-            statements.append((_COMMIT_EFFECTS, (run_id, step)))
         try:
             self._tx(statements)
         except StoreError as exc:
-            cause = str(exc.__cause__) if isinstance(exc.__cause__, sqlite3.IntegrityError) else ""
-            if "UNIQUE constraint failed: runs." in cause:  # registered meanwhile by another process
-                raise StoreError(f"{self.path}: run id {run_id!r} exists already; resume it or choose another id"
-                                 ) from exc.__cause__
-            if "UNIQUE constraint failed: steps." in cause:
-                raise StoreError(f"{self.path}: run {run_id!r} already has step {step}; refused to overwrite it"
-                                 ) from exc.__cause__
+            if isinstance(exc.__cause__, sqlite3.Error):
+                raise self._refused(exc.__cause__, run_id, step) from exc.__cause__
             raise
         with self._lock:
             if self._log is not None:
                 self._log.committed()
 
+    def _refused(self, exc: sqlite3.Error, run_id: str, step: int) -> StoreError:
+        """The one-line error of a step's write that SQLite refused."""
+        cause = str(exc) if isinstance(exc, sqlite3.IntegrityError) else ""
+        if "UNIQUE constraint failed: runs." in cause:  # registered meanwhile by another process
+            return StoreError(f"{self.path}: run id {run_id!r} exists already; resume it or choose another id")
+        if "UNIQUE constraint failed: steps." in cause:
+            return StoreError(f"{self.path}: run {run_id!r} already has step {step}; refused to overwrite it")
+        return StoreError(f"{self.path}: refused to overwrite ({exc})" if cause else f"{self.path}: {exc}")
+
     # -- the side-effect ledger -------------------------------------------------------------------
     def record_intent(self, entry: EffectEntry) -> EffectEntry | None:
         # One statement, no read first: an existing key is left as it is, and then read back.
         inserted = self._tx([(_INSERT_INTENT, (entry.key, entry.run_id, entry.step, entry.tool, entry.status,
-                                               json.dumps(entry.detail, separators=(",", ":"))))])
+                                               _detail(entry.detail)))])
         return None if inserted else self.effect(entry.key)
 
     def set_effect_status(self, key: str, status: EffectStatus) -> None:
