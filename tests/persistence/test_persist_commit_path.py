@@ -25,7 +25,12 @@ def _statements(store: SQLiteStore, run_step: object) -> list[str]:
 
 def test_a_step_runs_one_insert_and_an_effect_step_one_more_for_its_intent(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "runs.sqlite")
-    with push_run(tmp_path / "ws", store, CountingOutbox()) as run:
+    # A short read (an item under SHARED_MIN: a long one would add its blob to the row's transaction)
+    actions = [{"kind": "write_file", "path": "notes/plan.txt", "content": "draft the report, then push"},
+               {"kind": "read_file", "path": "notes/plan.txt"},
+               {"kind": "write_file", "path": "notes/plan.txt", "content": "pushing"},
+               {"kind": "push", "ref": "main"}, {"kind": "finish"}]
+    with push_run(tmp_path / "ws", store, CountingOutbox(), actions=actions) as run:
         run.step()  # the first step after the run's registering row (looks up the run's number once)
         # A read: its row, one autocommitted INSERT (one transaction); no read, no ledger update.
         assert _statements(store, run.step) == ["INSERT INTO steps"]
