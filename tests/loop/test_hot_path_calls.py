@@ -1,0 +1,59 @@
+"""The no-store step does little per step (issue 20): a bounded number of Python calls, a call parsed
+again shares what was made of it, and the shortcuts give what the long forms give."""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+from pathlib import Path
+
+from runhelpers import think_run
+
+from harness_lab.context import ContextManager
+from harness_lab.context.tokens import approx_token_count
+from harness_lab.records.actions import ACTION_MODELS, GatedAction
+from harness_lab.records.effect_classes import READ_ACTIONS, effect_class
+from harness_lab.records.proposal import parse_proposal
+
+# Python calls (functions and builtins, as cProfile counts them) per no-store step of the bench's loop:
+# 165 before issue 20's second pass at the hot path, ~139 after it. A step that does more again fails here.
+CALLS_PER_STEP = 145
+
+
+def test_a_no_store_step_makes_a_bounded_number_of_calls(tmp_path: Path) -> None:
+    with think_run(tmp_path / "ws", None, "calls") as run:
+        for _ in range(200):  # past the first compressions: the steady state
+            run.step()
+        steps, profile = 500, cProfile.Profile()
+        profile.enable()
+        for _ in range(steps):
+            run.step()
+        profile.disable()
+    per_step = pstats.Stats(profile).total_calls / steps
+    assert per_step <= CALLS_PER_STEP, f"{per_step:.1f} Python calls per step"
+
+
+def test_a_call_parsed_again_shares_its_action_and_texts() -> None:
+    raw = {"kind": "read_file", "path": "notes.md"}
+    first, again = parse_proposal(raw), parse_proposal(dict(raw))
+    assert again.action is first.action  # made once per distinct call
+    assert again.raw == raw and again.raw is not first.raw  # each proposal has its own copy of what was said
+    assert (again.canonical, again.describe()) == ('{"kind": "read_file", "path": "notes.md"}',
+                                                  "read_file(path='notes.md')")
+    other = parse_proposal({"kind": "read_file", "path": "other.md"})
+    assert other.action is not first.action
+    assert (other.canonical, other.describe()) == ('{"kind": "read_file", "path": "other.md"}',
+                                                  "read_file(path='other.md')")
+
+
+def test_read_actions_are_the_types_effect_class_calls_read() -> None:
+    types = [*ACTION_MODELS.values(), GatedAction]
+    assert READ_ACTIONS == {model for model in types if effect_class(model.model_construct()) == "read"}
+
+
+def test_a_new_interaction_counts_its_rendered_text() -> None:
+    ctx = ContextManager()
+    for text in ("noted", "x" * 300, "line\n[L2 looks like a header", "naïve café"):
+        for source in ("step 1:think", "step 2:wrïte|odd]"):
+            item = ctx.add_interaction(1, "think(thought='a')", text, source=source)
+            assert item.tokens == approx_token_count(item.render()), (text, source)
