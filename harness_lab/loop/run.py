@@ -629,7 +629,7 @@ class Run:
             return Decision(verdict="block", reason=why), StopReason(code="no_progress", message=why)
         if convergence == "hint":
             return Decision(verdict="refuse", reason=self.gates.hint()), None
-        if action.gate_category in self.contract.human_gate.required_for:
+        if (gated := self.contract.human_gate.required_for) and action.gate_category in gated:
             return self.human_gate.decide(proposal)
         return _EXECUTE, None
 
