@@ -128,13 +128,14 @@ class Proposal(BaseModel):
 
     def describe(self) -> str:
         """The call as one line, e.g. ``read_file(path='notes.md')`` (made once: every observation shows it)."""
+        action = self.action
+        if (known := _ACTION_TEXTS.get(id(action))) is not None and known[0] is action:
+            return known[2]  # a call parsed before (see _parse_flat): not even its _Once
         return self._described
 
     @_Once
     def _described(self) -> str:
         action = self.action
-        if (known := _ACTION_TEXTS.get(id(action))) is not None and known[0] is action:
-            return known[2]  # a call parsed before (see _parse_flat)
         if action is None:
             return f"invalid proposal ({self.error.code if self.error else '?'})"
         shown = _flat_shown(action.__dict__, size) if (size := FLAT_SIZE.get(type(action))) is not None else None
