@@ -10,11 +10,13 @@ from pathlib import Path
 
 from runhelpers import think_run
 
+from harness_lab import Run
 from harness_lab.context import ContextManager
 from harness_lab.context.tokens import approx_token_count
 from harness_lab.records.actions import ACTION_MODELS, GatedAction
 from harness_lab.records.effect_classes import READ_ACTIONS, effect_class
 from harness_lab.records.proposal import parse_proposal
+from harness_lab.store import SQLiteStore
 
 # Python calls (functions and builtins, as cProfile counts them) per no-store step of the bench's loop:
 # 165 before issue 20's second pass at the hot path, ~139 after it. A step that does more again fails here.
@@ -60,26 +62,41 @@ def test_a_new_interaction_counts_its_rendered_text() -> None:
             assert item.tokens == approx_token_count(item.render()), (text, source)
 
 
-def test_a_no_store_step_lets_its_objects_die_young(tmp_path: Path) -> None:
-    """Packed in batches smaller than the collector's youngest generation, a step's records are let go
-    before they outlive a collection: about one collection in 2,000 steps (at 64 a batch: ~20)."""
-    collections: list[int] = []
+def _collections(run: Run, steps: int) -> list[int]:
+    """The generations the garbage collector collected while ``run`` took ``steps`` steps (after 200 to
+    warm up), at CPython's default thresholds whatever the process set."""
+    seen: list[int] = []
 
     def counted(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            collections.append(info["generation"])
+            seen.append(info["generation"])
 
+    for _ in range(200):
+        run.step()
     threshold = gc.get_threshold()
-    with think_run(tmp_path / "ws", None, "gc") as run:
-        for _ in range(200):
+    gc.collect()
+    gc.set_threshold(700, 10, 10)
+    gc.callbacks.append(counted)
+    try:
+        for _ in range(steps):
             run.step()
-        gc.collect()
-        gc.set_threshold(700, 10, 10)  # CPython's defaults, whatever the process set
-        gc.callbacks.append(counted)
-        try:
-            for _ in range(2000):
-                run.step()
-        finally:
-            gc.callbacks.remove(counted)
-            gc.set_threshold(*threshold)
-    assert len(collections) <= 5, f"{len(collections)} collections in 2,000 steps (generations {collections})"
+    finally:
+        gc.callbacks.remove(counted)
+        gc.set_threshold(*threshold)
+    return seen
+
+
+def test_a_no_store_step_lets_its_objects_die_young(tmp_path: Path) -> None:
+    """Packed in batches smaller than the collector's youngest generation, a step's records are let go
+    before they outlive a collection: about one collection in 2,000 steps (at 64 a batch: ~20)."""
+    with think_run(tmp_path / "ws", None, "gc") as run:
+        seen = _collections(run, 2000)
+    assert len(seen) <= 5, f"{len(seen)} collections in 2,000 steps (generations {seen})"
+
+
+def test_a_stored_step_lets_its_objects_die_young(tmp_path: Path) -> None:
+    """With a store, the records and events past the window are dropped 16 at a time: none outlives a
+    collection (trimmed at twice the window: one collection every ~100 steps)."""
+    with think_run(tmp_path / "ws", SQLiteStore(tmp_path / "runs.sqlite"), "gc") as run:
+        seen = _collections(run, 1000)
+    assert len(seen) <= 3, f"{len(seen)} collections in 1,000 steps (generations {seen})"
