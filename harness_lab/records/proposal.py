@@ -308,6 +308,9 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
             copied = dict(raw_map)
     # A loop proposes the same few calls again and again: the action (frozen, plain str fields) is made
     # once per distinct call, and so are what a step reads of it (see _ACTION_TEXTS).
+    if sum(map(len, values.values())) > _SEEN_CHARS:  # a long text (a report, a file): not kept
+        return built(Proposal, {"kind": "proposal", "raw": copied, "action": built(ACTION_MODELS[kind], values,
+                     shared_fields(given)), "error": None, "claims": claims}, _PROPOSAL_SET)
     key = (tuple(given), *values.values())  # (the kind fixes how many values follow)
     action = _FLAT_SEEN.get(key)
     if action is None:
@@ -323,8 +326,10 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
 
 
 _PROPOSAL_SET = shared_fields(("raw", "action", "claims"))
-# (fields given, the action's values) -> the action _parse_flat made of them, shared by every proposal of it
+# (fields given, the action's values) -> the action _parse_flat made of them, shared by every proposal of it;
+# only short calls, so the 256 kept hold at most ~1 MiB
 _FLAT_SEEN: dict[tuple[Any, ...], Any] = {}
+_SEEN_CHARS = 4096
 # id(action) -> (that action, its canonical JSON, its description): what Proposal.canonical and describe()
 # would make again for each proposal of it (the action is kept alive by its entry: the id stays its own)
 _ACTION_TEXTS: dict[int, tuple[Any, str, str]] = {}

@@ -100,3 +100,11 @@ def test_a_stored_step_lets_its_objects_die_young(tmp_path: Path) -> None:
     with think_run(tmp_path / "ws", SQLiteStore(tmp_path / "runs.sqlite"), "gc") as run:
         seen = _collections(run, 1000)
     assert len(seen) <= 3, f"{len(seen)} collections in 1,000 steps (generations {seen})"
+
+
+def test_a_long_call_is_not_kept() -> None:
+    """Only short calls are kept for the next parse: a long text (a report, a file) is not held on to."""
+    raw = {"kind": "write_file", "path": "big.md", "content": "x" * 5000}
+    first, again = parse_proposal(raw), parse_proposal(dict(raw))
+    assert again.action == first.action and again.action is not first.action
+    assert again.canonical == first.canonical and again.describe() == first.describe()
