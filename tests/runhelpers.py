@@ -1,6 +1,6 @@
 """A run that never ends on its own: two different ``think`` calls, alternating (no convergence stop),
 no human gate, budgets out of reach; the store's no-op loop (as bench/step_overhead.py's ``noop_run``);
-and an outside world that counts what it applies."""
+and an outside world that counts what it applies. Given no store, the no-store step of bench/core_targets.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from harness_lab.records.tools import ToolResult
 from harness_lab.store import Store
 
 
-def think_run(workspace: Path, store: Store, run_id: str) -> Run:
+def think_run(workspace: Path, store: Store | None, run_id: str) -> Run:
     contract = load_contract(data_dir() / "contracts" / "report_task.yaml").with_budget(
         max_decisions=10**6, max_tool_calls=10**6, max_tokens=None, wall_clock_seconds=None)
     contract = contract.model_copy(update={"human_gate": contract.human_gate.model_copy(update={"required_for": ()})})

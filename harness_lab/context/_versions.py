@@ -25,6 +25,7 @@ from .items import (
     item_header,
     shown_text,
 )
+from .tokens import approx_token_count
 
 __all__ = ["INIT_FIELDS", "INIT_SET", "REQUIRED", "build", "count", "counted", "patch", "relayered", "replace"]
 
@@ -56,7 +57,11 @@ def counted(counter: Callable[[str], int], id: str, layer: Layer, text: str, sou
     item = _fill(id, layer, text, source, round, 0, seq, role, False, anomaly, key, "fresh", "current", ref_id,
                  None, None, (), (), segment, "context_item", "")
     item._header = header = item_header(item)
-    item.tokens = counter(f"{header}\n{text if '[L' not in text else shown_text(text)}\n")  # (render())
+    if counter is approx_token_count and "[L" not in text and text.isascii() and header.isascii():
+        # the default count of render() without making it: ASCII, so its UTF-8 bytes are its characters
+        item.tokens = -(-(len(header) + len(text) + 2) // 4)
+    else:
+        item.tokens = counter(f"{header}\n{text if '[L' not in text else shown_text(text)}\n")  # (render())
     item.__class__ = ContextItem
     made: ContextItem = item
     return made

@@ -68,6 +68,8 @@ class ToolExecutor:
     context_tool: Callable[[ActionBase], ToolResult] | None = None
 
     def execute(self, action: ActionBase, idempotency_key: str) -> ToolResult:
+        if type(action) is Think:  # the no-op, as _dispatch answers it: without the call
+            return _NOTED
         kind = action.kind
         try:
             result = self._dispatch(action, idempotency_key)

@@ -32,10 +32,10 @@ from ..paths import data_dir
 from ..proposers.base import EndpointFailure, Proposer, ProposerOutput
 from ..proposers.scripted import ScriptedProposer
 from ..records.actions import Finish, ForbiddenAction
-from ..records.effect_classes import effect_class
+from ..records.effect_classes import READ_ACTIONS, effect_class
 from ..records.events import Decision, Event, Note, StateChanged, StepRecord, StopReason, Usage
 from ..records.proposal import Proposal, parse_proposal
-from ..records.states import RunState, can_transition
+from ..records.states import TERMINAL_STATES, RunState, can_transition
 from ..records.tools import ToolResult
 from ..sandbox import Sandbox, SandboxPolicy
 from ..sandbox.command import check_isolation, check_network_allow
@@ -51,7 +51,7 @@ from ._human_gate import HumanGate
 from ._run_setup import initial_context
 from ._snapshot_dirs import snapshot_dir as new_snapshot_dir
 from ._step_records import proposed, step_record, tool_called
-from ._step_tables import PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
+from ._step_tables import KEYED, PLAIN_TOOLS, WORKSPACE_TOOLS, state_key
 from .approval import ApprovalRequest, Approver, AskHuman
 from .breakpoints import Stops, Until
 from .budget import check_budget, spend
@@ -562,7 +562,8 @@ class Run:
         if failure is not None:
             return self._endpoint_failed(failure)
         assert pending is not None
-        self._endpoint_answered()
+        if self._endpoint_failures or self._parked_on_endpoint or self.state is RunState.WAITING_FOR_ENDPOINT:
+            self._endpoint_answered()  # (only then: it changes nothing after an answer)
         proposal = self._faults.proposal(self, pending, parse_proposal) if self._faults.armed else pending
         self._pending, self._in_flight, self._gates_at_start = None, pending, self.gates.mark()
         self._used.decisions += 1
@@ -628,7 +629,7 @@ class Run:
             return Decision(verdict="block", reason=why), StopReason(code="no_progress", message=why)
         if convergence == "hint":
             return Decision(verdict="refuse", reason=self.gates.hint()), None
-        if action.gate_category in self.contract.human_gate.required_for:
+        if (gated := self.contract.human_gate.required_for) and action.gate_category in gated:
             return self.human_gate.decide(proposal)
         return _EXECUTE, None
 
@@ -643,7 +644,7 @@ class Run:
                 self.repair.before_execute(self, proposal)
             if proposal.action.kind == "run_command" and not self._isolation_noted:
                 self._note_isolation()
-            if effect_class(proposal.action) != "read":
+            if type(proposal.action) not in READ_ACTIONS and effect_class(proposal.action) != "read":
                 # An outside write since the step's first check (while the proposer thought) is reported
                 # now: once this tool has run, the end of the step folds the workspace into the run's own.
                 self._check_external_change()
@@ -683,17 +684,18 @@ class Run:
             if proposal.claims:
                 self._emit(Note, topic="claims_ignored", message="claims in the proposal are recorded, never trusted",
                            data=proposal.claims)
-            if result is not None and result.tool in _SUBTASK_TOOLS and result.ok:
+            if result is not None and result.tool in _SUBTASK_TOOLS and result.status == "ok":
                 # The context recorded it itself (the goal in L2, or the conclusion in L3): no interaction too.
                 self._emit(Note, topic=result.tool, message=result.content or result.tool, data=result.data)
             elif result is not None:
-                text = result.content if result.ok else str(result.for_model())
+                text = result.content if result.status == "ok" else str(result.for_model())
+                key = state_key(proposal, self.contract) if type(proposal.action) in KEYED else None
                 self.context.add_interaction(self.step_no, proposal.describe(), text or "",
-                                             source=f"step {self.step_no}:{result.tool}", key=state_key(proposal, self.contract))
+                                             source=f"step {self.step_no}:{result.tool}", key=key)
             elif decision.verdict == "refuse":
                 hint = f"; {proposal.error.hint}" if proposal.error and proposal.error.hint else ""  # a gate's reason is its hint
                 self.context.add_feedback(self.step_no, f"refused: {decision.reason}{hint}", source=f"step {self.step_no}:gate")
-            if (warning := self.gates.token_warning(self._used)) is not None:
+            if self.gates.budget.max_tokens is not None and (warning := self.gates.token_warning(self._used)) is not None:
                 self.context.add_feedback(self.step_no, warning, source="gates", key="gates:budget")
                 self._emit(Note, topic="budget_warning", message=warning)
         except BaseException as exc:
@@ -780,12 +782,14 @@ class Run:
             raise RunStateError(f"run {self.run_id} was {self.read_only}: resume it to continue")
 
     def _open_step(self) -> None:
-        self._refuse_if_read_only()
+        if self.read_only is not None:  # (the checks, inline: every step opens)
+            self._refuse_if_read_only()
         if self.crash.crashed is not None:
             self.crash.refuse(self.run_id)
-        if self.state.terminal:
+        if self.state in TERMINAL_STATES:
             raise RunStateError(f"run {self.run_id} is {self.state.value} ({self.stop_reason.code if self.stop_reason else '?'}); it takes no more steps")
-        self.gates.start()
+        if self.gates.started_at is None:
+            self.gates.start()
         self.step_no += 1
         self._before = self.state
         if self.state is RunState.CREATED:
@@ -825,7 +829,8 @@ class Run:
                 self._faults.settle(self, decision, result)
             if self._faults.armed and self.state.terminal:
                 self._faults.expire(self.step_no, self.state)
-            if result is None or proposal is None or proposal.action is None or effect_class(proposal.action) != "read":
+            if (result is None or proposal is None or proposal.action is None
+                    or type(proposal.action) not in READ_ACTIONS and effect_class(proposal.action) != "read"):
                 # Fold in what this step wrote. After a pure tool there is nothing of the run's to fold
                 # in: the hash stays as the step found it, so an outside write during the step (while
                 # the proposer thought, say) is reported by the next step instead of absorbed here.
@@ -879,8 +884,11 @@ class Run:
 
 
 def _keep_window(trace: RecordLog[Any], size: int) -> None:
-    """Older entries live in the store; dropping half at a time keeps this O(1) amortized."""
-    if len(trace) >= 2 * size:
+    """Older entries live in the store: at most ``size`` more than the window are held (so never 2x it),
+    dropped 16 at a time (amortized O(1)). Not more: a step's records are let go before the collector's
+    youngest generation fills, so they die young (held up to 2x a 64-step window, they outlived a
+    collection every ~100 steps and a full one every ~3,000: ~12 µs a stored step, measured)."""
+    if len(trace) >= size + min(size, 16):
         del trace[: len(trace) - size]
 
 

@@ -23,7 +23,7 @@ from .actions import (
     WriteReport,
 )
 
-__all__ = ["EffectClass", "effect_class", "effect_of_tool"]
+__all__ = ["READ_ACTIONS", "EffectClass", "effect_class", "effect_of_tool"]
 
 EffectClass = Literal["read", "redoable", "workspace", "external"]
 
@@ -55,6 +55,8 @@ def _class_of(kind: type[ActionBase]) -> EffectClass:
 # The one classification, looked up (pydantic's isinstance runs Python code: ~0.2 µs a check).
 _ACTION_TYPES: list[type[ActionBase]] = [*ACTION_MODELS.values(), GatedAction]
 _EFFECT_BY_TYPE: dict[type[ActionBase], EffectClass] = {m: _class_of(m) for m in _ACTION_TYPES}
+# The action types that only read (a step's "is it a read?" as one set lookup; a subclass: effect_class).
+READ_ACTIONS = frozenset(model for model, found in _EFFECT_BY_TYPE.items() if found == "read")
 _EFFECT_BY_NAME: dict[str, EffectClass] = {**dict.fromkeys(EXTERNAL_KINDS, "external"),
                                            **{kind: _class_of(m) for kind, m in ACTION_MODELS.items()}}
 

@@ -100,6 +100,8 @@ class Proposal(BaseModel):
     def canonical(self) -> str:
         """The action (or the raw proposal) as sorted-key JSON: what is hashed and compared."""
         action = self.action
+        if (known := _ACTION_TEXTS.get(id(action))) is not None and known[0] is action:
+            return known[1]  # a call parsed before (see _parse_flat)
         template = _FLAT_JSON.get(type(action)) if action is not None else None
         if template is not None and action is not None and (text := flat_json(action.__dict__, template)) is not None:
             return text
@@ -126,6 +128,9 @@ class Proposal(BaseModel):
 
     def describe(self) -> str:
         """The call as one line, e.g. ``read_file(path='notes.md')`` (made once: every observation shows it)."""
+        action = self.action
+        if (known := _ACTION_TEXTS.get(id(action))) is not None and known[0] is action:
+            return known[2]  # a call parsed before (see _parse_flat): not even its _Once
         return self._described
 
     @_Once
@@ -301,12 +306,33 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
                 break
         else:  # str keys, and every value was checked a plain str: the JSON copy is a plain copy
             copied = dict(raw_map)
-    action = built(ACTION_MODELS[kind], values, shared_fields(given))
+    # A loop proposes the same few calls again and again: the action (frozen, plain str fields) is made
+    # once per distinct call, and so are what a step reads of it (see _ACTION_TEXTS).
+    if sum(map(len, values.values())) > _SEEN_CHARS:  # a long text (a report, a file): not kept
+        return built(Proposal, {"kind": "proposal", "raw": copied, "action": built(ACTION_MODELS[kind], values,
+                     shared_fields(given)), "error": None, "claims": claims}, _PROPOSAL_SET)
+    key = (tuple(given), *values.values())  # (the kind fixes how many values follow)
+    action = _FLAT_SEEN.get(key)
+    if action is None:
+        if len(_FLAT_SEEN) >= 256:
+            _FLAT_SEEN.clear()
+            _ACTION_TEXTS.clear()
+        action = _FLAT_SEEN[key] = built(ACTION_MODELS[kind], values, shared_fields(given))
+        canonical, shown = flat_json(values, _FLAT_JSON[type(action)]), _flat_shown(values, len(values))
+        if canonical is not None and shown is not None:
+            _ACTION_TEXTS[id(action)] = (action, canonical, f"{kind}({shown})")
     return built(Proposal, {"kind": "proposal", "raw": copied, "action": action, "error": None, "claims": claims},
                  _PROPOSAL_SET)
 
 
 _PROPOSAL_SET = shared_fields(("raw", "action", "claims"))
+# (fields given, the action's values) -> the action _parse_flat made of them, shared by every proposal of it;
+# only short calls, so the 256 kept hold at most ~1 MiB
+_FLAT_SEEN: dict[tuple[Any, ...], Any] = {}
+_SEEN_CHARS = 4096
+# id(action) -> (that action, its canonical JSON, its description): what Proposal.canonical and describe()
+# would make again for each proposal of it (the action is kept alive by its entry: the id stays its own)
+_ACTION_TEXTS: dict[int, tuple[Any, str, str]] = {}
 
 
 def _jsonable(value: object) -> Any:
