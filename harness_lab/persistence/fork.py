@@ -141,8 +141,10 @@ def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run, store: Store | None
     if files is None and store is not None:
         files = files_at(store, checkpoint.run_id, checkpoint.step)
     if store is not None and files is not None:
-        write_files(fork.workspace, files, store, f"checkpoint {checkpoint.id}")
+        # The fork's sandbox is told each file it is given (bytes checked against their sha256): its first
+        # scan stats them, and does not read and hash them all again.
         fork.sandbox.hold_blobs(_HELD_BYTES)
+        write_files(fork.workspace, files, store, f"checkpoint {checkpoint.id}", fork.sandbox)
         return files
     for snap in reversed(run.sandbox.snapshots()):
         if snap.workspace_hash == checkpoint.workspace_hash:

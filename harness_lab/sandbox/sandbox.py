@@ -336,6 +336,16 @@ class Sandbox(SnapshotOps):
             os.close(fd)
         return digest.hexdigest()
 
+    def note_written(self, path: str, st: os.stat_result, digest: str, data: bytes, written_at: int) -> None:
+        """``path`` was just created in this (new, empty) workspace by the caller with ``data``, whose sha256
+        ``digest`` it checked (a fork's files, from the store), ``st`` its descriptor's stat after the write,
+        ``written_at`` (``time.time_ns()``) taken before it. The next scan takes the hash from here while the
+        file's stat key is unchanged, instead of reading every file back (see :meth:`Scanner.prime
+        <harness_lab.sandbox.scan.Scanner.prime>`); the bytes go to the snapshot store (held, see
+        :meth:`hold_blobs`), as the scan would have put them."""
+        self._store.blobs.put_bytes(data, digest)
+        self._scanner.prime(path, st, digest, written_at)
+
     def workspace_hash(self, *, rescan: bool = False) -> str:
         """sha256-based hash of the current workspace manifest (path, kind, content hash, mode).
 

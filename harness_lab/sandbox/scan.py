@@ -17,7 +17,7 @@ import os
 import time
 
 from harness_lab.sandbox._dirs import ancestors as _ancestors
-from harness_lab.sandbox._walk import Entry, Manifest, TreeWalk, WalkPass
+from harness_lab.sandbox._walk import _RACY_NS, Entry, Manifest, TreeWalk, WalkPass, _key
 from harness_lab.sandbox.blobs import BlobStore
 from harness_lab.sandbox.journal import Journal, open_journal
 from harness_lab.sandbox.mhash import hex_sum, line_hash
@@ -60,6 +60,8 @@ class Scanner(TreeWalk):
         self._journal: Journal | None = None
         self._journal_no = 0  # which journal the directory records' file watches belong to
         self._records = {}
+        # Files this process wrote itself, path -> when (see prime): their hash is taken from the writer once.
+        self._primed: dict[str, int] = {}
         self.tracking = "walk (no change journal requested)"
         if journal:
             self._open_journal()
@@ -104,6 +106,25 @@ class Scanner(TreeWalk):
         """Record a hash computed elsewhere (e.g. rollback just wrote these bytes)."""
         self._remember(path, st, digest, time.time_ns())
         self._sizes[path] = st.st_size
+
+    def prime(self, path: str, st: os.stat_result, digest: str, written_at: int) -> None:
+        """``path`` was just written by this process with bytes of sha256 ``digest``, its stat ``st`` taken
+        from the written descriptor (a fork's files, from the store): the next full walk takes that hash
+        while the file's stat key is still ``st``'s, instead of reading the file back. Past that walk the
+        racily-clean rule applies as to any file (see :meth:`_unprime`)."""
+        self._cache[path] = (_key(st), digest)
+        self._sizes[path] = st.st_size
+        self._primed[path] = written_at
+
+    def _unprime(self) -> None:
+        """After the walk that used them: a primed hash whose file was written within a clock tick of now
+        is proven again by the next walk (as _remember does), and its directory's record goes with it."""
+        for path, written_at in self._primed.items():
+            hit = self._cache.get(path)
+            if hit is not None and written_at - max(hit[0][1], hit[0][2]) <= _RACY_NS:
+                del self._cache[path]
+                self._records.pop(path.rpartition("/")[0], None)
+        self._primed.clear()
 
     def file_bytes(self) -> int:
         """The total size of the workspace's regular files, from a scan as :meth:`snapshot
@@ -206,6 +227,8 @@ class Scanner(TreeWalk):
             self._account(changes)  # also after a failed walk: the sum and change set match the manifest
         assert walk.records is not None
         self._records.update(walk.records)  # after _account: these hold the entries as they are now
+        if self._primed:
+            self._unprime()
         self.examined_last = len(walk.seen)
         self._dirty.clear()
         self._fresh.clear()

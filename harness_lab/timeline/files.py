@@ -16,6 +16,7 @@ import difflib
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -177,10 +178,12 @@ def _done(result: object, path: str, what: str) -> None:
         raise RunStateError(f"{what}: could not restore {path}: {getattr(result, 'reason', result)}")
 
 
-def write_files(root: Path, files: Mapping[str, str], store: Store, what: str) -> None:
+def write_files(root: Path, files: Mapping[str, str], store: Store, what: str, sandbox: Sandbox | None = None) -> None:
     """Write ``files`` (path -> sha256, bytes from the store) into ``root``, an empty folder the caller
     just made (a fork's workspace: nothing in it can be a link). A path that would leave it (absolute,
-    ``..``, empty parts: an edited store) is refused in one line, before anything is written."""
+    ``..``, empty parts: an edited store) is refused in one line, before anything is written; so are bytes
+    that are not their sha256's. ``sandbox``: the sandbox of ``root``, told what was written (its first
+    scan then need not read every file back: :meth:`Sandbox.note_written <harness_lab.sandbox.Sandbox.note_written>`)."""
     for path in files:
         parts = path.split("/")
         if path.startswith("/") or "\0" in path or any(p in ("", ".", "..") for p in parts):
@@ -190,10 +193,17 @@ def write_files(root: Path, files: Mapping[str, str], store: Store, what: str) -
         data = store.file_data(sha)
         if data is None:
             raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
+        if hashlib.sha256(data).hexdigest() != sha:  # an edited store: the workspace would not be the step's
+            raise RunStateError(f"{what}: the stored bytes of {path} are not those of its sha256 {sha[:12]} "
+                                "(an edited or damaged store)")
         target = root / path
         if target.parent not in made:  # one mkdir per folder, not per file
             target.parent.mkdir(parents=True, exist_ok=True)
             made.add(target.parent)
+        written_at = time.time_ns()
         with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644),
                        "wb") as out:
             out.write(data)
+            out.flush()
+            if sandbox is not None:
+                sandbox.note_written(path, os.fstat(out.fileno()), sha, data, written_at)

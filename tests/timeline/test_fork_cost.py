@@ -1,0 +1,110 @@
+"""What a fork from a step does not do again (issue 20): read back the files it just wrote from the
+store, or hash its contract a second time. Counted, not timed."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from harness_lab import Run
+from harness_lab.errors import RunStateError
+from harness_lab.loop.approval import AutoApprove
+from harness_lab.sandbox.blobs import BlobStore
+from harness_lab.sandbox.scan import Scanner
+from harness_lab.store import SQLiteStore
+from tests.loop.loophelpers import contract, make_run
+
+
+def _writing(tmp_path: Path) -> tuple[Run, SQLiteStore]:
+    """Three files written by step 4, one of them overwritten at step 5: forks from step 4 take the store's files."""
+    store = SQLiteStore(tmp_path / "runs.db")
+    base = contract()
+    gate = base.human_gate.model_copy(update={"required_for": ()})
+    run = make_run(tmp_path, [{"kind": "write_file", "path": "a.md", "content": "alpha\n"},
+                              {"kind": "write_file", "path": "notes/b.md", "content": "beta\n"},
+                              {"kind": "write_file", "path": "notes/c.md", "content": "gamma\n"},
+                              {"kind": "think", "thought": "next"},
+                              {"kind": "write_file", "path": "a.md", "content": "alpha, again\n"}],
+                   then="repeat_last", contract_=base.model_copy(update={"human_gate": gate}), store=store,
+                   approver=AutoApprove())
+    run.run(max_steps=5)
+    assert run.step_no == 5 and len(run.at(4).files) == 3
+    return run, store
+
+
+def test_a_fork_from_a_step_does_not_read_back_the_files_it_wrote(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    run, store = _writing(tmp_path)
+    read_back: list[int] = []
+    put_fd = BlobStore.put_fd
+
+    def counting(self: BlobStore, fd: int, size_hint: int) -> str:
+        read_back.append(size_hint)
+        return put_fd(self, fd, size_hint)
+
+    monkeypatch.setattr(BlobStore, "put_fd", counting)
+    fork = run.fork(at_step=4, budget="fresh", workspace=tmp_path / "fork")
+    assert read_back == []  # the first row's scan took the hashes the fork wrote the files with
+    files = {p: e[1] for p, e in fork.sandbox.manifest().items() if e[0] == "f"}
+    assert files == run.at(4).files == fork.at(4).files
+    # A later full walk proves them (written within a clock tick of the first scan: racily clean).
+    fork.sandbox.workspace_hash(rescan=True)
+    assert len(read_back) == len(run.at(4).files)
+    fork.close()
+    run.close()
+    store.close()
+
+
+def test_a_fork_refuses_stored_bytes_that_are_not_their_sha256(tmp_path: Path) -> None:
+    run, store = _writing(tmp_path)
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        conn.execute("UPDATE files SET data = CAST('edited' AS BLOB)")
+    with pytest.raises(RunStateError, match=r"\.md are not those of its sha256 .* edited or damaged store"):
+        run.fork(at_step=4, budget="fresh", workspace=tmp_path / "fork")
+    assert not (tmp_path / "fork").exists()  # nothing half-written
+    run.close()
+    store.close()
+
+
+def test_a_primed_hash_serves_one_walk_and_a_changed_file_is_read_again(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"alpha")
+    (root / "b.txt").write_bytes(b"beta")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    scanner = Scanner(fd, BlobStore(str(tmp_path / "blobs")))
+    # A wrong hash, primed: the walk takes it for a.txt (stat key unchanged), so it was not read.
+    scanner.prime("a.txt", os.stat(root / "a.txt"), "f" * 64, 0)
+    scanner.prime("b.txt", os.stat(root / "b.txt"), "e" * 64, 0)
+    (root / "b.txt").write_bytes(b"beta, longer")  # its key moved: read again
+    first = scanner.scan(full=True)
+    assert first["a.txt"][1] == "f" * 64 and first["b.txt"][1] != "e" * 64
+    assert scanner.hashed_last == 1
+    scanner.close()
+    os.close(fd)
+
+
+def test_the_contract_version_is_hashed_once_per_contract_object(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    run, store = _writing(tmp_path)
+    import harness_lab.contract as contract_module
+
+    dumps: list[str] = []
+    canonical = contract_module.canonical_json
+
+    def counting(data: object) -> str:
+        dumps.append("x")
+        return canonical(data)
+
+    monkeypatch.setattr(contract_module, "canonical_json", counting)
+    fork = run.fork(at_step=4, budget="fresh", workspace=tmp_path / "fork")
+    assert dumps == []  # the source's run hashed it when it registered
+    changed = run.contract.with_budget(max_decisions=99)
+    assert changed.version != run.contract.version  # a changed copy does not carry the cached version
+    assert len(dumps) == 1
+    fork.close()
+    run.close()
+    store.close()
