@@ -22,7 +22,7 @@ from ..timeline.budget import check_budget, spend
 from ..timeline.files import files_at, write_files
 from ..timeline.records import BudgetChoice
 from .checkpoint_record import Checkpoint
-from .resume import _CHECKPOINT_ID, _continue, _first_missing, _load
+from .resume import _CHECKPOINT_ID, _continue, _first_missing, _load, _trace_in_store
 
 if TYPE_CHECKING:
     from .resume import ResumableRun as Run  # a Protocol: no import of run.py (one-way arrows)
@@ -121,6 +121,7 @@ def _fill_fork(run: Run, fork: _F, checkpoint_id: str,
         fork.gates.started_at = fork.clock.now() - fork.usage.elapsed_s
     fork.run_id = fork_id
     if store is not None and not getattr(store, "read_only", False):  # Run.open(path) opened it read-only
+        _trace_in_store(fork)
         fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=items, like=run.checkpoints,
                                         context_from=source, files_stored=stored)
     fork.sandbox.hold_blobs(0)  # the first scan (the first row's) is done: later ones store as they go

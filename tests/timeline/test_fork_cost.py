@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from itertools import count
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,13 @@ import pytest
 from harness_lab import Run
 from harness_lab.errors import RunStateError
 from harness_lab.loop.approval import AutoApprove
+from harness_lab.proposers import FunctionProposer
 from harness_lab.sandbox.blobs import BlobStore
 from harness_lab.sandbox.scan import Scanner
 from harness_lab.store import SQLiteStore
-from tests.loop.loophelpers import contract, make_run
+from tests.loop.loophelpers import contract, evidence, make_run
+
+READS = ("harness-boundary", "acceptance-snapshot", "budget-gates")
 
 
 def _writing(tmp_path: Path) -> tuple[Run, SQLiteStore]:
@@ -107,4 +111,28 @@ def test_the_contract_version_is_hashed_once_per_contract_object(tmp_path: Path,
     assert len(dumps) == 1
     fork.close()
     run.close()
+    store.close()
+
+
+def test_a_resumed_or_forked_run_does_not_pack_the_trace_its_store_holds(tmp_path: Path) -> None:
+    steps = count()
+
+    def propose(view: object) -> dict[str, str]:  # thinking and reading in turn: no stop rule fires
+        i = next(steps)
+        return {"kind": "read_evidence", "id": READS[i % 3]} if i % 2 else {"kind": "think", "thought": f"plan {i}"}
+
+    store = SQLiteStore(tmp_path / "runs.db")
+    run = Run(contract=contract(max_decisions=10**6, max_tool_calls=10**6, max_tokens=None), evidence=evidence(),
+              proposer=FunctionProposer(propose), workspace=tmp_path / "ws", store=store, run_id="long")
+    run.run(max_steps=3)
+    run.close()
+    resumed = Run.resume(store, "long", proposer=FunctionProposer(propose))
+    resumed.run(max_steps=400)
+    fork = resumed.fork(at_step=2, budget="fresh", workspace=tmp_path / "fork")
+    fork.run(max_steps=400)
+    assert resumed.step_no == 403 and fork.step_no == 402 and len(fork.events) > 256
+    for log in (resumed.records, resumed.events, fork.records, fork.events):
+        assert log.packed == 0  # a store's window of the trace, held as it is (was: 64 records, 256 events)
+    fork.close()
+    resumed.close()
     store.close()
