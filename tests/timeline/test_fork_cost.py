@@ -1,5 +1,5 @@
-"""What a fork from a step does not do again (issue 20): read back the files it just wrote from the
-store, or hash its contract a second time. Counted, not timed."""
+"""What a fork from a step and `at(n)` do not do again (issue 20): read back the files just written from the
+store, hash the contract a second time, read rows that cannot have changed. Counted, not timed."""
 
 from __future__ import annotations
 
@@ -135,4 +135,24 @@ def test_a_resumed_or_forked_run_does_not_pack_the_trace_its_store_holds(tmp_pat
         assert log.packed == 0  # a store's window of the trace, held as it is (was: 64 records, 256 events)
     fork.close()
     resumed.close()
+    store.close()
+
+
+def test_at_n_reads_the_first_and_last_rows_of_a_live_run_no_more(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    run, store = _writing(tmp_path)
+    fork = run.fork(at_step=4, budget="fresh", workspace=tmp_path / "fork")
+    fork.run(max_steps=2)
+    assert fork.at(2).files == run.at(2).files  # warm: each run's first row read once
+    reads: list[str] = []
+    for name in ("first_step", "last_step"):
+        method = getattr(store, name)
+        monkeypatch.setattr(store, name, lambda run_id, method=method, name=name: reads.append(name) or method(run_id))
+    assert [p.step for p in fork.history] == list(range(7))
+    assert fork.at(6).files == {p: e[1] for p, e in fork.sandbox.manifest().items() if e[0] == "f"}
+    with pytest.raises(RunStateError, match=r"step 7 is out of range: run .* has steps 0\.\.6"):
+        fork.at(7)
+    assert reads == []  # its first row does not change, its last step is its checkpointer's
+    fork.close()
+    run.close()
     store.close()
