@@ -35,7 +35,7 @@ def _writing(tmp_path: Path) -> tuple[Run, SQLiteStore]:
                    then="repeat_last", contract_=base.model_copy(update={"human_gate": gate}), store=store,
                    approver=AutoApprove())
     run.run(max_steps=5)
-    assert run.step_no == 5 and len(run.at(4).files) == 3
+    assert run.step_no == 5 and {"a.md", "notes/b.md", "notes/c.md"} <= set(run.at(4).files)
     return run, store
 
 
@@ -153,6 +153,34 @@ def test_at_n_reads_the_first_and_last_rows_of_a_live_run_no_more(tmp_path: Path
     with pytest.raises(RunStateError, match=r"step 7 is out of range: run .* has steps 0\.\.6"):
         fork.at(7)
     assert reads == []  # its first row does not change, its last step is its checkpointer's
+    fork.close()
+    run.close()
+    store.close()
+
+
+def test_a_fork_from_the_last_checkpoint_copies_files_and_modes_without_reading_them_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "ws"
+    (ws / "bin").mkdir(parents=True)
+    (ws / "bin" / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (ws / "bin" / "run.sh").chmod(0o750)
+    (ws / "bin").chmod(0o750)
+    (ws / "empty").mkdir(mode=0o700)
+    run, store = _writing(tmp_path)
+    source = run.sandbox.workspace_hash(rescan=True)
+    read_back: list[int] = []
+    put_fd = BlobStore.put_fd
+
+    def counting(self: BlobStore, fd: int, size_hint: int) -> str:
+        read_back.append(size_hint)
+        return put_fd(self, fd, size_hint)
+
+    monkeypatch.setattr(BlobStore, "put_fd", counting)
+    fork = run.fork(f"{run.run_id}@{run.step_no}", workspace=tmp_path / "fork")
+    assert read_back == []
+    assert fork.sandbox.manifest() == run.sandbox.manifest()  # each file's sha256 and mode, each folder's mode
+    assert fork.sandbox.workspace_hash(rescan=True) == source
+    assert len(read_back) == 4  # proven again by a later full walk (racily clean)
     fork.close()
     run.close()
     store.close()
