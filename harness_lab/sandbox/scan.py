@@ -218,6 +218,7 @@ class Scanner(TreeWalk):
         # hashed once the total is known to fit: the stat walk and the snapshot's walk are one walk.
         pending: list[str] | None = [] if within is not None else None
         self._pending = pending
+        proven = True
         try:
             while stack:
                 dfd, prefix = stack.pop()
@@ -241,7 +242,7 @@ class Scanner(TreeWalk):
                         changes[rel] = None
                         self._sizes.pop(rel, None)
                     return last
-                self._hash_pending(pending, last, changes)
+                proven = self._hash_pending(pending, last, changes)
         finally:
             self._pending = None
             for dfd, _ in stack:
@@ -254,12 +255,14 @@ class Scanner(TreeWalk):
         self.examined_last = len(walk.seen)
         self._dirty.clear()
         self._fresh.clear()
-        self._proven = True
+        self._proven = proven
         self.full_last = True
         return last
 
-    def _hash_pending(self, pending: list[str], last: Manifest, changes: dict[str, Entry | None]) -> None:
-        """The files a walk within a quota left unhashed, hashed now that the total fits."""
+    def _hash_pending(self, pending: list[str], last: Manifest, changes: dict[str, Entry | None]) -> bool:
+        """The files a walk within a quota left unhashed, hashed now that the total fits; False when one
+        became a directory since (its entries were not walked: the next scan walks)."""
+        proven = True
         for rel in pending:
             *dirs, name = rel.split("/")
             entry: Entry | None = None
@@ -274,14 +277,15 @@ class Scanner(TreeWalk):
                     entry = None
                 finally:
                     os.close(dfd)
-            if entry is None or entry[0] == "d":  # gone, or replaced by a directory since the walk met it
-                self._proven = False  # (a directory's entries were not walked: the next scan walks)
-            if entry is None:
+            if entry is not None and entry[0] == "d":
+                proven = False
+            if entry is None:  # gone since the walk met it
                 last.pop(rel, None)
                 self._sizes.pop(rel, None)
             changes[rel] = entry
             if entry is not None:
                 last[rel] = entry
+        return proven
 
     def _total(self, manifest: Manifest) -> int:
         """The total size of the regular files of ``manifest``, as the scans that made it saw them."""

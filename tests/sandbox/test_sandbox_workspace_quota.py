@@ -16,6 +16,7 @@ import pytest
 import harness_lab.sandbox.sandbox as sandbox_module
 from harness_lab.sandbox import Quotas, Sandbox
 from harness_lab.sandbox._quota import file_sizes
+from harness_lab.sandbox.blobs import BlobStore
 from harness_lab.sandbox.scan import Manifest, Scanner
 
 QUOTA = 1 << 20
@@ -111,3 +112,20 @@ def test_a_command_within_the_quota_costs_one_walk_of_the_tree(tmp_path: Path, m
     assert walks == ["walk", "walk"]  # the one before the command (it may hand files over), the one after
     # The file the walk met new is hashed once the total was known to fit.
     assert sb.manifest()["new2.txt"][1] == hashlib.sha256(b"and again").hexdigest()
+
+
+def test_a_walk_within_a_quota_reads_nothing_new_past_it(tmp_path: Path) -> None:
+    (ws := tmp_path / "ws").mkdir()
+    (ws / "old.txt").write_bytes(b"o" * 100)
+    fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    scanner = Scanner(fd, BlobStore(str(tmp_path / "blobs")))
+    scanner.scan(full=True)
+    (ws / "sub").mkdir()
+    (ws / "sub" / "new.txt").write_bytes(b"n" * 300)
+    assert scanner.walk_within(399) == 400 and scanner.hashed_last == 0  # over: the new file was not read
+    assert scanner.scan()["sub/new.txt"][1] == hashlib.sha256(b"n" * 300).hexdigest()  # the next scan walks
+    (ws / "sub" / "new2.txt").write_bytes(b"m" * 50)
+    assert scanner.walk_within(450) == 450 and scanner.hashed_last == 1  # within: read once the total fits
+    assert scanner.scan()["sub/new2.txt"][1] == hashlib.sha256(b"m" * 50).hexdigest()
+    scanner.close()
+    os.close(fd)
