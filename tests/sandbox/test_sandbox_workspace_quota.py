@@ -123,9 +123,10 @@ def test_a_walk_within_a_quota_reads_nothing_new_past_it(tmp_path: Path) -> None
     (ws / "sub").mkdir()
     (ws / "sub" / "new.txt").write_bytes(b"n" * 300)
     assert scanner.walk_within(399) == 400 and scanner.hashed_last == 0  # over: the new file was not read
+    assert not scanner.blobs.has(hashlib.sha256(b"n" * 300).hexdigest())  # ... nor stored
     assert scanner.scan()["sub/new.txt"][1] == hashlib.sha256(b"n" * 300).hexdigest()  # the next scan walks
     (ws / "sub" / "new2.txt").write_bytes(b"m" * 50)
-    assert scanner.walk_within(450) == 450 and scanner.hashed_last == 1  # within: read once the total fits
+    assert scanner.walk_within(450) == 450  # within: read once the total fits
     assert scanner.scan()["sub/new2.txt"][1] == hashlib.sha256(b"m" * 50).hexdigest()
     scanner.close()
     os.close(fd)
