@@ -25,7 +25,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import weakref
 from collections.abc import Collection
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -359,6 +361,14 @@ class SandboxDemand(_Frozen):
         return data
 
 
+# ControlContract.version by id(contract): (a weak reference to the contract, its version); see version.
+_VERSIONS: dict[int, tuple[weakref.ref[ControlContract], str]] = {}
+
+
+def _forget_version(key: int, _: object) -> None:
+    _VERSIONS.pop(key, None)  # the contract is gone: its id may name another one next
+
+
 class ControlContract(_Frozen):
     name: str
     kind: Literal["control_contract"] = "control_contract"
@@ -381,8 +391,14 @@ class ControlContract(_Frozen):
 
     @property
     def version(self) -> str:
-        # Not cached: model_copy() would carry a cached value over to a changed copy.
-        return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
+        # Cached by object (~35 µs a hash; a fork asked it three times), outside the model: model_copy()
+        # would carry a cached field over to a changed copy. A frozen contract's content never changes.
+        hit = _VERSIONS.get(id(self))
+        if hit is not None and hit[0]() is self:
+            return hit[1]
+        version = hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
+        _VERSIONS[id(self)] = (weakref.ref(self, partial(_forget_version, id(self))), version)
+        return version
 
     @property
     def budget(self) -> Budget:

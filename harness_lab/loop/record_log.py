@@ -118,6 +118,14 @@ class RecordLog(Sequence[T], Generic[T]):
         for entry in whole:
             self.append(entry)
 
+    def stop_packing(self) -> None:
+        """Hold every entry as it is from now on, unpacked (a run given its store after it was made: the
+        store holds its past and a window of it stays in memory; making rows for it was work for nothing)."""
+        if self._packed:
+            self._tail = list(self)
+            self._chunks, self._packed, self._cached = [], 0, (-1, [])
+        self._packing, self._limit, self._rows = False, -1, []
+
     # -- reading --------------------------------------------------------------------------------
     def __len__(self) -> int:
         return self._packed + len(self._tail)

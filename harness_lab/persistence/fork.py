@@ -6,6 +6,8 @@ no copy of the files) raises one line and leaves no row, folder or file behind.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import weakref
 from collections.abc import Callable
@@ -18,11 +20,11 @@ from ..proposers.base import Proposer
 from ..proposers.scripted import ScriptedProposer
 from ..store import Store
 from ..timeline.budget import check_budget, spend
-from ..timeline.files import files_at, write_files
+from ..timeline.files import files_at, write_files, write_new
 from ..timeline.records import BudgetChoice
 from .checkpoint import Checkpointer
 from .checkpoint_record import Checkpoint
-from .resume import _CHECKPOINT_ID, _continue, _first_missing, _load
+from .resume import _CHECKPOINT_ID, _continue, _first_missing, _load, _trace_in_store
 
 if TYPE_CHECKING:
     from .resume import ResumableRun as Run  # a Protocol: no import of run.py (one-way arrows)
@@ -121,6 +123,7 @@ def _fill_fork(run: Run, fork: _F, checkpoint_id: str,
         fork.gates.started_at = fork.clock.now() - fork.usage.elapsed_s
     fork.run_id = fork_id
     if store is not None and not getattr(store, "read_only", False):  # Run.open(path) opened it read-only
+        _trace_in_store(fork)
         fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=items, like=run.checkpoints,
                                         context_from=source, files_stored=stored)
     fork.sandbox.hold_blobs(0)  # the first scan (the first row's) is done: later ones store as they go
@@ -134,15 +137,18 @@ def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run, store: Store | None
     # The fork's first scan hashes every copied file (proven, not remembered); holding what it stores
     # in memory (or sharing the source's blobs past the budget) spares storing each file again.
     if run.read_only is None and run.sandbox.workspace_hash() == checkpoint.workspace_hash:
-        shutil.copytree(run.workspace, fork.workspace, symlinks=True, dirs_exist_ok=True)
         fork.sandbox.hold_blobs(_HELD_BYTES, share=run.sandbox)
+        if not _copy_known(run, fork):
+            shutil.copytree(run.workspace, fork.workspace, symlinks=True, dirs_exist_ok=True)
         return None
     # The files the store kept beside the checkpoint's row (schema 7: harness_lab.timeline.files).
     if files is None and store is not None:
         files = files_at(store, checkpoint.run_id, checkpoint.step)
     if store is not None and files is not None:
-        write_files(fork.workspace, files, store, f"checkpoint {checkpoint.id}")
+        # The fork's sandbox is told each file it is given (bytes checked against their sha256): its first
+        # scan stats them, and does not read and hash them all again.
         fork.sandbox.hold_blobs(_HELD_BYTES)
+        write_files(fork.workspace, files, store, f"checkpoint {checkpoint.id}", fork.sandbox)
         return files
     for snap in reversed(run.sandbox.snapshots()):
         if snap.workspace_hash == checkpoint.workspace_hash:
@@ -151,6 +157,31 @@ def _fork_files(run: Run, checkpoint: Checkpoint, fork: Run, store: Store | None
             return None
     raise RunStateError(f"no copy of the workspace as it was at checkpoint {checkpoint.id} (the workspace moved on, "
                         "the store kept no files for it and no snapshot matches its hash); fork from a snapshot id instead")
+
+
+def _copy_known(run: Run, fork: Run) -> bool:
+    """Copy the source's workspace file by file, as the hash just proved it (its manifest: each file's
+    sha256 and mode), telling the fork's sandbox what it wrote: its first scan then stats the files, as a
+    fork from a step's does. Only plain files and folders, up to the bytes held in memory; a file that
+    changed since the hash (its bytes are not its sha256 any more) leaves it to copytree: False, nothing written."""
+    manifest = run.sandbox.manifest()
+    if any(entry[0] not in ("f", "d") for entry in manifest.values()):
+        return False
+    files: list[tuple[str, str, bytes, int | None]] = []
+    size = 0
+    for path, (kind, sha, mode) in sorted(manifest.items()):
+        if kind == "f":
+            data = run.sandbox.read_bytes(path, _HELD_BYTES - size + 1)
+            if data is None or (size := size + len(data)) > _HELD_BYTES or hashlib.sha256(data).hexdigest() != sha:
+                return False
+            files.append((path, sha, data, mode))
+    folders = [(path, mode) for path, (kind, _, mode) in sorted(manifest.items()) if kind == "d"]
+    for path, _ in folders:  # parents first (sorted); an empty folder too
+        (fork.workspace / path).mkdir(mode=0o700)
+    write_new(fork.workspace, files, fork.sandbox)
+    for path, mode in reversed(folders):  # after their files: a folder's mode may forbid writing in it
+        os.chmod(fork.workspace / path, mode)
+    return True
 
 
 def _fork_id(run: Run, store: Store | None) -> str:

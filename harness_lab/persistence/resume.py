@@ -176,6 +176,7 @@ def resume_run(cls: Callable[..., _R], store: Store, run_id: str, *, proposer: P
     run.context.add_resume_note(_note(checkpoint), round=checkpoint.step)
     if info.status != "active":  # 'stuck' (watchdog) or 'stopped' (SIGTERM) described the process that is gone
         store.set_status(run_id, "active", f"resumed from checkpoint {checkpoint.id}")
+    _trace_in_store(run)
     run.checkpoints = Checkpointer(store, run, fresh=False)
     run.checkpoints.adopt(checkpoint)
     if flight is not None:
@@ -309,6 +310,13 @@ def _rebuild(cls: Callable[..., _R], run_id: str, spec: StoredSpec, proposer: Pr
               repair=repair, isolation=isolation, trigger_checks=trigger_checks)  # its state: the checkpoint's (_continue)
     run.scenario = scenario
     return run
+
+
+def _trace_in_store(run: ResumableRun) -> None:
+    """A run given its store after it was made (resume, fork, ``from_scenario``): the store holds its past,
+    so its records and events are no longer packed (see harness_lab.loop.record_log)."""
+    run.records.stop_packing()
+    run.events.stop_packing()
 
 
 def _first_missing(path: Path) -> Path | None:

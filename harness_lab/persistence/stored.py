@@ -22,7 +22,7 @@ from ..timeline.branch import fork_at, rollback_to
 from ..timeline.travel import history, open_run, step_view
 from .checkpoint import Checkpointer
 from .fork import fork_run
-from .resume import ResumeReport, resume_run
+from .resume import ResumeReport, _trace_in_store, resume_run
 
 __all__ = ["Run", "StoreSource"]
 
@@ -31,6 +31,7 @@ class StoreSource:
     """The store-backed operations of a run (see :class:`~harness_lab.loop.log.LogSource`)."""
 
     def open_log(self, store: Store, run: Any, *, fresh: bool) -> Checkpointer:
+        _trace_in_store(run)  # Run.from_scenario gives the store after the run was made
         return Checkpointer(store, run, fresh=fresh)
 
     def resume(self, cls: Any, store: Store, run_id: str, **given: Any) -> Any:

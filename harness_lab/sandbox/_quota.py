@@ -1,11 +1,11 @@
 """The workspace's total size, measured without reading a byte (``Quotas.workspace_bytes``).
 
 A stat walk (directories opened with O_NOFOLLOW relative to their parent, as the scanner does) sums the
-``st_size`` of every regular file: what hashing it into a snapshot would read and store. It runs after
-each ``run_command``, before the snapshot walk that would copy the files into the snapshot store: a
-command that left the workspace over quota has its changes undone first (``Sandbox._command_over_quota``),
-so the excess is never read, hashed or copied. Cost: one ``fstatat`` per entry (~5 ms CPU for 1,000
-files), no file is opened. A ``write_file`` asks the scanner instead (``Scanner.file_bytes``: the sizes its
+``st_size`` of every regular file: what hashing it into a snapshot would read and store. After a
+``run_command`` the scanner's own walk sums the sizes first (``Scanner.walk_within``: it hashes nothing new
+unless the total fits); only a command that left the workspace over quota gets this walk too, to know
+which files to remove before the rollback (``Sandbox._command_over_quota``), so the excess is never read,
+hashed or copied. Cost: one ``fstatat`` per entry (~5 ms CPU for 1,000 files), no file is opened. A ``write_file`` asks the scanner instead (``Scanner.file_bytes``: the sizes its
 last scan saw, so with the journal the cost follows the change, ~0.7 ms for a write among 1,000 files).
 """
 

@@ -87,6 +87,7 @@ class TreeWalk:
     # directory path ("" the root) -> what the last walk proved there; dropped when anything
     # changes one of its entries (Scanner._account), so a record always matches the manifest.
     _records: dict[str, DirRecord]
+    _pending: list[str] | None
 
     def _remember(self, path: str, st: os.stat_result, digest: str, hashed_at: int) -> None:
         if hashed_at - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
@@ -280,6 +281,9 @@ class TreeWalk:
         cached = self._cache.get(rel)
         if cached is not None and cached[0] == _key(st) and rel not in self._dirty:
             return cached[1]
+        if self._pending is not None:  # a walk within a quota: hashed once the total fits (Scanner.scan)
+            self._pending.append(rel)
+            return ""
         if self._journal is not None:
             self._journal.watch_file(dfd, name, rel)  # before reading: a later write is reported
         hashed_at = time.time_ns()

@@ -84,8 +84,10 @@ class BlobStore:
         self._known.add(digest)
         return True
 
-    def put_bytes(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
+    def put_bytes(self, data: bytes, digest: str | None = None) -> str:
+        """Store ``data``; ``digest``: its sha256, when the caller has just computed it from these bytes."""
+        if digest is None:
+            digest = hashlib.sha256(data).hexdigest()
         if self.has(digest):
             return digest
         if len(data) <= self._hold_left:

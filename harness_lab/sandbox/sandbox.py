@@ -24,9 +24,12 @@ is a :class:`~harness_lab.errors.SandboxEnvironmentError` at construction, one l
 "auto" falls back to none, and ``capabilities["missing"]`` says what that gives up (the CLI warns). With
 none the harness process is made non-dumpable (see :func:`~harness_lab.sandbox.command.hide_harness_process`).
 
-Workspace quota (``quotas.workspace_bytes``, a stat walk in :mod:`._quota`): a ``write_file`` that would pass
-it is refused; a ``run_command`` that leaves the workspace past it is an error result
-(``workspace_quota_exceeded``) and its changes are rolled back to the snapshot taken before it.
+Workspace quota (``quotas.workspace_bytes``): a ``write_file`` that would pass it is refused; a ``run_command``
+that leaves the workspace past it is an error result (``workspace_quota_exceeded``) and its changes are rolled
+back to the snapshot taken before it. After a command the scanner's walk (the one the next snapshot needs)
+is made at once and sums the sizes it stats, hashing what is new only once the total fits
+(:meth:`Scanner.walk_within <harness_lab.sandbox.scan.Scanner.walk_within>`); only past the quota does the
+stat walk of :mod:`._quota` say what to take away.
 """
 
 from __future__ import annotations
@@ -263,10 +266,12 @@ class Sandbox(SnapshotOps):
         are removed first, so the rollback's walk never reads (nor stores) the excess; the rest is
         restored from ``before`` byte for byte."""
         quota = self.policy.quotas.workspace_bytes
-        sizes = file_sizes(self._boundary.root_fd)
-        total = sum(sizes.values())
-        if total <= quota:
+        # The walk the next snapshot needs anyway, made now: it stats every entry, and hashes what is new
+        # only once the total is known to fit (one walk, not a stat walk and then the snapshot's).
+        if self._scanner.walk_within(quota) <= quota:
             return result
+        sizes = file_sizes(self._boundary.root_fd)  # over: which files to take away before the rollback
+        total = sum(sizes.values())
         was = self._entries(before.id)
         blobs = self._store.blobs
         removed = 0
@@ -335,6 +340,16 @@ class Sandbox(SnapshotOps):
         finally:
             os.close(fd)
         return digest.hexdigest()
+
+    def note_written(self, path: str, st: os.stat_result, digest: str, data: bytes, written_at: int) -> None:
+        """``path`` was just created in this (new, empty) workspace by the caller with ``data``, whose sha256
+        ``digest`` it checked (a fork's files, from the store), ``st`` its descriptor's stat after the write,
+        ``written_at`` (``time.time_ns()``) taken before it. The next scan takes the hash from here while the
+        file's stat key is unchanged, instead of reading every file back (see :meth:`Scanner.prime
+        <harness_lab.sandbox.scan.Scanner.prime>`); the bytes go to the snapshot store (held, see
+        :meth:`hold_blobs`), as the scan would have put them."""
+        self._store.blobs.put_bytes(data, digest)
+        self._scanner.prime(path, st, digest, written_at)
 
     def workspace_hash(self, *, rescan: bool = False) -> str:
         """sha256-based hash of the current workspace manifest (path, kind, content hash, mode).

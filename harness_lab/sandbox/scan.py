@@ -17,7 +17,8 @@ import os
 import time
 
 from harness_lab.sandbox._dirs import ancestors as _ancestors
-from harness_lab.sandbox._walk import Entry, Manifest, TreeWalk, WalkPass
+from harness_lab.sandbox._dirs import open_dirs as _open_dirs
+from harness_lab.sandbox._walk import _RACY_NS, Entry, Manifest, TreeWalk, WalkPass, _key
 from harness_lab.sandbox.blobs import BlobStore
 from harness_lab.sandbox.journal import Journal, open_journal
 from harness_lab.sandbox.mhash import hex_sum, line_hash
@@ -60,6 +61,10 @@ class Scanner(TreeWalk):
         self._journal: Journal | None = None
         self._journal_no = 0  # which journal the directory records' file watches belong to
         self._records = {}
+        # Files this process wrote itself, path -> when (see prime): their hash is taken from the writer once.
+        self._primed: dict[str, int] = {}
+        self._pending: list[str] | None = None  # the files a walk within a quota has yet to hash (see scan)
+        self._within = 0  # the total the last walk_within found
         self.tracking = "walk (no change journal requested)"
         if journal:
             self._open_journal()
@@ -105,16 +110,29 @@ class Scanner(TreeWalk):
         self._remember(path, st, digest, time.time_ns())
         self._sizes[path] = st.st_size
 
+    def prime(self, path: str, st: os.stat_result, digest: str, written_at: int) -> None:
+        """``path`` was just written by this process with bytes of sha256 ``digest``, its stat ``st`` taken
+        from the written descriptor (a fork's files, from the store): the next full walk takes that hash
+        while the file's stat key is still ``st``'s, instead of reading the file back. Past that walk the
+        racily-clean rule applies as to any file (see :meth:`_unprime`)."""
+        self._cache[path] = (_key(st), digest)
+        self._sizes[path] = st.st_size
+        self._primed[path] = written_at
+
+    def _unprime(self) -> None:
+        """After the walk that used them: a primed hash whose file was written within a clock tick of now
+        is proven again by the next walk (as _remember does), and its directory's record goes with it."""
+        for path, written_at in self._primed.items():
+            hit = self._cache.get(path)
+            if hit is not None and written_at - max(hit[0][1], hit[0][2]) <= _RACY_NS:
+                del self._cache[path]
+                self._records.pop(path.rpartition("/")[0], None)
+        self._primed.clear()
+
     def file_bytes(self) -> int:
         """The total size of the workspace's regular files, from a scan as :meth:`snapshot
         <harness_lab.sandbox.Sandbox.snapshot>` makes it (with the journal: what changed since the last scan)."""
-        sizes, blobs = self._sizes, self.blobs
-        total = 0
-        for path, entry in self.scan().items():
-            if entry[0] == "f":
-                size = sizes.get(path)
-                total += size if size is not None else os.stat(blobs.path(entry[1])).st_size
-        return total
+        return self._total(self.scan())
 
     def settle(self, changes: dict[str, Entry | None]) -> None:
         """Rollback just set these paths (``None``: removed) from the last scan's manifest."""
@@ -152,8 +170,17 @@ class Scanner(TreeWalk):
         self._fresh |= got.fresh_dirs
         return True
 
-    def scan(self, owner: tuple[int, int] | None = None, full: bool = False) -> Manifest:
-        """The current manifest (do not mutate it). ``owner``: chown entries (see command.py)."""
+    def walk_within(self, quota: int) -> int:
+        """A full walk (as :meth:`scan` makes after a command) that reads no new content unless the workspace
+        fits ``quota``: the total size of its regular files, from the sizes the walk stats. Within it, the walk
+        is done (the next scan follows the journal); past it, nothing new or changed was read or stored and the
+        next scan walks again (``Quotas.workspace_bytes``: the sandbox undoes the command first)."""
+        self.scan(full=True, within=quota)
+        return self._within
+
+    def scan(self, owner: tuple[int, int] | None = None, full: bool = False, within: int | None = None) -> Manifest:
+        """The current manifest (do not mutate it). ``owner``: chown entries (see command.py); ``within``:
+        see :meth:`walk_within`."""
         self.hashed_last = 0
         full = full or owner is not None or not self._proven
         last = self._manifest
@@ -187,6 +214,11 @@ class Scanner(TreeWalk):
                         stamp=(self._journal_no, journal.unbound if journal is not None else 0))
         changes = walk.changes
         stack: list[tuple[int, str]] = [(os.dup(self.root_fd), "")]
+        # Within a quota, a file to hash is only noted by the walk (entry without a hash, see _digest), and
+        # hashed once the total is known to fit: the stat walk and the snapshot's walk are one walk.
+        pending: list[str] | None = [] if within is not None else None
+        self._pending = pending
+        proven = True
         try:
             while stack:
                 dfd, prefix = stack.pop()
@@ -200,18 +232,70 @@ class Scanner(TreeWalk):
                     changes[gone] = None
                     self._cache.pop(gone, None)
                     self._sizes.pop(gone, None)
+            if pending is not None:
+                self._pending = None
+                assert within is not None
+                self._within = self._total(last)
+                if self._within > within:
+                    for rel in pending:  # not read: out of the manifest until a walk finds them again
+                        del last[rel]
+                        changes[rel] = None
+                        self._sizes.pop(rel, None)
+                    return last
+                proven = self._hash_pending(pending, last, changes)
         finally:
+            self._pending = None
             for dfd, _ in stack:
                 os.close(dfd)
             self._account(changes)  # also after a failed walk: the sum and change set match the manifest
         assert walk.records is not None
         self._records.update(walk.records)  # after _account: these hold the entries as they are now
+        if self._primed:
+            self._unprime()
         self.examined_last = len(walk.seen)
         self._dirty.clear()
         self._fresh.clear()
-        self._proven = True
+        self._proven = proven
         self.full_last = True
         return last
+
+    def _hash_pending(self, pending: list[str], last: Manifest, changes: dict[str, Entry | None]) -> bool:
+        """The files a walk within a quota left unhashed, hashed now that the total fits; False when one
+        became a directory since (its entries were not walked: the next scan walks)."""
+        proven = True
+        for rel in pending:
+            *dirs, name = rel.split("/")
+            entry: Entry | None = None
+            try:
+                dfd = _open_dirs(self.root_fd, dirs)
+            except OSError:
+                dfd = -1  # its directory is gone since: so is the file
+            if dfd >= 0:
+                try:
+                    entry = self._entry(dfd, name, rel, os.stat(name, dir_fd=dfd, follow_symlinks=False))
+                except OSError:
+                    entry = None
+                finally:
+                    os.close(dfd)
+            if entry is not None and entry[0] == "d":
+                proven = False
+            if entry is None:  # gone since the walk met it
+                last.pop(rel, None)
+                self._sizes.pop(rel, None)
+            changes[rel] = entry
+            if entry is not None:
+                last[rel] = entry
+        return proven
+
+    def _total(self, manifest: Manifest) -> int:
+        """The total size of the regular files of ``manifest``, as the scans that made it saw them."""
+        sizes, blobs = self._sizes, self.blobs
+        total = 0
+        for path, entry in manifest.items():
+            if entry[0] == "f":
+                size = sizes.get(path)
+                total += size if size is not None else os.stat(blobs.path(entry[1])).st_size
+        return total
 
     def _account(self, changes: dict[str, Entry | None]) -> None:
         memo, records = self._memo, self._records

@@ -16,7 +16,8 @@ import difflib
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from ..errors import RunStateError
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
     from ..sandbox import Sandbox
 
-__all__ = ["FULL_EVERY", "WITHHELD", "FileRows", "file_changes", "files_at", "restore_files", "write_files"]
+__all__ = ["FULL_EVERY", "WITHHELD", "FileRows", "file_changes", "files_at", "restore_files", "write_files", "write_new"]
 
 WITHHELD = "withheld when they hold a secret the contract's redaction rules catch"
 FULL_EVERY = 16  # manifest rows between whole manifests: a read folds at most this many
@@ -177,23 +178,46 @@ def _done(result: object, path: str, what: str) -> None:
         raise RunStateError(f"{what}: could not restore {path}: {getattr(result, 'reason', result)}")
 
 
-def write_files(root: Path, files: Mapping[str, str], store: Store, what: str) -> None:
+def write_files(root: Path, files: Mapping[str, str], store: Store, what: str, sandbox: Sandbox | None = None) -> None:
     """Write ``files`` (path -> sha256, bytes from the store) into ``root``, an empty folder the caller
     just made (a fork's workspace: nothing in it can be a link). A path that would leave it (absolute,
-    ``..``, empty parts: an edited store) is refused in one line, before anything is written."""
+    ``..``, empty parts: an edited store) is refused in one line, before anything is written; so are bytes
+    that are not their sha256's. ``sandbox``: see :func:`write_new`."""
     for path in files:
         parts = path.split("/")
         if path.startswith("/") or "\0" in path or any(p in ("", ".", "..") for p in parts):
             raise RunStateError(f"{what}: the stored file path {path!r} is not a path inside the workspace")
+
+    def fetched() -> Iterator[tuple[str, str, bytes, int | None]]:
+        for path, sha in sorted(files.items()):
+            data = store.file_data(sha)
+            if data is None:
+                raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
+            if hashlib.sha256(data).hexdigest() != sha:  # an edited store: the workspace would not be the step's
+                raise RunStateError(f"{what}: the stored bytes of {path} are not those of its sha256 {sha[:12]} "
+                                    "(an edited or damaged store)")
+            yield path, sha, data, None
+
+    write_new(root, fetched(), sandbox)
+
+
+def write_new(root: Path, files: Iterable[tuple[str, str, bytes, int | None]], sandbox: Sandbox | None = None) -> None:
+    """Create each file ``(path, sha256, bytes, mode)`` (mode None: the default, 0o644 under the umask) in
+    ``root``, a folder the caller just made, its paths checked, the sha256 that of the bytes. ``sandbox``:
+    the sandbox of ``root``, told what was written, so its first scan need not read every file back
+    (:meth:`Sandbox.note_written <harness_lab.sandbox.Sandbox.note_written>`)."""
     made = {root}
-    for path, sha in sorted(files.items()):
-        data = store.file_data(sha)
-        if data is None:
-            raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
+    for path, sha, data, mode in files:
         target = root / path
         if target.parent not in made:  # one mkdir per folder, not per file
             target.parent.mkdir(parents=True, exist_ok=True)
             made.add(target.parent)
+        written_at = time.time_ns()
         with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644),
                        "wb") as out:
             out.write(data)
+            out.flush()
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
+            if sandbox is not None:
+                sandbox.note_written(path, os.fstat(out.fileno()), sha, data, written_at)

@@ -36,6 +36,8 @@ __all__ = ["check_step", "history", "lineage", "open_run", "step_range", "step_v
 _R = TypeVar("_R", bound="Run")
 # The points history() made, by run (see there); a run dropped takes its points with it.
 _POINTS: weakref.WeakKeyDictionary[Run, tuple[Store, dict[tuple[str, int], StepPoint]]] = weakref.WeakKeyDictionary()
+# Each run's first row, by store (see _first_row).
+_FIRSTS: weakref.WeakKeyDictionary[Store, dict[str, tuple[int, str | None]]] = weakref.WeakKeyDictionary()
 
 
 def travel_store(run: Run) -> Store:
@@ -48,29 +50,55 @@ def travel_store(run: Run) -> Store:
     return run.checkpoints.store
 
 
-def lineage(store: Store, run_id: str) -> list[tuple[str, int, int]]:
+def lineage(store: Store, run_id: str, last: int | None = None) -> list[tuple[str, int, int]]:
     """``(run_id, first, last)`` of the rows that make the run's timeline, oldest first: a fork (whose first
     row names the checkpoint it was forked from) continues its source's steps before the fork point,
-    followed back through forks of forks; the run's own rows from its first on."""
+    followed back through forks of forks; the run's own rows from its first on. ``last``: the run's last
+    step, when its own checkpointer knows it (not read again)."""
     segments: list[tuple[str, int, int]] = []
     seen: set[str] = set()
     upto: int | None = None
     while True:
-        first, last = store.first_step(run_id), store.last_step(run_id)
-        if first is None or last is None:
+        first = _first_row(store, run_id)
+        if first is not None and upto is None and last is None:
+            row = store.last_step(run_id)
+            last = row.step if row is not None else None
+        if first is None or (upto is None and last is None):
             if segments:
                 break  # the source's rows are gone: the timeline starts at the fork
             raise RunStateError(f"run {run_id} has no committed step in its store")
-        end = last.step if upto is None else min(last.step, upto)
-        if first.step <= end:
-            segments.append((run_id, first.step, end))
+        # A source holds the fork point (its first row's step) and every step before it.
+        end = upto if upto is not None else last
+        assert end is not None
+        if first[0] <= end:
+            segments.append((run_id, first[0], end))
         seen.add(run_id)
-        source = _parse(first)[0].context_from if first.step > 0 else None
-        parent = source.rpartition("@")[0] if source else ""
-        if not parent or parent in seen or not store.has_run(parent):
+        parent = first[1].rpartition("@")[0] if first[1] else ""
+        if not parent or parent in seen:
             break
-        run_id, upto = parent, first.step - 1
+        run_id, upto = parent, first[0] - 1
     return segments[::-1]
+
+
+def _first_row(store: Store, run_id: str) -> tuple[int, str | None] | None:
+    """The step of the run's first row and the checkpoint it was forked from (None: no row). A committed
+    row never changes (rows are only appended): read once per store object."""
+    known = _FIRSTS.get(store)
+    if known is None:
+        known = _FIRSTS[store] = {}
+    hit = known.get(run_id)
+    if hit is None:
+        row = store.first_step(run_id)
+        if row is None:
+            return None
+        hit = known[run_id] = (row.step, _parse(row)[0].context_from if row.step > 0 else None)
+    return hit
+
+
+def _lineage(run: Run, store: Store) -> list[tuple[str, int, int]]:
+    """The run's :func:`lineage`; its last step from its checkpointer when that writes to ``store``."""
+    log = run.checkpoints
+    return lineage(store, run.run_id, log.last_step if log is not None and log.store is store else None)
 
 
 def _owner(segments: list[tuple[str, int, int]], n: int) -> str:
@@ -80,7 +108,7 @@ def _owner(segments: list[tuple[str, int, int]], n: int) -> str:
 
 def step_range(run: Run, store: Store) -> tuple[int, int]:
     """The first and last step of the run's timeline (see :func:`lineage`)."""
-    segments = lineage(store, run.run_id)
+    segments = _lineage(run, store)
     return segments[0][1], segments[-1][2]
 
 
@@ -88,7 +116,7 @@ def check_step(run: Run, store: Store, n: object,
                segments: list[tuple[str, int, int]] | None = None) -> tuple[int, str]:
     """``n`` as a step of the run and the run whose row holds it, or one line naming ``n`` and the range
     (nothing read beyond the range). ``segments``: the run's :func:`lineage`, when read already."""
-    segments = segments if segments is not None else lineage(store, run.run_id)
+    segments = segments if segments is not None else _lineage(run, store)
     first, last = segments[0][1], segments[-1][2]
     if not isinstance(n, int) or isinstance(n, bool) or not first <= n <= last:
         raise RunStateError(f"step {n!r} is out of range: run {run.run_id} has steps {first}..{last}")
@@ -105,7 +133,7 @@ def history(run: Run) -> list[StepPoint]:
         known = _POINTS[run] = (store, {})
     cache = known[1]
     points = []
-    for run_id, first, last in lineage(store, run.run_id):
+    for run_id, first, last in _lineage(run, store):
         start = first
         while start <= last and (run_id, start) in cache:
             points.append(cache[run_id, start])
@@ -120,7 +148,7 @@ def history(run: Run) -> list[StepPoint]:
 def step_view(run: Run, n: int) -> StepView:
     """See :meth:`Run.at <harness_lab.loop.run.Run.at>`."""
     store = travel_store(run)
-    segments = lineage(store, run.run_id)
+    segments = _lineage(run, store)
     n, owner = check_step(run, store, n, segments)
     first = segments[0][1]
     earlier_owner = _owner(segments, n - 1) if n > first else None

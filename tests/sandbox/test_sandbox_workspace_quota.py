@@ -5,12 +5,19 @@ without the excess ever being read into the snapshot store. Scaled down: a 1 MiB
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+import harness_lab.sandbox.sandbox as sandbox_module
 from harness_lab.sandbox import Quotas, Sandbox
+from harness_lab.sandbox._quota import file_sizes
+from harness_lab.sandbox.blobs import BlobStore
+from harness_lab.sandbox.scan import Manifest, Scanner
 
 QUOTA = 1 << 20
 KIB = 1024
@@ -70,3 +77,56 @@ def test_a_command_within_the_quota_is_untouched(tmp_path: Path, make_sandbox: C
 
 def test_the_default_quota_is_one_gib() -> None:
     assert Quotas().workspace_bytes == 1 << 30
+
+
+def test_a_command_within_the_quota_costs_one_walk_of_the_tree(tmp_path: Path, make_sandbox: Callable[..., Any],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quota is summed by the walk the next snapshot needs anyway: no stat walk of its own (issue 20)."""
+    (ws := tmp_path / "ws").mkdir()
+    for i in range(20):
+        (ws / f"f{i}.txt").write_text(f"file {i}\n")
+    sb: Sandbox = make_sandbox(ws, quotas=Quotas(workspace_bytes=QUOTA))
+    if not sb._scanner.journaled:
+        pytest.skip("without a change journal every workspace_hash walks the tree: nothing to count")
+    sb.workspace_hash()
+    walks: list[str] = []
+    scan = Scanner.scan
+
+    def counting(self: Scanner, *args: Any, **kwargs: Any) -> Manifest:
+        out = scan(self, *args, **kwargs)
+        walks.extend(["walk"] if self.full_last else [])
+        return out
+
+    def stat_walk(root_fd: int) -> dict[str, int]:
+        walks.append("stat walk")
+        return file_sizes(root_fd)
+
+    monkeypatch.setattr(Scanner, "scan", counting)
+    monkeypatch.setattr(sandbox_module, "file_sizes", stat_walk)
+    result = sb.call("run_command", argv=["sh", "-c", "printf 'made by the command' > new.txt; echo ok"], timeout=30)
+    assert result.ok and "workspace_quota_exceeded" not in result.data, result
+    walks.clear()  # the snapshot before the command walks the tree (run_command invalidates it): not counted
+    sb.call("run_command", argv=["sh", "-c", "printf 'and again' > new2.txt"], timeout=30)
+    sb.workspace_hash()
+    sb.snapshot("after")
+    assert walks == ["walk", "walk"]  # the one before the command (it may hand files over), the one after
+    # The file the walk met new is hashed once the total was known to fit.
+    assert sb.manifest()["new2.txt"][1] == hashlib.sha256(b"and again").hexdigest()
+
+
+def test_a_walk_within_a_quota_reads_nothing_new_past_it(tmp_path: Path) -> None:
+    (ws := tmp_path / "ws").mkdir()
+    (ws / "old.txt").write_bytes(b"o" * 100)
+    fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    scanner = Scanner(fd, BlobStore(str(tmp_path / "blobs")))
+    scanner.scan(full=True)
+    (ws / "sub").mkdir()
+    (ws / "sub" / "new.txt").write_bytes(b"n" * 300)
+    assert scanner.walk_within(399) == 400 and scanner.hashed_last == 0  # over: the new file was not read
+    assert not scanner.blobs.has(hashlib.sha256(b"n" * 300).hexdigest())  # ... nor stored
+    assert scanner.scan()["sub/new.txt"][1] == hashlib.sha256(b"n" * 300).hexdigest()  # the next scan walks
+    (ws / "sub" / "new2.txt").write_bytes(b"m" * 50)
+    assert scanner.walk_within(450) == 450  # within: read once the total fits
+    assert scanner.scan()["sub/new2.txt"][1] == hashlib.sha256(b"m" * 50).hexdigest()
+    scanner.close()
+    os.close(fd)

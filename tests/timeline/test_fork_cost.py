@@ -1,0 +1,186 @@
+"""What a fork from a step and `at(n)` do not do again (issue 20): read back the files just written from the
+store, hash the contract a second time, read rows that cannot have changed. Counted, not timed."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from itertools import count
+from pathlib import Path
+
+import pytest
+
+from harness_lab import Run
+from harness_lab.errors import RunStateError
+from harness_lab.loop.approval import AutoApprove
+from harness_lab.proposers import FunctionProposer
+from harness_lab.sandbox.blobs import BlobStore
+from harness_lab.sandbox.scan import Scanner
+from harness_lab.store import SQLiteStore
+from tests.loop.loophelpers import contract, evidence, make_run
+
+READS = ("harness-boundary", "acceptance-snapshot", "budget-gates")
+
+
+def _writing(tmp_path: Path) -> tuple[Run, SQLiteStore]:
+    """Three files written by step 4, one of them overwritten at step 5: forks from step 4 take the store's files."""
+    store = SQLiteStore(tmp_path / "runs.db")
+    base = contract()
+    gate = base.human_gate.model_copy(update={"required_for": ()})
+    run = make_run(tmp_path, [{"kind": "write_file", "path": "a.md", "content": "alpha\n"},
+                              {"kind": "write_file", "path": "notes/b.md", "content": "beta\n"},
+                              {"kind": "write_file", "path": "notes/c.md", "content": "gamma\n"},
+                              {"kind": "think", "thought": "next"},
+                              {"kind": "write_file", "path": "a.md", "content": "alpha, again\n"}],
+                   then="repeat_last", contract_=base.model_copy(update={"human_gate": gate}), store=store,
+                   approver=AutoApprove())
+    run.run(max_steps=5)
+    assert run.step_no == 5 and {"a.md", "notes/b.md", "notes/c.md"} <= set(run.at(4).files)
+    return run, store
+
+
+def test_a_fork_from_a_step_does_not_read_back_the_files_it_wrote(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    run, store = _writing(tmp_path)
+    read_back: list[int] = []
+    put_fd = BlobStore.put_fd
+
+    def counting(self: BlobStore, fd: int, size_hint: int) -> str:
+        read_back.append(size_hint)
+        return put_fd(self, fd, size_hint)
+
+    monkeypatch.setattr(BlobStore, "put_fd", counting)
+    fork = run.fork(at_step=4, budget="fresh", workspace=tmp_path / "fork")
+    assert read_back == []  # the first row's scan took the hashes the fork wrote the files with
+    files = {p: e[1] for p, e in fork.sandbox.manifest().items() if e[0] == "f"}
+    assert files == run.at(4).files == fork.at(4).files
+    # A later full walk proves them (written within a clock tick of the first scan: racily clean).
+    fork.sandbox.workspace_hash(rescan=True)
+    assert len(read_back) == len(run.at(4).files)
+    fork.close()
+    run.close()
+    store.close()
+
+
+def test_a_fork_refuses_stored_bytes_that_are_not_their_sha256(tmp_path: Path) -> None:
+    run, store = _writing(tmp_path)
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        conn.execute("UPDATE files SET data = CAST('edited' AS BLOB)")
+    with pytest.raises(RunStateError, match=r"\.md are not those of its sha256 .* edited or damaged store"):
+        run.fork(at_step=4, budget="fresh", workspace=tmp_path / "fork")
+    assert not (tmp_path / "fork").exists()  # nothing half-written
+    run.close()
+    store.close()
+
+
+def test_a_primed_hash_serves_one_walk_and_a_changed_file_is_read_again(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"alpha")
+    (root / "b.txt").write_bytes(b"beta")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    scanner = Scanner(fd, BlobStore(str(tmp_path / "blobs")))
+    # A wrong hash, primed: the walk takes it for a.txt (stat key unchanged), so it was not read.
+    scanner.prime("a.txt", os.stat(root / "a.txt"), "f" * 64, 0)
+    scanner.prime("b.txt", os.stat(root / "b.txt"), "e" * 64, 0)
+    (root / "b.txt").write_bytes(b"beta, longer")  # its key moved: read again
+    first = scanner.scan(full=True)
+    assert first["a.txt"][1] == "f" * 64 and first["b.txt"][1] != "e" * 64
+    assert scanner.hashed_last == 1
+    scanner.close()
+    os.close(fd)
+
+
+def test_the_contract_version_is_hashed_once_per_contract_object(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    run, store = _writing(tmp_path)
+    import harness_lab.contract as contract_module
+
+    dumps: list[str] = []
+    canonical = contract_module.canonical_json
+
+    def counting(data: object) -> str:
+        dumps.append("x")
+        return canonical(data)
+
+    monkeypatch.setattr(contract_module, "canonical_json", counting)
+    fork = run.fork(at_step=4, budget="fresh", workspace=tmp_path / "fork")
+    assert dumps == []  # the source's run hashed it when it registered
+    changed = run.contract.with_budget(max_decisions=99)
+    assert changed.version != run.contract.version  # a changed copy does not carry the cached version
+    assert len(dumps) == 1
+    fork.close()
+    run.close()
+    store.close()
+
+
+def test_a_resumed_or_forked_run_does_not_pack_the_trace_its_store_holds(tmp_path: Path) -> None:
+    steps = count()
+
+    def propose(view: object) -> dict[str, str]:  # thinking and reading in turn: no stop rule fires
+        i = next(steps)
+        return {"kind": "read_evidence", "id": READS[i % 3]} if i % 2 else {"kind": "think", "thought": f"plan {i}"}
+
+    store = SQLiteStore(tmp_path / "runs.db")
+    run = Run(contract=contract(max_decisions=10**6, max_tool_calls=10**6, max_tokens=None), evidence=evidence(),
+              proposer=FunctionProposer(propose), workspace=tmp_path / "ws", store=store, run_id="long")
+    run.run(max_steps=3)
+    run.close()
+    resumed = Run.resume(store, "long", proposer=FunctionProposer(propose))
+    resumed.run(max_steps=400)
+    fork = resumed.fork(at_step=2, budget="fresh", workspace=tmp_path / "fork")
+    fork.run(max_steps=400)
+    assert resumed.step_no == 403 and fork.step_no == 402 and len(fork.events) > 256
+    for log in (resumed.records, resumed.events, fork.records, fork.events):
+        assert log.packed == 0  # a store's window of the trace, held as it is (was: 64 records, 256 events)
+    fork.close()
+    resumed.close()
+    store.close()
+
+
+def test_at_n_reads_the_first_and_last_rows_of_a_live_run_no_more(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    run, store = _writing(tmp_path)
+    fork = run.fork(at_step=4, budget="fresh", workspace=tmp_path / "fork")
+    fork.run(max_steps=2)
+    assert fork.at(2).files == run.at(2).files  # warm: each run's first row read once
+    reads: list[str] = []
+    for name in ("first_step", "last_step"):
+        method = getattr(store, name)
+        monkeypatch.setattr(store, name, lambda run_id, method=method, name=name: reads.append(name) or method(run_id))
+    assert [p.step for p in fork.history] == list(range(7))
+    assert fork.at(6).files == {p: e[1] for p, e in fork.sandbox.manifest().items() if e[0] == "f"}
+    with pytest.raises(RunStateError, match=r"step 7 is out of range: run .* has steps 0\.\.6"):
+        fork.at(7)
+    assert reads == []  # its first row does not change, its last step is its checkpointer's
+    fork.close()
+    run.close()
+    store.close()
+
+
+def test_a_fork_from_the_last_checkpoint_copies_files_and_modes_without_reading_them_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "ws"
+    (ws / "bin").mkdir(parents=True)
+    (ws / "bin" / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (ws / "bin" / "run.sh").chmod(0o750)
+    (ws / "bin").chmod(0o750)
+    (ws / "empty").mkdir(mode=0o700)
+    run, store = _writing(tmp_path)
+    source = run.sandbox.workspace_hash(rescan=True)
+    read_back: list[int] = []
+    put_fd = BlobStore.put_fd
+
+    def counting(self: BlobStore, fd: int, size_hint: int) -> str:
+        read_back.append(size_hint)
+        return put_fd(self, fd, size_hint)
+
+    monkeypatch.setattr(BlobStore, "put_fd", counting)
+    fork = run.fork(f"{run.run_id}@{run.step_no}", workspace=tmp_path / "fork")
+    assert read_back == []
+    assert fork.sandbox.manifest() == run.sandbox.manifest()  # each file's sha256 and mode, each folder's mode
+    assert fork.sandbox.workspace_hash(rescan=True) == source
+    assert len(read_back) == 4  # proven again by a later full walk (racily clean)
+    fork.close()
+    run.close()
+    store.close()
