@@ -248,10 +248,6 @@ KNOWN_WRONG_WAY = {
     ("contract", "sandbox"): "network_allow parsed by sandbox/netallow.py's parse_allowlist",
     ("faults", "loop"): "faults/ subclasses loop's ToolExecutor, types LoopGates, takes READ_TOOLS (plan: "
                         "protocols in faults/, READ_TOOLS into records/effect_classes.py)",
-    ("proposers", "checkpoint"): "proposers/replay.py reads a stored run: it is persistence (plan: persistence/replay.py)",
-    ("proposers", "loop"): "proposers/replay.py rebuilds a Run (as above)",
-    ("proposers", "persistence"): "proposers/replay.py (as above)",
-    ("proposers", "store"): "proposers/replay.py (as above)",
     ("records", "row_text"): "records/events.py spells the step row's JSON (the row helper's one serializer removes it)",
     ("records", "validation"): "StepRecord.verdict is validation's Verdict / Receipt",
 }
