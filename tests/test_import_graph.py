@@ -249,7 +249,6 @@ KNOWN_WRONG_WAY = {
     ("faults", "loop"): "faults/ subclasses loop's ToolExecutor, types LoopGates, takes READ_TOOLS (plan: "
                         "protocols in faults/, READ_TOOLS into records/effect_classes.py)",
     ("records", "row_text"): "records/events.py spells the step row's JSON (the row helper's one serializer removes it)",
-    ("records", "validation"): "StepRecord.verdict is validation's Verdict / Receipt",
 }
 # What loop/ never imports (test_loop_imports_nothing_of_the_persistence_side).
 PERSISTENCE_SIDE = frozenset(part for part, unit in UNITS.items() if unit == "persistence")

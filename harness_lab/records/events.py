@@ -16,11 +16,11 @@ from ..row_text import FLAT_ROWS as FLAT_ROWS
 from ..row_text import PIECES as PIECES
 from ..row_text import STATE_JSON, name_json, proposal_json
 from ..row_text import full_proposal_json as full_proposal_json
-from ..validation import Verdict
-from ..validation.receipt import Receipt
 from .proposal import Proposal
+from .receipt import Receipt
 from .states import RunState
 from .tools import ToolResult
+from .verdicts import Verdict
 
 __all__ = [
     "EVENT_ADAPTER",
