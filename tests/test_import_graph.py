@@ -234,7 +234,7 @@ UNITS = {
                     "persistence"),
     "loop": "loop",
     **{part: part for part in ("faults", "proposers", "validation", "context", "sandbox")},
-    **dict.fromkeys(("contract", "scenarios", "evidence"), "inputs"),
+    **dict.fromkeys(("contract", "contract_fields", "scenarios", "evidence"), "inputs"),
     "records": "records",
     **dict.fromkeys(("errors", "clock", "paths", "_files", "process_id"), "base"),
 }
@@ -243,9 +243,6 @@ LAYERS = (("facade",), ("commands",), ("persistence",), ("loop",),
 # The wrong-way imports of today, by (importing part, imported part), each with what removes it. A new
 # wrong-way import fails the test; when one of these goes, delete its line.
 KNOWN_WRONG_WAY = {
-    ("contract", "loop"): "stop.success / stop.failure parsed by loop/stop_rules.py (no import of its own: "
-                          "records/ or beside the contract would do)",
-    ("contract", "sandbox"): "network_allow parsed by sandbox/netallow.py's parse_allowlist",
     ("faults", "loop"): "faults/ subclasses loop's ToolExecutor, types LoopGates, takes READ_TOOLS (plan: "
                         "protocols in faults/, READ_TOOLS into records/effect_classes.py)",
     ("records", "row_text"): "records/events.py spells the step row's JSON (the row helper's one serializer removes it)",
