@@ -243,8 +243,6 @@ LAYERS = (("facade",), ("commands",), ("persistence",), ("loop",),
 # The wrong-way imports of today, by (importing part, imported part), each with what removes it. A new
 # wrong-way import fails the test; when one of these goes, delete its line.
 KNOWN_WRONG_WAY = {
-    ("faults", "loop"): "faults/ subclasses loop's ToolExecutor, types LoopGates, takes READ_TOOLS (plan: "
-                        "protocols in faults/, READ_TOOLS into records/effect_classes.py)",
     ("records", "row_text"): "records/events.py spells the step row's JSON (the row helper's one serializer removes it)",
 }
 # What loop/ never imports (test_loop_imports_nothing_of_the_persistence_side).

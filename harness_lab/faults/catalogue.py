@@ -18,8 +18,8 @@ from pydantic import Field, field_validator
 
 from ..context import ContextItem
 from ..context.anomaly import anomaly_lines
-from ..loop.executor import READ_TOOLS
 from ..records.actions import ActionBase
+from ..records.effect_classes import READ_TOOLS
 from ..records.proposal import Proposal
 from ..records.tools import ToolResult
 from .base import CrashPoint, Fault, FaultHook, FaultTarget, ToolImpl
