@@ -256,7 +256,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:
-    from .proposers.replay import saved_trace
+    from .persistence.replay import saved_trace
     from .store import SQLiteStore
 
     store = SQLiteStore(args.db, read_only=True)  # a store on a read-only mount or shared read-only
@@ -270,7 +270,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from .proposers.replay import replay_run
+    from .persistence.replay import replay_run
     from .store import SQLiteStore
 
     store = SQLiteStore(args.db, read_only=True)

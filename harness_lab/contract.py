@@ -43,10 +43,9 @@ from pydantic import (
 )
 
 from ._files import validate_file
-from .loop.stop_rules import AllChecksPass, SameRootCause, parse_failure, parse_success
+from .contract_fields import AllChecksPass, SameRootCause, parse_allowlist, parse_failure, parse_success
 from .records.actions import GATE_CATEGORIES
 from .records.redaction import SECRET_CATEGORIES
-from .sandbox.netallow import parse_allowlist
 
 __all__ = [
     "DEFAULT_GATED_KINDS",

@@ -233,25 +233,12 @@ UNITS = {
     **dict.fromkeys(("persistence", "store", "timeline"), "persistence"),
     "loop": "loop",
     **{part: part for part in ("faults", "proposers", "validation", "context", "sandbox")},
-    **dict.fromkeys(("contract", "scenarios", "evidence"), "inputs"),
+    **dict.fromkeys(("contract", "contract_fields", "scenarios", "evidence"), "inputs"),
     "records": "records",
     **dict.fromkeys(("errors", "clock", "paths", "_files", "process_id"), "base"),
 }
 LAYERS = (("facade",), ("commands",), ("persistence",), ("loop",),
           ("faults", "proposers", "validation", "context", "sandbox"), ("inputs",), ("records",), ("base",))
-# The wrong-way imports of today, by (importing part, imported part), each with what removes it. A new
-# wrong-way import fails the test; when one of these goes, delete its line.
-KNOWN_WRONG_WAY = {
-    ("contract", "loop"): "stop.success / stop.failure parsed by loop/stop_rules.py (no import of its own: "
-                          "records/ or beside the contract would do)",
-    ("contract", "sandbox"): "network_allow parsed by sandbox/netallow.py's parse_allowlist",
-    ("faults", "loop"): "faults/ subclasses loop's ToolExecutor, types LoopGates, takes READ_TOOLS (plan: "
-                        "protocols in faults/, READ_TOOLS into records/effect_classes.py)",
-    ("proposers", "persistence"): "proposers/replay.py reads a stored run: it is persistence (plan: persistence/replay.py)",
-    ("proposers", "loop"): "proposers/replay.py rebuilds a Run (as above)",
-    ("proposers", "store"): "proposers/replay.py (as above)",
-    ("records", "validation"): "StepRecord.verdict is validation's Verdict / Receipt",
-}
 # What loop/ never imports (test_loop_imports_nothing_of_the_persistence_side).
 PERSISTENCE_SIDE = frozenset(part for part, unit in UNITS.items() if unit == "persistence")
 
@@ -262,15 +249,14 @@ def _part(module: str) -> str:
     return parts[0] if len(parts) == 1 else parts[1]
 
 
-def _wrong_way(edges: list[Edge], units: dict[str, str], layers: tuple[tuple[str, ...], ...],
-               known: frozenset[tuple[str, str]] = frozenset()) -> list[str]:
-    """Each import against the order (not in ``known``), and each circle between units of one layer."""
+def _wrong_way(edges: list[Edge], units: dict[str, str], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Each import against the order, and each circle between units of one layer."""
     rank = {unit: i for i, layer in enumerate(layers) for unit in layer}
     bad, between = [], []
     for e in edges:
         a, b = _part(e.source), _part(e.target)
         ua, ub = units[a], units[b]
-        if ua == ub or (a, b) in known:
+        if ua == ub:
             continue
         if rank[ub] < rank[ua]:
             bad.append(f"{e.where}: {e.source} -> {e.target} ({ua} may not import {ub})")
@@ -283,19 +269,18 @@ def _wrong_way(edges: list[Edge], units: dict[str, str], layers: tuple[tuple[str
 
 def test_the_package_order_is_checked(tmp_path: Path) -> None:
     """On a package made here: an import up the order and a circle inside a layer are found, an import
-    down the order and one listed as known are not (else the checks below prove nothing)."""
+    down the order is not (else the checks below prove nothing)."""
     pkg = _package_made(tmp_path, {
         "__init__.py": "from .top import T\n",
         "top.py": "from .low import L\nT = 1\n",
         "low.py": "L = 1\n\ndef f():\n    from .top import T  # up the order\n    return T\n",
         "side_a.py": "from .side_b import B\nfrom .low import L\nA = 1\n",
         "side_b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .side_a import A\nB = 1\n",
-        "known.py": "from .top import T\n",
     })
     _, edges = _graph(pkg)
-    units = {"pkg": "top", "top": "top", "side_a": "a", "side_b": "b", "low": "low", "known": "low"}
+    units = {"pkg": "top", "top": "top", "side_a": "a", "side_b": "b", "low": "low"}
     layers = (("top",), ("a", "b"), ("low",))
-    assert _wrong_way(edges, units, layers, frozenset({("known", "top")})) == [
+    assert _wrong_way(edges, units, layers) == [
         "circle of units of 2: a, b\n    pkg/side_a.py:1: a -> b\n    pkg/side_b.py:3: b -> a",
         "pkg/low.py:4: pkg.low -> pkg.top (low may not import top)",
     ]
@@ -308,11 +293,10 @@ def test_every_part_has_a_place_in_the_package_order() -> None:
 
 
 def test_the_packages_import_one_way() -> None:
-    """Against the order only the known imports (listed above, each with what removes it) and loop's
-    imports of the persistence side (the test below)."""
+    """No import against the order (loop's imports of the persistence side: the test below)."""
     _, edges = _graph()
     rest = [e for e in edges if not (_part(e.source) == "loop" and _part(e.target) in PERSISTENCE_SIDE)]
-    assert _wrong_way(rest, UNITS, LAYERS, frozenset(KNOWN_WRONG_WAY)) == []
+    assert _wrong_way(rest, UNITS, LAYERS) == []
 
 
 def test_loop_imports_nothing_of_the_persistence_side() -> None:

@@ -22,25 +22,24 @@ turn, so every firing acts. Every firing is a ``fault`` note in the trace and, w
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..context import ContextManager
-from ..contract import ControlContract
+from ..contract import Budget, ControlContract
 from ..errors import SimulatedCrash
-from ..loop.executor import ToolExecutor
-from ..loop.gates import LoopGates
 from ..records.actions import ActionBase
 from ..records.events import Decision, Event, StepRecord, Usage
 from ..records.proposal import Proposal
 from ..records.states import RunState
 from ..records.tools import ToolResult
 
-__all__ = ["CrashPoint", "Fault", "FaultHook", "FaultRecord", "FaultSchedule", "FaultTarget", "ToolImpl"]
+__all__ = ["CrashPoint", "Fault", "FaultGates", "FaultHook", "FaultRecord", "FaultSchedule", "FaultTarget",
+           "FaultableExecutor", "ToolImpl"]
 
 FaultHook = Literal["before_step", "proposal", "tool", "after_validate", "crash"]
 ToolImpl = Callable[[ActionBase], ToolResult]
@@ -64,16 +63,37 @@ class CrashPoint(str, Enum):
     AFTER_COMMIT = "after_commit"
 
 
+class FaultGates(Protocol):
+    """What faults touch of a run's gates (:class:`~harness_lab.loop.gates.LoopGates` is one): the budget a
+    squeeze cuts, and the wall clock a simulated hang is charged to."""
+
+    budget: Budget
+
+    def charge(self, seconds: float) -> None: ...
+
+
+E = TypeVar("E", bound="FaultableExecutor")
+
+
+class FaultableExecutor(Protocol):
+    """What a tool fault needs of a run's executor (:class:`~harness_lab.loop.executor.ToolExecutor` is one):
+    a copy whose calls run another implementation behind the executor's own safety net."""
+
+    def with_tool(self: E, impl: ToolImpl) -> E: ...
+
+
 class FaultTarget(Protocol):
     """The parts of a run a fault may touch (a :class:`~harness_lab.loop.run.Run` is one)."""
 
     workspace: Path
     contract: ControlContract
     context: ContextManager
-    gates: LoopGates
     usage: Usage
     step_no: int
     state: RunState
+
+    @property
+    def gates(self) -> FaultGates: ...
 
     # Read-only here (a run's are lists, or harness_lab.loop.record_log.RecordLog: old entries packed).
     @property
@@ -149,19 +169,7 @@ class _Armed:
     fired_steps: set[int] = field(default_factory=set)
 
 
-@dataclass
-class _FaultyExecutor(ToolExecutor):
-    """The run's executor with one tool implementation swapped: the executor's own safety net
-    (exceptions -> structured errors, empty reads -> errors) still answers the fault."""
-
-    impl: ToolImpl | None = None
-
-    def _dispatch(self, action: ActionBase, key: str) -> ToolResult:
-        assert self.impl is not None
-        return self.impl(action)
-
-
-def _hanging(impl: ToolImpl, gates: LoopGates, seconds: float) -> ToolImpl:
+def _hanging(impl: ToolImpl, gates: FaultGates, seconds: float) -> ToolImpl:
     def call(action: ActionBase) -> ToolResult:
         gates.charge(seconds)
         return impl(action)
@@ -232,7 +240,7 @@ class FaultSchedule:
             self._fired_note(fault, "proposal", effect)
         return proposal
 
-    def executor_for(self, run: FaultTarget, action: ActionBase, executor: ToolExecutor) -> ToolExecutor:
+    def executor_for(self, run: FaultTarget, action: ActionBase, executor: E) -> E:
         if not self.armed:  # the usual step: no closure to make
             return executor
         due = self._take(run.step_no, "tool", lambda f: f.applies_to(action))
@@ -244,8 +252,9 @@ class FaultSchedule:
         if hang > 0:  # the simulated hang costs no real time: the wall clock is charged when the call is made
             impl, effect = _hanging(impl, run.gates, hang), f"{effect} ({hang:g}s charged to the wall clock)"
         self._fired_note(fault, "tool", effect)
-        copy = {f.name: getattr(executor, f.name) for f in fields(executor)}  # shares `observed`
-        return _FaultyExecutor(**copy, impl=impl)
+        # The executor's own safety net (exceptions -> structured errors, empty reads -> errors) still
+        # answers the fault; the copy shares `observed`.
+        return executor.with_tool(impl)
 
     def after_validate(self, run: FaultTarget) -> None:
         for fault in self._take(run.step_no, "after_validate"):

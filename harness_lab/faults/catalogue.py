@@ -18,8 +18,8 @@ from pydantic import Field, field_validator
 
 from ..context import ContextItem
 from ..context.anomaly import anomaly_lines
-from ..loop.executor import READ_TOOLS
 from ..records.actions import ActionBase
+from ..records.effect_classes import READ_TOOLS
 from ..records.proposal import Proposal
 from ..records.tools import ToolResult
 from .base import CrashPoint, Fault, FaultHook, FaultTarget, ToolImpl
@@ -85,6 +85,19 @@ class ToolTimeout(Fault):
         return impl
 
 
+def _last_note(run: FaultTarget, topic: str) -> str | None:
+    """The message of this step's last note on ``topic``, if any. Read from the newest event back to the first
+    of an earlier step (events are appended in step order): a long run's old events, packed
+    (:mod:`harness_lab.loop.record_log`), are never unpacked."""
+    step = run.step_no
+    for event in reversed(run.events):
+        if event.step < step:
+            return None
+        if event.kind == "note" and event.step == step and event.topic == topic:
+            return event.message
+    return None
+
+
 class EmptyResult(Fault):
     """The next read returns nothing but says "ok" (an empty result disguised as success).
 
@@ -123,9 +136,9 @@ class ArtifactChangedAfterValidation(Fault):
         return f"appended {len(self.text.encode())} bytes to {path.name} behind the validator's back"
 
     def answer(self, run: FaultTarget) -> str:
-        notes = [e for e in run.events if e.kind == "note" and e.step == run.step_no and e.topic == "artifact_changed"]
-        if notes:
-            return f"change detected by the re-hash before acceptance: {notes[-1].message}"
+        note = _last_note(run, "artifact_changed")
+        if note is not None:
+            return f"change detected by the re-hash before acceptance: {note}"
         return "change NOT detected before acceptance"
 
 
@@ -162,9 +175,9 @@ class StaleContext(Fault):
         return f"an external writer replaced {self.path}"
 
     def answer(self, run: FaultTarget) -> str:
-        notes = [e for e in run.events if e.kind == "note" and e.step == run.step_no and e.topic == "external_change"]
-        if notes:
-            return notes[-1].message
+        note = _last_note(run, "external_change")
+        if note is not None:
+            return note
         if not run.records:  # the run's first step: no workspace hash to compare with, nothing read yet
             return ("external change not reported, rightly: the run had observed nothing of the workspace "
                     f"before step {run.step_no}, so nothing could go stale; inject it at a later step to test staleness")

@@ -7,7 +7,7 @@ Every path returns a :class:`ToolResult`; an exception inside a tool becomes a s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Protocol
 
 from ..errors import StoreError
@@ -26,12 +26,12 @@ from ..records.actions import (
     WriteFile,
     WriteReport,
 )
+from ..records.effect_classes import READ_TOOLS
 from ..records.tools import ToolResult
 from ..sandbox import Sandbox
 
 __all__ = ["READ_TOOLS", "ExternalEffects", "Outbox", "ToolExecutor"]
 
-READ_TOOLS = frozenset({"read_evidence", "read_file", "read_ref", "list_dir"})
 _NOTED = ToolResult.success("think", "noted")  # frozen: one instance serves every think step
 
 
@@ -80,6 +80,12 @@ class ToolExecutor:
                 retryable=True,
             )
         return _never_empty_success(result) if kind in READ_TOOLS else result
+
+    def with_tool(self, impl: Callable[[ActionBase], ToolResult]) -> ToolExecutor:
+        """A copy whose every call runs ``impl`` instead of the tool, behind this executor's own safety net
+        (an exception becomes a structured error, an empty read an error): how a tool fault of
+        :mod:`harness_lab.faults` misbehaves. It shares ``observed``."""
+        return _OneTool(**{f.name: getattr(self, f.name) for f in fields(ToolExecutor)}, impl=impl)
 
     def _dispatch(self, action: ActionBase, key: str) -> ToolResult:
         if type(action) is Think:  # the no-op first: pydantic's isinstance is Python code (~0.1 µs each)
@@ -134,6 +140,17 @@ class ToolExecutor:
             )
         self.observed[evidence_id] = note.sha256
         return ToolResult.success("read_evidence", note.text, id=evidence_id, sha256=note.sha256)
+
+
+@dataclass
+class _OneTool(ToolExecutor):
+    """The executor of :meth:`ToolExecutor.with_tool`: one implementation answers every call."""
+
+    impl: Callable[[ActionBase], ToolResult] | None = None
+
+    def _dispatch(self, action: ActionBase, key: str) -> ToolResult:
+        assert self.impl is not None
+        return self.impl(action)
 
 
 def _never_empty_success(result: ToolResult) -> ToolResult:

@@ -22,40 +22,18 @@ its failed check codes, e.g. ``"check failed: citations_missing,section_missing"
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-# Imports nothing of harness_lab: the contract parses its stop fields with this module.
+# The rules and their parsers sit beside the contract, which checks its stop fields with them (the loop is
+# above the contract); re-exported here, where the loop's readers of them are described.
+from ..contract_fields import AllChecksPass, SameRootCause, parse_failure, parse_success
 
 __all__ = ["SAME_ROOT_CAUSE", "AllChecksPass", "FailedAttempts", "SameRootCause", "parse_failure", "parse_success",
            "root_cause"]
 
 SAME_ROOT_CAUSE = "same_root_cause"  # the stop code of a run the failure rule stopped
-
-
-@dataclass(frozen=True)
-class SameRootCause:
-    """Stop once the same root cause has failed ``times`` attempts in a row."""
-
-    times: int = 2
-
-    def fires(self, causes: Sequence[str]) -> bool:
-        """True when the last ``times`` attempts (oldest first) all failed on the same root cause."""
-        last = causes[-self.times:]
-        return len(last) == self.times and len(set(last)) == 1
-
-    def describe(self) -> str:
-        return f"same root cause failed {_count_words(self.times)} in a row"
-
-
-@dataclass(frozen=True)
-class AllChecksPass:
-    """Success is every verification check passing (the run reaches REVIEW_READY with a receipt)."""
-
-    def describe(self) -> str:
-        return "all verification checks pass"
 
 
 class _Failure(Protocol):
@@ -109,59 +87,3 @@ class FailedAttempts:
                 or not isinstance(sha := state.get("artifact_sha256"), (str, type(None))):
             raise ValueError("the run state's attempts are not a list of root causes and an artifact sha256")
         return cls(causes=list(causes[-_KEPT:]), artifact_sha256=sha)
-
-
-_WORDS = {"once": 1, "twice": 2, "thrice": 3, "one time": 1, "two times": 2, "three times": 3}
-_ZH = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5}
-_EN = re.compile(r"same root cause (?:has )?(?:failed|fails|failing|fail) (?P<n>once|twice|thrice|(?:one|two|three) "
-                 r"times|\d+ times?)(?: (?:in a row|consecutively))?")
-_CN = re.compile(r"同一根因(?:连续)?失败(?P<n>[一两二三四五]|\d+)次")
-
-
-def parse_failure(value: object) -> SameRootCause:
-    """``stop.failure`` as a rule; a ValueError of one line for anything else."""
-    if isinstance(value, dict):
-        times = _structured(value, "same_root_cause")
-    elif isinstance(value, str):
-        text = " ".join(value.lower().split()).rstrip(".")
-        if (m := _EN.fullmatch(text)) is not None:
-            n = m["n"]
-            times = _WORDS[n] if n in _WORDS else int(n.split()[0])
-        elif (m := _CN.fullmatch(value.strip())) is not None:
-            times = _ZH.get(m["n"]) or int(m["n"])
-        else:
-            raise ValueError(f"cannot read {value!r} as a stop rule; write 'same root cause failed twice' "
-                             "(or 'failed N times'), or {same_root_cause: N}")
-    else:
-        raise ValueError(f"a stop rule is text or {{same_root_cause: N}}, got {type(value).__name__}")
-    if times < 1:
-        raise ValueError(f"same_root_cause must be at least 1 failure, got {times}")
-    return SameRootCause(times=times)
-
-
-def parse_success(value: object) -> AllChecksPass:
-    """``stop.success`` as a rule; a ValueError of one line for anything else."""
-    if isinstance(value, dict):
-        if set(value) != {"all_checks_pass"} or value["all_checks_pass"] is not True:
-            raise ValueError(f"a structured success rule is {{all_checks_pass: true}}, got {value!r}")
-        return AllChecksPass()
-    if isinstance(value, str):
-        text = " ".join(value.lower().split()).rstrip(".")
-        if text in ("all verification checks pass", "all checks pass", "所有验证通过"):
-            return AllChecksPass()
-        raise ValueError(f"cannot read {value!r} as a success rule; write 'all verification checks pass', "
-                         "or {all_checks_pass: true}")
-    raise ValueError(f"a success rule is text or {{all_checks_pass: true}}, got {type(value).__name__}")
-
-
-def _structured(value: dict[Any, Any], key: str) -> int:
-    if set(value) != {key}:
-        raise ValueError(f"a structured stop rule is {{{key}: N}}, got the keys {sorted(map(str, value))}")
-    times = value[key]
-    if type(times) is not int:  # a bool is no count (True would read as 1)
-        raise ValueError(f"{key} must be a whole number of failures, got {times!r}")
-    return times
-
-
-def _count_words(times: int) -> str:
-    return {1: "once", 2: "twice"}.get(times, f"{times} times")

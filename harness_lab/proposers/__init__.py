@@ -1,4 +1,5 @@
-"""Proposers: scripted, plain function, replay of a saved trace, OpenAI-compatible endpoint."""
+"""Proposers: scripted, plain function, OpenAI-compatible endpoint (the replay of a saved trace is
+:mod:`harness_lab.persistence.replay`: it reads a store)."""
 
 from .base import EndpointFailure, Proposer, ProposerOutput, StatefulProposer
 from .scripted import FunctionProposer, ScriptedProposer

@@ -6,12 +6,12 @@ all-string arguments), ``proposal`` (a raw proposal parsed into an action or a s
 ``events`` (the frozen trace records a step makes), ``states`` (the run and external-loop state
 machines), ``tools`` (the one result shape of a tool call), ``tool_specs`` (the tools a model is sent),
 ``effect_classes`` (what a resume does with an action in flight), ``redaction`` (secrets masked before
-anything is stored or shown).
+anything is stored or shown), ``verdicts`` and ``receipt`` (what a finish's validation gives, made by
+``validation/``, which re-exports them).
 
-``events``' names are not re-exported here: ``events`` types a step's verdict with ``validation/``, whose
-functional layer imports the contract, which imports modules of this package: importing any of them would
-import ``validation/`` first and fail on the half-made contract. Take them from ``harness_lab.records.events``
-(the facade ``harness_lab`` re-exports ``StepRecord`` and ``StopReason``).
+``events``' names are not re-exported here: ``events`` spells its store row with ``harness_lab.row_text``
+(the persistence side; a known wrong-way import, see tests/test_import_graph.py). Take them from
+``harness_lab.records.events`` (the facade ``harness_lab`` re-exports ``StepRecord`` and ``StopReason``).
 """
 
 from .actions import (

@@ -23,9 +23,12 @@ from .actions import (
     WriteReport,
 )
 
-__all__ = ["READ_ACTIONS", "EffectClass", "effect_class", "effect_of_tool"]
+__all__ = ["READ_ACTIONS", "READ_TOOLS", "EffectClass", "effect_class", "effect_of_tool"]
 
 EffectClass = Literal["read", "redoable", "workspace", "external"]
+
+READ_TOOLS = frozenset({"read_evidence", "read_file", "read_ref", "list_dir"})
+"""The tools that read (of class ``read``): an empty result of one is no success (the executor's safety net)."""
 
 
 def effect_class(action: ActionBase) -> EffectClass:

@@ -11,11 +11,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import from_json
 
-from ..validation import Verdict
-from ..validation.receipt import Receipt
 from .proposal import Proposal
+from .receipt import Receipt
 from .states import RunState
 from .tools import ToolResult
+from .verdicts import Verdict
 
 __all__ = [
     "EVENT_ADAPTER",

@@ -24,6 +24,10 @@ with the call (:meth:`Relay.stop`). The acceptor listens as root (any port, any 
 non-root harness (bwrap in a user namespace) may lack that for a port below 1024 or an address outside
 loopback, and the command then ends with status 125 and one line naming it.
 
+The entries are checked by :func:`parse_allowlist`, which sits beside the contract
+(:mod:`harness_lab.contract_fields`: a contract's ``network_allow`` is checked with it, and the contract is
+below the sandbox); it and :class:`Destination` are re-exported here.
+
 Cost (``bench/netallow_cost.py``): one more Python start inside the namespace per command, and each
 connection crosses two more sockets and a thread of the harness.
 """
@@ -32,81 +36,20 @@ from __future__ import annotations
 
 import errno
 import functools
-import ipaddress
 import os
-import re
 import selectors
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
+
+from ..contract_fields import NAMES_NET as _NAMES_NET
+from ..contract_fields import Destination, parse_allowlist
 
 __all__ = ["MAX_CONNECTIONS", "Destination", "Relay", "hosts_text", "parse_allowlist", "relay_source"]
 
 MAX_CONNECTIONS = 32
-_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
-_NAMES_NET = "127.77.0."  # loopback addresses handed to host names inside the namespace
 _CHUNK = 1 << 16
-_MAX_NAMES = 64  # their /etc/hosts lines must fit in one pipe buffer (bwrap reads it from a pipe)
-
-
-@dataclass(frozen=True)
-class Destination:
-    """One allowlist entry: ``host``, ``port`` and the IPv4 address the command finds it at (``listen``)."""
-
-    host: str
-    port: int
-    listen: str
-
-    @property
-    def entry(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-def _check_entry(entry: object) -> tuple[str, int, bool]:
-    """(host, port, is_ip) of one entry, or a one-line ValueError naming it."""
-    if not isinstance(entry, str):
-        raise ValueError(f"network_allow entry {entry!r} must be a 'host:port' string")
-    host, sep, port = entry.rpartition(":")
-    if not sep or not host:
-        raise ValueError(f"network_allow entry {entry!r} must be 'host:port' (e.g. 'example.org:443')")
-    if not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"network_allow entry {entry!r}: port {port!r} must be a number from 1 to 65535")
-    if host.startswith("[") or ":" in host:
-        raise ValueError(f"network_allow entry {entry!r}: IPv6 is not supported; name the host or give an IPv4 address")
-    try:
-        ip = ipaddress.IPv4Address(host)
-    except ValueError:
-        if not _NAME.match(host.lower()) or host.replace(".", "").isdigit():
-            raise ValueError(f"network_allow entry {entry!r}: {host!r} is neither an IPv4 address nor a host name") from None
-        return host.lower(), int(port), False
-    if ip.is_unspecified or ip.is_multicast or ip == ipaddress.IPv4Address("255.255.255.255"):
-        raise ValueError(f"network_allow entry {entry!r}: {host} cannot be a destination")
-    return str(ip), int(port), True
-
-
-def parse_allowlist(entries: tuple[str, ...] | list[str]) -> tuple[Destination, ...]:
-    """Validate ``network_allow`` entries ("host:port") into destinations; a one-line ValueError naming the
-    first bad entry. Names get 127.77.0.1, .2, ... in the order they first appear (at most 64 names)."""
-    names: dict[str, str] = {}
-    out: list[Destination] = []
-    seen: dict[tuple[str, int], str] = {}
-    for entry in entries:
-        host, port, is_ip = _check_entry(entry)
-        if is_ip:
-            listen = host
-        else:
-            if host not in names:
-                if len(names) >= _MAX_NAMES:
-                    raise ValueError(f"network_allow names more than {_MAX_NAMES} host names")
-                names[host] = f"{_NAMES_NET}{len(names) + 1}"
-            listen = names[host]
-        if (listen, port) in seen:
-            raise ValueError(f"network_allow entry {entry!r} repeats {seen[(listen, port)]!r}")
-        seen[(listen, port)] = entry
-        out.append(Destination(host, port, listen))
-    return tuple(out)
 
 
 def hosts_text(dests: tuple[Destination, ...]) -> str:

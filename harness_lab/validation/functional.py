@@ -27,10 +27,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
 from ..contract import Verification
 from ..records.tools import ToolResult
+from ..records.verdicts import CheckRun, FailureCode, LayerFailure, LayerVerdict
 
 __all__ = ["CheckRun", "CheckSandbox", "LayerFailure", "LayerVerdict", "run_functional_layer"]
 
@@ -39,8 +38,6 @@ __all__ = ["CheckRun", "CheckSandbox", "LayerFailure", "LayerVerdict", "run_func
 _TAIL_CHARS = 600
 _LISTED = 20
 
-FailureCode = Literal["check_failed", "check_timed_out", "check_error", "protected_changed", "protected_missing",
-                      "unexpected_file", "goal_failed"]
 
 
 class CheckSandbox(Protocol):
@@ -53,47 +50,6 @@ class CheckSandbox(Protocol):
     def manifest(self) -> Mapping[str, tuple[Any, ...]]: ...
 
     def workspace_hash(self, *, rescan: bool = False) -> str: ...
-
-
-class CheckRun(BaseModel):
-    """One check command's outcome as the receipt binds it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["check_run"] = "check_run"
-    name: str
-    status: Literal["passed", "failed", "timeout", "error"]
-    exit_status: int | None = None
-    output_sha256: str
-    output_tail: str = ""
-    reason: str | None = None
-
-
-class LayerFailure(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["layer_failure"] = "layer_failure"
-    code: FailureCode
-    message: str
-
-
-class LayerVerdict(BaseModel):
-    """The verdict of the functional or the goal layer on one finish (the format layer's is
-    :class:`~harness_lab.validation.ReportVerdict`); shaped like it where a reader looks: ``accepted``,
-    ``errors`` with ``code`` and ``message``, ``reasons``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["layer_verdict"] = "layer_verdict"
-    layer: Literal["functional", "goal"]
-    accepted: bool
-    errors: tuple[LayerFailure, ...] = ()
-    checks: tuple[CheckRun, ...] = ()
-    tree_sha256: str | None = None
-
-    @property
-    def reasons(self) -> list[str]:
-        return [f"{e.code}: {e.message}" for e in self.errors]
 
 
 def _run_check(sandbox: CheckSandbox, name: str, argv: tuple[str, ...], timeout: float) -> CheckRun:

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from ..contract import ReportContract
 from ..evidence import EVIDENCE_ID
+from ..records.verdicts import CheckCode, CheckFailure, ReportVerdict
 from ._markdown import Line, headings, prose_text, read_lines, thematic_break, title_key, visible
 
 __all__ = ["MAX_REPORT_BYTES", "CheckCode", "CheckFailure", "ReportVerdict", "check_report", "find_citations"]
@@ -33,47 +31,10 @@ MAX_REPORT_BYTES = 4 << 20
 _LISTED = 20
 _QUOTED = 80
 
-CheckCode = Literal[
-    "report_missing",
-    "report_too_large",
-    "report_empty",
-    "report_not_text",
-    "section_missing",
-    "section_empty",
-    "citation_malformed",
-    "citation_unknown",
-    "citation_not_read",
-    "too_few_citations",
-]
-
 _MARKER = "[E:"
 # The marker and what a reader would take for it: any case, Cyrillic/Greek/fullwidth E, fullwidth
 # bracket or colon, blanks inside.
 _MARKER_LIKE = re.compile("[\\[\uff3b][ \\t]*[Ee\u0415\u0435\u0395\u03b5\uff25\uff45][ \\t]*[:\uff1a]")
-
-
-class CheckFailure(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["check_failure"] = "check_failure"
-    code: CheckCode
-    message: str
-
-
-class ReportVerdict(BaseModel):
-    """The structural verdict on one report snapshot."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["report_verdict"] = "report_verdict"
-    layer: Literal["structural"] = "structural"
-    accepted: bool
-    errors: tuple[CheckFailure, ...] = ()
-    cited: tuple[str, ...] = ()
-
-    @property
-    def reasons(self) -> list[str]:
-        return [f"{e.code}: {e.message}" for e in self.errors]
 
 
 def check_report(

@@ -11,8 +11,8 @@ import pytest
 
 from harness_lab import Run
 from harness_lab.context import ContextView
+from harness_lab.persistence.replay import replay_run
 from harness_lab.proposers import EndpointFailure, ProposerOutput, ScriptedProposer
-from harness_lab.proposers.replay import replay_run
 from harness_lab.records.events import Note, StepRecord
 from harness_lab.records.states import RunState
 from harness_lab.records.tool_specs import tool_names

@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, overload
 
 import pytest
-from loophelpers import CONFORMING, FINISH, READ_A, READ_B, READ_C, READ_D, WRITE_GOOD, make_run, notes
+from loophelpers import (
+    CONFORMING,
+    FINISH,
+    READ_A,
+    READ_B,
+    READ_C,
+    READ_D,
+    WRITE_GOOD,
+    contract,
+    make_run,
+    notes,
+)
 from pydantic import ValidationError
 
 from harness_lab.errors import RunStateError, SimulatedCrash
@@ -17,6 +31,8 @@ from harness_lab.faults import (
     fault_names,
     resolve_fault,
 )
+from harness_lab.loop.record_log import RecordLog
+from harness_lab.records.events import Event, Note
 from harness_lab.records.states import RunState
 
 SPEC_FAULTS = {
@@ -296,3 +312,70 @@ def test_an_outside_write_while_the_proposer_thinks_is_reported(tmp_path, tool: 
     change = notes(during if tool == "write_file" else after, "external_change")
     assert change and change[0].data["stale"], "the outside write is reported, the old reading marked stale"
     assert "figure: 42" not in run.context.view().render()
+
+
+# -- what a fault's answer reads of a long run ---------------------------------------------------------
+class _Reads(Sequence[Event]):
+    """A run's events that note the lowest index read."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events, self.lowest = events, len(events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Event]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | Sequence[Event]:
+        if isinstance(index, slice):
+            raise AssertionError("a fault's answer slices no run's events")
+        self.lowest = min(self.lowest, index % len(self.events))
+        return self.events[index]
+
+
+@pytest.mark.parametrize(("name", "topic"), [("stale_context", "external_change"),
+                                             ("artifact_changed_after_validation", "artifact_changed")])
+def test_a_fault_answer_reads_only_the_steps_own_events(name: str, topic: str) -> None:
+    """10,000 steps of events before this one: the answer names this step's last note on its topic and reads
+    back at most to the previous step's last event (it read them all: a long run's packed events unpacked)."""
+    old = [Note(seq=i + 1, step=1 + i // 2, topic=topic if i % 2 else "other", message=f"old {i}")
+           for i in range(20_000)]
+    step = old[-1].step + 1
+    mine = [Note(seq=20_001, step=step, topic=topic, message="first"),
+            Note(seq=20_002, step=step, topic="other", message="x"),
+            Note(seq=20_003, step=step, topic=topic, message="this step's last")]
+    events = _Reads([*old, *mine])
+    run: Any = type("Target", (), {"events": events, "step_no": step, "records": [1]})()
+    assert "this step's last" in resolve_fault(name).answer(run)
+    assert events.lowest >= len(old) - 1
+    run.step_no = step + 1  # a step without such a note: none of the old ones is taken for it
+    assert "NOT detected" in resolve_fault(name).answer(run)
+
+
+def test_a_fault_armed_late_in_a_long_run_unpacks_no_packed_event(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    run = make_run(tmp_path, [{"kind": "write_file", "path": "notes.md", "content": "figure: 42"},
+                              {"kind": "read_file", "path": "notes.md"},
+                              *[{"kind": "think", "thought": "a"}, {"kind": "think", "thought": "b"}] * 250],
+                   contract_=contract(max_decisions=1_000, max_tool_calls=1_000, max_tokens=None))
+    for _ in range(400):
+        run.step()
+    assert isinstance(run.events, RecordLog) and run.events.packed >= 512
+    unpacked: list[int] = []
+    chunk = RecordLog._chunk
+
+    def counted(log: RecordLog[Any], number: int) -> list[Any]:
+        unpacked.append(number)
+        return chunk(log, number)
+
+    monkeypatch.setattr(RecordLog, "_chunk", counted)
+    run.inject("stale_context")
+    record = run.step()
+    assert notes(record, "external_change")
+    assert "changed outside the run" in _fired(run, "stale_context")[0].answer
+    assert unpacked == []
+    run.close()

@@ -26,10 +26,10 @@ from jsonpost import JsonPostServer
 from harness_lab import FunctionProposer, Run
 from harness_lab.contract import ControlContract
 from harness_lab.evidence import EvidenceCatalogue
+from harness_lab.persistence.replay import saved_trace
 from harness_lab.proposers import EndpointFailure, openai_compat
 from harness_lab.proposers.base import ProposerOutput
 from harness_lab.proposers.openai_compat import OpenAICompatConfig, OpenAICompatProposer
-from harness_lab.proposers.replay import saved_trace
 from harness_lab.records.actions import EXTERNAL_KINDS, FORBIDDEN_KINDS, TOOL_KINDS
 from harness_lab.records.proposal import Proposal, parse_proposal
 from harness_lab.store import SQLiteStore

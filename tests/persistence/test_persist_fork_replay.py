@@ -13,8 +13,8 @@ from harness_lab import Run, RunState, ScriptedProposer
 from harness_lab.context import ContextManager
 from harness_lab.errors import RunStateError
 from harness_lab.persistence._stored_context import item_texts, stored_context
+from harness_lab.persistence.replay import replay_run
 from harness_lab.persistence.resume import load_checkpoint
-from harness_lab.proposers.replay import replay_run
 from harness_lab.store import SQLiteStore
 
 

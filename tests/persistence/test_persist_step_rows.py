@@ -18,10 +18,10 @@ from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.paths import data_dir
 from harness_lab.persistence.checkpoint import Checkpoint
+from harness_lab.persistence.replay import saved_trace
 from harness_lab.persistence.resume import load_checkpoint
 from harness_lab.persistence.row_text import dump_step_row
 from harness_lab.proposers import ScriptedProposer
-from harness_lab.proposers.replay import saved_trace
 from harness_lab.records.events import (
     Decision,
     Proposed,

@@ -29,7 +29,7 @@ from persisthelpers import CountingOutbox, push_run
 from harness_lab import Run
 from harness_lab.cli import main
 from harness_lab.errors import HarnessLabError
-from harness_lab.proposers.replay import replay_run, saved_trace
+from harness_lab.persistence.replay import replay_run, saved_trace
 from harness_lab.store import SQLiteStore
 
 EXAMPLES = 40

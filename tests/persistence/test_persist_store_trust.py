@@ -18,7 +18,7 @@ from harness_lab import Run
 from harness_lab.cli import main
 from harness_lab.errors import StoreError
 from harness_lab.persistence.heartbeat import Watchdog
-from harness_lab.proposers.replay import replay_run, saved_trace
+from harness_lab.persistence.replay import replay_run, saved_trace
 from harness_lab.store import Heartbeat, SQLiteStore
 
 PWN = {"kind": "write_file", "path": "pwned.txt", "content": "written by a resume told to work here"}

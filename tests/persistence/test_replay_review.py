@@ -11,7 +11,7 @@ from harness_lab.evidence import EvidenceCatalogue
 from harness_lab.loop.repair import RepairPolicy
 from harness_lab.paths import data_dir
 from harness_lab.persistence.checkpoint import Checkpointer
-from harness_lab.proposers.replay import replay_run
+from harness_lab.persistence.replay import replay_run
 from harness_lab.proposers.scripted import ScriptedProposer
 from harness_lab.scenarios import load_scenario
 from harness_lab.store import SQLiteStore

@@ -16,9 +16,9 @@ from harness_lab.faults import CrashPoint, ProcessCrash
 from harness_lab.loop.approval import AskHuman
 from harness_lab.loop.executor import Outbox
 from harness_lab.paths import data_dir
+from harness_lab.persistence.replay import replay_run
 from harness_lab.persistence.row_text import dump_step_row
 from harness_lab.proposers import ScriptedProposer
-from harness_lab.proposers.replay import replay_run
 from harness_lab.records.actions import GatedAction
 from harness_lab.records.events import load_step_row
 from harness_lab.records.proposal import parse_proposal

@@ -8,6 +8,9 @@ Each verification layer's verdict is kept apart: ``structural`` (the report's fo
 workspace tree they ran on; :meth:`Receipt.matches_tree` before trusting the tree again) and ``semantic``
 (the goal reviewer). The functional fields are left out of the JSON form while the layer does not apply,
 so receipts of report tasks read as before it existed.
+
+A record the step record holds (``StepRecord.receipt``), so it lives in ``records/``;
+:mod:`harness_lab.validation` re-exports it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from .functional import CheckRun
+from .verdicts import CheckRun
 
 __all__ = ["Receipt", "sha256_hex"]
 

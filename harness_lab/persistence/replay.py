@@ -21,11 +21,11 @@ from ..evidence import EvidenceCatalogue
 from ..loop.approval import ApprovalDecision, ApprovalRequest, Approver, AskHuman
 from ..loop.repair import RepairPolicy
 from ..paths import data_dir
-from ..persistence.checkpoint import stored_spec
-from ..persistence.checkpoint_record import ROW_ERRORS, row_error
+from ..proposers.base import EndpointFailure, ProposerOutput
 from ..records.events import Note, StepRecord, load_step_row
 from ..store import Store
-from .base import EndpointFailure, ProposerOutput
+from .checkpoint import stored_spec
+from .checkpoint_record import ROW_ERRORS, row_error
 
 if TYPE_CHECKING:
     from ..loop.run import Run
