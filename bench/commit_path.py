@@ -29,7 +29,10 @@ import collections, json, sqlite3, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, str(Path(sys.argv[1]) / "bench"))
 from step_overhead import noop_run
-from harness_lab.records.events import dump_step_row
+try:  # where a tree keeps it: persistence/ since schema 9, records/ before
+    from harness_lab.persistence.row_text import dump_step_row
+except ImportError:
+    from harness_lab.records.events import dump_step_row
 from harness_lab.store import SQLiteStore
 
 tmp = Path(tempfile.mkdtemp(prefix="harness-lab-commit-"))
