@@ -9,9 +9,9 @@ machines), ``tools`` (the one result shape of a tool call), ``tool_specs`` (the 
 anything is stored or shown), ``verdicts`` and ``receipt`` (what a finish's validation gives, made by
 ``validation/``, which re-exports them).
 
-``events``' names are not re-exported here: ``events`` spells its store row with ``harness_lab.row_text``
-(the persistence side; a known wrong-way import, see tests/test_import_graph.py). Take them from
-``harness_lab.records.events`` (the facade ``harness_lab`` re-exports ``StepRecord`` and ``StopReason``).
+``events``' names are not re-exported here (they were kept out while ``events`` imported the persistence
+side; its store row is now spelled in ``persistence/row_text.py``). Take them from ``harness_lab.records.events``
+(the facade ``harness_lab`` re-exports ``StepRecord`` and ``StopReason``).
 """
 
 from .actions import (
