@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness_lab import Run
+from harness_lab.context import Layer
 from harness_lab.errors import RunStateError
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.proposers import FunctionProposer
@@ -182,6 +183,48 @@ def test_a_fork_from_the_last_checkpoint_copies_files_and_modes_without_reading_
     assert fork.sandbox.manifest() == run.sandbox.manifest()  # each file's sha256 and mode, each folder's mode
     assert fork.sandbox.workspace_hash(rescan=True) == source
     assert len(read_back) == 4  # proven again by a later full walk (racily clean)
+    fork.close()
+    run.close()
+    store.close()
+
+
+def test_a_fork_from_a_step_reads_its_files_in_one_statement_and_asks_for_its_id_once(tmp_path: Path) -> None:
+    run, store = _writing(tmp_path)
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    fork = run.fork(at_step=4, budget="fresh", new_run_id="F", workspace=tmp_path / "fork")
+    store._db.set_trace_callback(None)
+    reads = [s.split(" WHERE")[0] for s in statements if s.startswith("SELECT")]
+    assert reads.count("SELECT sha256, data FROM files") == 1  # three files, one statement (was: one each)
+    assert reads.count("SELECT 1 FROM runs") == 1  # the fork's id asked for once (was: twice)
+    assert len(statements) == 17  # was 21: the manifests, the rows, one per kind of blob, the lease, the registration
+    assert fork.at(4).files == run.at(4).files
+    fork.close()
+    run.close()
+    store.close()
+
+
+def test_a_context_row_reads_its_long_items_in_one_statement(tmp_path: Path) -> None:
+    steps = count()
+
+    def propose(view: object) -> dict[str, str]:  # thinking and reading in turn: no stop rule fires
+        i = next(steps)
+        return {"kind": "read_evidence", "id": READS[i % 3]} if i % 2 else {"kind": "think", "thought": f"plan {i}"}
+
+    store = SQLiteStore(tmp_path / "runs.db")
+    run = Run(contract=contract(max_decisions=100, max_tool_calls=100, max_tokens=None), evidence=evidence(),
+              proposer=FunctionProposer(propose), workspace=tmp_path / "ws", store=store, run_id="long")
+    for n in range(3):  # items of >= 512 B are stored once by sha256 in blobs (schema 9)
+        run.context.add(Layer.L2, f"a long note {n} " * 50, source="test", round=0)
+    run.run(max_steps=16)  # a whole state at step 16 (FULL_EVERY) holds them all
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    fork = run.fork(at_step=16, budget="fresh", new_run_id="F", workspace=tmp_path / "fork")
+    store._db.set_trace_callback(None)
+    blobs = [s for s in statements if "FROM blobs" in s]
+    assert len(blobs) == 1 and blobs[0].count("'") >= 8  # four or more items (was: one statement each)
+    texts = [item["text"] for item in fork.context.state()["items"]]
+    assert all(f"a long note {n} " * 50 in texts for n in range(3))  # each read back whole
     fork.close()
     run.close()
     store.close()
