@@ -111,7 +111,7 @@ def _named_items(store: Store, text: str, data: Any) -> dict[str, str]:
                              "store's blobs do not hold")
         item = _loads(blob)
         if not isinstance(item, dict) or item.get("id") != item_id or SHARED in item:
-            raise ValueError(f"the blob {sha[:12]} a context row names for item {item_id!r} is not that item")
+            raise ValueError(f"the blob {str(sha)[:12]} a context row names for item {item_id!r} is not that item")
         items[n] = item
         found[str(item_id)] = blob
     return found
