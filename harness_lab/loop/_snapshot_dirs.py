@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -18,10 +19,12 @@ from ..process_id import process_identity
 __all__ = ["snapshot_dir"]
 
 
-def snapshot_dir() -> Path:
+def snapshot_dir(*, make: bool = True) -> Path:
     """A new snapshot folder in the temporary folder, named by this process (its pid and identity: see
     :mod:`harness_lab.process_id`). Only a finalizer removes it, which kill -9 never runs: so the first run of a process
-    in a temporary folder removes the folders of this user's processes that are gone (one per run they made)."""
+    in a temporary folder removes the folders of this user's processes that are gone (one per run they made).
+    ``make=False``: its name only, random and new, for a sandbox that makes it when first needed
+    (``Sandbox(snapshot_dir_new=True)``): most runs with a store, and forks, take no snapshot."""
     pid = os.getpid()
     where = tempfile.gettempdir()
     if where not in _SWEPT:
@@ -29,7 +32,10 @@ def snapshot_dir() -> Path:
         _sweep_snapshot_dirs(Path(where))
     if pid not in _OWN_TAG:  # this process's identity is fixed while it lives: /proc is read once per pid
         _OWN_TAG[pid] = _identity_tag(pid)
-    return Path(tempfile.mkdtemp(prefix=f"{_SNAPSHOTS}{pid}-{_OWN_TAG[pid]}-"))
+    prefix = f"{_SNAPSHOTS}{pid}-{_OWN_TAG[pid]}-"
+    if not make:  # mkdtemp's name without its mkdir: the sandbox makes it exclusively (mode 0o700) or fails
+        return Path(where) / f"{prefix}{secrets.token_hex(8)}"
+    return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 def _identity_tag(pid: int) -> str:

@@ -148,14 +148,15 @@ class Run:
         self.clock: Clock = clock or SystemClock()
         self.context = initial_context(contract, evidence)
         self.gates = LoopGates(contract.budget, self.clock)
-        snapshot_dir = new_snapshot_dir()
+        # Made by the sandbox when it first keeps a snapshot or blob (a fork or a stored run may never).
+        snapshot_dir = new_snapshot_dir(make=False)
         self._owned_dirs.append(snapshot_dir)
         # Snapshots live only in this process (a resumed run starts new ones): a run dropped without
         # close() must not leave them behind in the temporary folder, one folder per run ever made.
         weakref.finalize(self, shutil.rmtree, snapshot_dir, True)
         self.sandbox = Sandbox(self.workspace, policy=SandboxPolicy(
                                    isolation=self.isolation, network_allow=contract.sandbox.network_allow),
-                               snapshot_dir=snapshot_dir, state_provider=self.capture)
+                               snapshot_dir=snapshot_dir, state_provider=self.capture, snapshot_dir_new=True)
         self.executor = ToolExecutor(
             self.sandbox, evidence, contract.verification.report.path,
             lambda ref, start, end: self.context.read_ref(ref, start, end), effects or Outbox(),

@@ -100,17 +100,18 @@ def _named_items(store: Store, text: str, data: Any) -> dict[str, str]:
     if _NAMED not in text or not isinstance(data, dict) or not isinstance(items := data.get("items"), list):
         return {}
     found: dict[str, str] = {}
-    for n, entry in enumerate(items):
-        if not isinstance(entry, dict) or (sha := entry.get(SHARED)) is None:
-            continue
+    named = [(n, entry, entry.get(SHARED)) for n, entry in enumerate(items)
+             if isinstance(entry, dict) and entry.get(SHARED) is not None]
+    blobs = store.blob_texts({sha for _, _, sha in named if isinstance(sha, str)})  # one read for the row's items
+    for n, entry, sha in named:
         item_id = entry.get("id")
-        blob = store.blob(sha) if isinstance(sha, str) else None
+        blob = blobs.get(sha) if isinstance(sha, str) else None
         if blob is None:
             raise ValueError(f"a context row names item {item_id!r} by sha256 {str(sha)[:12]}, which the "
                              "store's blobs do not hold")
         item = _loads(blob)
         if not isinstance(item, dict) or item.get("id") != item_id or SHARED in item:
-            raise ValueError(f"the blob {sha[:12]} a context row names for item {item_id!r} is not that item")
+            raise ValueError(f"the blob {str(sha)[:12]} a context row names for item {item_id!r} is not that item")
         items[n] = item
         found[str(item_id)] = blob
     return found

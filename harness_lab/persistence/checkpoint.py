@@ -103,7 +103,7 @@ class Checkpointer(_RowData):
 
     def __init__(self, store: Store, run: RunLike, *, fresh: bool, loaded: Mapping[str, str] | None = None,
                  like: Checkpointer | None = None, context_from: str | None = None,
-                 files_stored: Mapping[str, str] | None = None) -> None:
+                 files_stored: Mapping[str, str] | None = None, id_free: bool = False) -> None:
         """``loaded``: the run's context was just read from ``store`` (a fork): its items' stored
         texts by id, already redacted, which a later whole state reuses instead of dumping them again.
         ``like``: the checkpointer of a run under the same contract (a fork's source), whose
@@ -111,12 +111,14 @@ class Checkpointer(_RowData):
         ``context_from``: the checkpoint ("run@step") of ``store`` the run's context was just restored
         from, unchanged; the first row names it instead of writing the whole state again.
         ``files_stored``: the workspace's files (path -> sha256) were just written from ``store`` (a fork
-        from a step): their bytes are not read or stored again."""
+        from a step): their bytes are not read or stored again.
+        ``id_free``: the caller just found ``run.run_id`` not in ``store`` (a fork names itself): not asked
+        again (a process registering it since holds its lease, or its row refuses ours: one StoreError)."""
         if fresh:
             check_run_id(run.run_id)
         if fresh:  # the one writer of the new run, before anything of it is written (see store/_lease.py)
             store.take_lease(run.run_id)
-        if fresh and store.has_run(run.run_id):
+        if fresh and not id_free and store.has_run(run.run_id):
             raise StoreError(f"run id {run.run_id!r} exists already in the store; resume it or choose another id")
         self.store, self.run = store, run
         run.keep_workspace()  # resume continues in it, in this process or another

@@ -125,7 +125,7 @@ def _fill_fork(run: Run, fork: _F, checkpoint_id: str,
     if store is not None and not getattr(store, "read_only", False):  # Run.open(path) opened it read-only
         _trace_in_store(fork)
         fork.checkpoints = Checkpointer(store, fork, fresh=True, loaded=items, like=run.checkpoints,
-                                        context_from=source, files_stored=stored)
+                                        context_from=source, files_stored=stored, id_free=True)
     fork.sandbox.hold_blobs(0)  # the first scan (the first row's) is done: later ones store as they go
     return fork
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+from collections.abc import Callable
 
 __all__ = ["BlobStore"]
 
@@ -24,9 +25,12 @@ _CHUNK = 1 << 20
 class BlobStore:
     """Content-addressed file contents: ``<dir>/<sha[:2]>/<sha[2:]>``, written once, never changed."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, before_make: Callable[[], None] | None = None) -> None:
+        """``before_make``: called once before ``directory`` is made (its snapshot store's own folder, made
+        lazily too: see SnapshotStore)."""
         self.directory = directory  # made on the first write: a run that stores nothing costs no mkdir
         self._made = False
+        self._before_make = before_make
         self._known: set[str] = set()
         self._subdirs: set[str] = set()  # fan-out directories known to exist (saves a syscall per blob)
         self._held: dict[str, bytes] = {}  # stored, not yet written (see hold)
@@ -35,6 +39,8 @@ class BlobStore:
 
     def _ensure_root(self) -> None:
         if not self._made:
+            if self._before_make is not None:
+                self._before_make()
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
             self._made = True
 

@@ -79,7 +79,9 @@ class Sandbox(SnapshotOps):
 
     def __init__(self, root: str | os.PathLike[str], policy: SandboxPolicy | None = None,
                  snapshot_dir: str | os.PathLike[str] | None = None,
-                 state_provider: StateProvider | None = None) -> None:
+                 state_provider: StateProvider | None = None, snapshot_dir_new: bool = False) -> None:
+        """``snapshot_dir_new``: ``snapshot_dir`` is a new name of the caller's, not made yet: it is made
+        (and locked) when the first snapshot or blob is written, so a sandbox that keeps none makes no folder."""
         self.policy = policy if policy is not None else SandboxPolicy()
         self._boundary = Boundary(os.fspath(root), self.policy.path_resolution)
         self._finalizer = weakref.finalize(self, Boundary.close, self._boundary)
@@ -91,7 +93,7 @@ class Sandbox(SnapshotOps):
             self.close()
             raise SandboxEnvironmentError("snapshot_dir must lie outside the workspace the model can write")
         try:
-            self._store = SnapshotStore(snap)
+            self._store = SnapshotStore(snap, unmade=snapshot_dir_new)
         except BaseException:
             self.close()
             raise

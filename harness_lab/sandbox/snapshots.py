@@ -119,13 +119,15 @@ def _holder(fd: int) -> str:
 class SnapshotStore:
     """Manifests and blobs of one workspace's snapshots; holds its directory's lock until closed."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, *, unmade: bool = False) -> None:
+        """``unmade``: ``directory`` does not exist yet and its name is this store's alone (a new random
+        name): it is made (mode 0o700, failing if anything is there by then) and claimed when first
+        written to, so a run that takes no snapshot makes no folder (a fork, most runs with a store)."""
         self.directory = os.path.abspath(directory)
-        self.blobs = BlobStore(os.path.join(self.directory, "blobs"))
+        self.blobs = BlobStore(os.path.join(self.directory, "blobs"), before_make=self._make)
         self._mdir = os.path.join(self.directory, "manifests")  # made by the first save
-        if not os.path.isdir(self.directory):  # usually made already (mkdtemp): a stat, not a failing mkdir
-            os.makedirs(self.directory, mode=0o700, exist_ok=True)
-        self._lock_fd: int | None = _claim(self.directory)
+        self._unmade = unmade
+        self._lock_fd: int | None = None
         self._infos: dict[str, SnapshotInfo] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self._cache: OrderedDict[str, Manifest] = OrderedDict()
@@ -135,6 +137,11 @@ class SnapshotStore:
         # before (None: unknown). Their union bounds what differs between a snapshot and the last.
         self._order: list[str] = []
         self._deltas: dict[str, frozenset[str] | None] = {}
+        if unmade:
+            return  # nothing saved there yet: nothing to list
+        if not os.path.isdir(self.directory):  # usually made already (mkdtemp): a stat, not a failing mkdir
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        self._lock_fd = _claim(self.directory)
         try:
             names = sorted(os.listdir(self._mdir))
         except FileNotFoundError:
@@ -146,6 +153,17 @@ class SnapshotStore:
         except BaseException:
             self.close()
             raise
+
+    def _make(self) -> None:
+        """Make and claim an ``unmade`` directory, before the first thing is written in it."""
+        if not self._unmade:
+            return
+        try:
+            os.mkdir(self.directory, mode=0o700)  # not exist_ok: a name taken meanwhile is not ours
+        except OSError as exc:
+            raise SandboxEnvironmentError(f"snapshot_dir {self.directory!r} cannot be made: {exc.strerror}") from exc
+        self._lock_fd = _claim(self.directory)
+        self._unmade = False
 
     def close(self) -> None:
         """Release the directory for another store (also when this process dies)."""
@@ -241,6 +259,7 @@ class SnapshotStore:
         tmp = f"{path}.tmp-{os.getpid()}"
         try:
             if not self._order:
+                self._make()
                 os.makedirs(self._mdir, mode=0o700, exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as fh:
                 fh.write(json.dumps(doc, separators=(",", ":")))  # dumps: the C encoder (dump streams in Python)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, get_args
@@ -21,6 +22,8 @@ from .base import EffectEntry, EffectStatus, Heartbeat, HistoryEntry, RunInfo, S
 from .fold import WHOLE, fold
 
 __all__ = ["SQLiteReads"]
+
+_IN_MAX = 500  # values bound in one IN (...): under SQLite's oldest limit of 999 parameters
 
 _STEP_COLS = "run_id, step, at, record, checkpoint, context"
 _BASE_COLS = f"{_STEP_COLS}, base"  # schema 8 (an older file opened read-only has no base column)
@@ -105,6 +108,21 @@ class SQLiteReads:
     def file_data(self, sha256: str) -> bytes | None:
         rows = self._q_files("SELECT data FROM files WHERE sha256 = ?", (sha256,))
         return bytes(rows[0][0]) if rows else None
+
+    def files_data(self, sha256s: Collection[str]) -> dict[str, bytes]:
+        return {str(sha): bytes(data) for sha, data in self._in("SELECT sha256, data FROM files", sha256s, self._q_files)}
+
+    def blob_texts(self, sha256s: Collection[str]) -> dict[str, str]:
+        return {str(sha): str(text) for sha, text in self._in("SELECT sha256, text FROM blobs", sha256s, self._q)}
+
+    def _in(self, select: str, sha256s: Collection[str], query: Callable[[str, tuple[Any, ...]], list[Any]]) -> list[Any]:
+        """The rows of ``select`` whose sha256 is one of ``sha256s``: one statement per _IN_MAX of them, not one each."""
+        shas = list(dict.fromkeys(sha256s))
+        rows: list[Any] = []
+        for at in range(0, len(shas), _IN_MAX):
+            part = tuple(shas[at:at + _IN_MAX])
+            rows += query(f"{select} WHERE sha256 IN ({','.join('?' * len(part))})", part)
+        return rows
 
     def manifests(self, run_id: str, step: int) -> list[tuple[int, str]]:
         last = self._q_files("SELECT base FROM manifests WHERE run_id = ? AND step <= ? ORDER BY step DESC LIMIT 1",

@@ -18,7 +18,7 @@ Effect ledger statuses::
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -172,8 +172,18 @@ class Store(Protocol):
 
     def blob(self, sha256: str) -> str | None: ...
 
+    def blob_texts(self, sha256s: Collection[str]) -> dict[str, str]:
+        """:meth:`blob` of each of ``sha256s`` in one read (a context row's long items): those the store
+        holds, by sha256; one it does not hold is left out."""
+        ...
+
     def file_data(self, sha256: str) -> bytes | None:
         """The bytes of a workspace file some step kept (see :class:`StepFiles`), by sha256."""
+        ...
+
+    def files_data(self, sha256s: Collection[str]) -> dict[str, bytes]:
+        """:meth:`file_data` of each of ``sha256s`` in one read (a fork writes a step's files): those the
+        store holds, by sha256; one it does not hold is left out."""
         ...
 
     def manifests(self, run_id: str, step: int) -> list[tuple[int, str]]:
@@ -307,8 +317,14 @@ class InMemoryStore:
     def blob(self, sha256: str) -> str | None:
         return self._blobs.get(sha256)
 
+    def blob_texts(self, sha256s: Collection[str]) -> dict[str, str]:
+        return {sha: self._blobs[sha] for sha in sha256s if sha in self._blobs}
+
     def file_data(self, sha256: str) -> bytes | None:
         return self._files.get(sha256)
+
+    def files_data(self, sha256s: Collection[str]) -> dict[str, bytes]:
+        return {sha: self._files[sha] for sha in sha256s if sha in self._files}
 
     def manifests(self, run_id: str, step: int) -> list[tuple[int, str]]:
         rows = self._manifests.get(run_id, {})

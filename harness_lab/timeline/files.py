@@ -188,9 +188,11 @@ def write_files(root: Path, files: Mapping[str, str], store: Store, what: str, s
         if path.startswith("/") or "\0" in path or any(p in ("", ".", "..") for p in parts):
             raise RunStateError(f"{what}: the stored file path {path!r} is not a path inside the workspace")
 
+    held = store.files_data(set(files.values()))  # one read for them all, before anything is written
+
     def fetched() -> Iterator[tuple[str, str, bytes, int | None]]:
         for path, sha in sorted(files.items()):
-            data = store.file_data(sha)
+            data = held.get(sha)
             if data is None:
                 raise RunStateError(f"{what}: the bytes of {path} (sha256 {sha[:12]}) are not in the store ({WITHHELD})")
             if hashlib.sha256(data).hexdigest() != sha:  # an edited store: the workspace would not be the step's

@@ -66,6 +66,8 @@ def test_snapshot_folders_of_killed_runs_are_removed_by_the_next_run(tmp_path: P
     # (each killed run's successor swept the folder before it; the last one's is still there)
     assert [p.name.split("-")[3] for p in own_tmp.glob("harness-lab-snapshots-*")] != []
     run = push_run(tmp_path / "ws", SQLiteStore(tmp_path / "next.sqlite"), CountingOutbox())
+    assert list(own_tmp.glob("harness-lab-snapshots-*")) == []  # swept; this run's own is made when first needed
+    run.snapshot("now")
     (left,) = own_tmp.glob("harness-lab-snapshots-*")
     assert left.name.startswith(f"harness-lab-snapshots-{os.getpid()}-")  # this run's own
     run.close()

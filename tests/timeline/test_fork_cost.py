@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from itertools import count
 from pathlib import Path
 
 import pytest
 
 from harness_lab import Run
+from harness_lab.context import Layer
 from harness_lab.errors import RunStateError
 from harness_lab.loop.approval import AutoApprove
 from harness_lab.proposers import FunctionProposer
@@ -114,16 +116,23 @@ def test_the_contract_version_is_hashed_once_per_contract_object(tmp_path: Path,
     store.close()
 
 
-def test_a_resumed_or_forked_run_does_not_pack_the_trace_its_store_holds(tmp_path: Path) -> None:
+def _alternating(tmp_path: Path, decisions: int) -> tuple[Run, SQLiteStore, Callable[[object], dict[str, str]]]:
+    """A run thinking and reading in turn (no stop rule fires), its store and its proposer's function."""
     steps = count()
 
-    def propose(view: object) -> dict[str, str]:  # thinking and reading in turn: no stop rule fires
+    def propose(view: object) -> dict[str, str]:
         i = next(steps)
         return {"kind": "read_evidence", "id": READS[i % 3]} if i % 2 else {"kind": "think", "thought": f"plan {i}"}
 
     store = SQLiteStore(tmp_path / "runs.db")
-    run = Run(contract=contract(max_decisions=10**6, max_tool_calls=10**6, max_tokens=None), evidence=evidence(),
-              proposer=FunctionProposer(propose), workspace=tmp_path / "ws", store=store, run_id="long")
+    run = Run(contract=contract(max_decisions=decisions, max_tool_calls=decisions, max_tokens=None),
+              evidence=evidence(), proposer=FunctionProposer(propose), workspace=tmp_path / "ws", store=store,
+              run_id="long")
+    return run, store, propose
+
+
+def test_a_resumed_or_forked_run_does_not_pack_the_trace_its_store_holds(tmp_path: Path) -> None:
+    run, store, propose = _alternating(tmp_path, 10**6)
     run.run(max_steps=3)
     run.close()
     resumed = Run.resume(store, "long", proposer=FunctionProposer(propose))
@@ -183,5 +192,52 @@ def test_a_fork_from_the_last_checkpoint_copies_files_and_modes_without_reading_
     assert fork.sandbox.workspace_hash(rescan=True) == source
     assert len(read_back) == 4  # proven again by a later full walk (racily clean)
     fork.close()
+    run.close()
+    store.close()
+
+
+def test_a_fork_from_a_step_reads_its_files_in_one_statement_and_asks_for_its_id_once(tmp_path: Path) -> None:
+    run, store = _writing(tmp_path)
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    fork = run.fork(at_step=4, budget="fresh", new_run_id="F", workspace=tmp_path / "fork")
+    store._db.set_trace_callback(None)
+    reads = [s.split(" WHERE")[0] for s in statements if s.startswith("SELECT")]
+    assert reads.count("SELECT sha256, data FROM files") == 1  # three files, one statement (was: one each)
+    assert reads.count("SELECT 1 FROM runs") == 1  # the fork's id asked for once (was: twice)
+    assert len(statements) == 17  # was 20: the manifests, the rows, one per kind of blob, the lease, the registration
+    assert fork.at(4).files == run.at(4).files
+    fork.close()
+    run.close()
+    store.close()
+
+
+def test_a_context_row_reads_its_long_items_in_one_statement(tmp_path: Path) -> None:
+    run, store, _ = _alternating(tmp_path, 100)
+    for n in range(3):  # items of >= 512 B are stored once by sha256 in blobs (schema 9)
+        run.context.add(Layer.L2, f"a long note {n} " * 50, source="test", round=0)
+    run.run(max_steps=16)  # a whole state at step 16 (FULL_EVERY) holds them all
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    fork = run.fork(at_step=16, budget="fresh", new_run_id="F", workspace=tmp_path / "fork")
+    store._db.set_trace_callback(None)
+    blobs = [s for s in statements if "FROM blobs" in s]
+    assert len(blobs) == 1 and blobs[0].count("'") >= 8  # four or more items (was: one statement each)
+    texts = [item["text"] for item in fork.context.state()["items"]]
+    assert all(f"a long note {n} " * 50 in texts for n in range(3))  # each read back whole
+    fork.close()
+    run.close()
+    store.close()
+
+
+def test_a_fork_makes_no_snapshot_folder_until_it_keeps_a_snapshot(tmp_path: Path) -> None:
+    run, store = _writing(tmp_path)
+    fork = run.fork(at_step=4, budget="fresh", new_run_id="F", workspace=tmp_path / "fork")
+    folder = Path(fork.sandbox.capabilities["snapshot_dir"])
+    assert not folder.exists()  # was: a mkdtemp per run made, snapshot or not
+    snap = fork.sandbox.snapshot("now")
+    assert folder.is_dir() and snap.id in {s.id for s in fork.sandbox.snapshots()}
+    fork.close()
+    assert not folder.exists()
     run.close()
     store.close()
