@@ -176,7 +176,7 @@ class ContextManager(Checkpointing, StoredOutputs, Freshness, KeyedItems):
         while len(window) > INTERACTION_WINDOW:
             old = rec.live.get(window.pop(0))
             if old is not None and old.layer == _L2:
-                rec.put(rec.relayer(old, _L4))
+                rec.demote(old, _L4)
         return item
 
     # ------------------------------------------------------------------ reading

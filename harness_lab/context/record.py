@@ -126,6 +126,22 @@ class ItemRecord:
         self._relayered[item.id] = (item, new)  # all else shared: take_changes needs no field compare
         return new
 
+    def demote(self, item: ContextItem, layer: Layer) -> None:
+        """``put(relayer(item, layer))`` of *item*, the version in the view (a step demotes the interaction
+        that left the window): with the default counter its count stays, so the total does, and the new
+        version shares covers and carries, so no retirement becomes due."""
+        if self.counter is not approx_token_count or not item._header:
+            self.put(self.relayer(item, layer))
+            return
+        item_id = item.id
+        new = relayered(item, layer, f"[{_LAYER_NAMES[layer]}{item._header[3:]}")
+        self._relayered[item_id] = (item, new)
+        self.live[item_id] = new
+        if item_id not in self._changed:
+            self._changed[item_id] = self.archive.get(item_id)
+        self.archive[item_id] = new
+        self.version += 1
+
     def put(self, item: ContextItem) -> None:
         """Put (a new version of) *item* in the view and the record."""
         item_id = item.id
