@@ -106,9 +106,9 @@ def usual_log_json(patches: list[dict[str, Any]], added: list[str] | None, windo
         else:
             out += f',"patches":[{",".join([_PATCH.format(p["id"], p["layer"]) for p in patches])}]'
     if added is not None:
-        out += f',"live_delta":{{"add":{_ids_json(added)}}}'
-    if window is not None:
-        out += f',"window":{_ids_json(window)}'
+        out += (',"live_delta":{"add":["' + '","'.join(added) + '"]}') if added else ',"live_delta":{"add":[]}'
+    if window is not None:  # (each list of ids spelled inline: a step writes two)
+        out += (',"window":["' + '","'.join(window) + '"]') if window else ',"window":[]'
     if next is not None:
         out += f',"next":{next + 0}'
     return out + "}"
@@ -116,7 +116,3 @@ def usual_log_json(patches: list[dict[str, Any]], added: list[str] | None, windo
 
 _LOG_START = f'{{"kind":"context_changes","version":{CHANGES_VERSION}'
 _PATCH = '{{"id":"{}","layer":"{}"}}'
-
-
-def _ids_json(ids: list[str]) -> str:
-    return '["' + '","'.join(ids) + '"]' if ids else "[]"
