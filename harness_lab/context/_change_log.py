@@ -29,13 +29,17 @@ def usual_json(changes: RecordChanges, values: tuple[Any, ...], logged: tuple[An
     *values* are the scalars now, *logged* as the last log gave them."""
     _, patches, retired, live, stubs = changes
     if (retired or stubs is not None or logged is None or not plain_ids or refs.has_new() or refs.stale_changed
-            or values[:4] != logged[:4] or values[6:] != logged[6:] or (live is not None and live[0] is not None)):
+            or (live is not None and live[0] is not None)):
+        return None
+    budget, cap, low_water, subtask, window, next, segment, retained = values  # (SCALARS' order)
+    if (budget != logged[0] or cap != logged[1] or low_water != logged[2] or subtask != logged[3]
+            or segment != logged[6] or retained != logged[7]):
         return None
     for p in patches:
         if len(p) != 2 or "layer" not in p:
             return None
-    return usual_log_json(patches, None if live is None else live[1], values[4] if values[4] != logged[4] else None,
-                          values[5] if values[5] != logged[5] else None)
+    return usual_log_json(patches, None if live is None else live[1], window if window != logged[4] else None,
+                          next if next != logged[5] else None)
 
 
 def log_dict(rec: ItemRecord, refs: RefStore, changes: RecordChanges, raw_items: bool, values: tuple[Any, ...],

@@ -23,11 +23,12 @@ class ContextView:
     proposer that does not read the view (a scripted one) does not pay for ordering it every step.
     """
 
-    __slots__ = ("_items", "_unordered", "_total", "_budget", "_tokens_left")
+    # total_tokens is a slot, not a property: the run reads it every step (a descriptor in C, no call)
+    __slots__ = ("_items", "_unordered", "total_tokens", "_budget", "_tokens_left")
     kind: ClassVar[Literal["context_view"]] = "context_view"
     _items: tuple[ContextItem, ...]
     _unordered: tuple[ContextItem, ...] | None
-    _total: int
+    total_tokens: int
     _budget: int
     _tokens_left: int | None
 
@@ -35,7 +36,7 @@ class ContextView:
         _init = object.__setattr__
         _init(self, "_items", tuple(items))
         _init(self, "_unordered", None)
-        _init(self, "_total", total_tokens)
+        _init(self, "total_tokens", total_tokens)
         _init(self, "_budget", budget_tokens)
         _init(self, "_tokens_left", None)
 
@@ -45,7 +46,7 @@ class ContextView:
         view: Any = _ViewFill()  # what __init__ does, without its calls (see _ItemFill): a step makes one view
         view._items = ()
         view._unordered = tuple(items)
-        view._total = total_tokens
+        view.total_tokens = total_tokens
         view._budget = budget_tokens
         view._tokens_left = None
         view.__class__ = cls
@@ -61,10 +62,6 @@ class ContextView:
             object.__setattr__(self, "_items", view_order(self._unordered))
             object.__setattr__(self, "_unordered", None)
         return self._items
-
-    @property
-    def total_tokens(self) -> int:
-        return self._total
 
     @property
     def budget_tokens(self) -> int:
@@ -91,13 +88,13 @@ class ContextView:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ContextView):
             return NotImplemented
-        return (self.items, self._total, self._budget) == (other.items, other._total, other._budget)
+        return (self.items, self.total_tokens, self._budget) == (other.items, other.total_tokens, other._budget)
 
     def __hash__(self) -> int:
-        return hash((self.items, self._total, self._budget))
+        return hash((self.items, self.total_tokens, self._budget))
 
     def __repr__(self) -> str:
-        return f"ContextView(items={self.items!r}, total_tokens={self._total}, budget_tokens={self._budget})"
+        return f"ContextView(items={self.items!r}, total_tokens={self.total_tokens}, budget_tokens={self._budget})"
 
     @property
     def over_budget(self) -> bool:

@@ -98,23 +98,21 @@ def usual_log_json(patches: list[dict[str, Any]], added: list[str] | None, windo
     """The compact JSON (as pydantic_core's ``to_json`` spells it) of the usual step's change log but its
     items: layer patches, ids added to the view, the window, next, each left out when None or empty
     (patches) as take_changes leaves it out. Every id plain (:func:`plain_ids`)."""
-    parts = [_LOG_START]
+    # (one string grown by +=: CPython extends it in place, cheaper than a list of parts and a join)
+    out = _LOG_START
     if patches:
-        parts.append(',"patches":[')
-        parts.append(",".join([f'{{"id":"{p["id"]}","layer":"{p["layer"]}"}}' for p in patches]))
-        parts.append("]")
+        if len(patches) == 1:  # a step demotes one interaction
+            out += f',"patches":[{{"id":"{patches[0]["id"]}","layer":"{patches[0]["layer"]}"}}]'
+        else:
+            out += f',"patches":[{",".join([_PATCH.format(p["id"], p["layer"]) for p in patches])}]'
     if added is not None:
-        parts.append(f',"live_delta":{{"add":{_ids_json(added)}}}')
-    if window is not None:
-        parts.append(f',"window":{_ids_json(window)}')
+        out += (',"live_delta":{"add":["' + '","'.join(added) + '"]}') if added else ',"live_delta":{"add":[]}'
+    if window is not None:  # (each list of ids spelled inline: a step writes two)
+        out += (',"window":["' + '","'.join(window) + '"]') if window else ',"window":[]'
     if next is not None:
-        parts.append(f",\"next\":{next + 0}")
-    parts.append("}")
-    return "".join(parts)
+        out += f',"next":{next + 0}'
+    return out + "}"
 
 
 _LOG_START = f'{{"kind":"context_changes","version":{CHANGES_VERSION}'
-
-
-def _ids_json(ids: list[str]) -> str:
-    return '["' + '","'.join(ids) + '"]' if ids else "[]"
+_PATCH = '{{"id":"{}","layer":"{}"}}'

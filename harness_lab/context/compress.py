@@ -105,7 +105,7 @@ Restamp = Callable[[ContextItem, dict[str, Any]], ContextItem]
 
 
 def _total(live: Mapping[str, ContextItem]) -> int:
-    return sum(item.tokens for item in live.values())
+    return sum(map(_TOKENS, live.values()))  # (in C: a generator resumes once per item)
 
 
 def _layer_items(live: Mapping[str, ContextItem], layer: Layer) -> list[ContextItem]:

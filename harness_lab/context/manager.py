@@ -156,7 +156,8 @@ class ContextManager(Checkpointing, StoredOutputs, Freshness, KeyedItems):
         :meth:`mark_stale`; ``anomaly=None`` detects anomalies in *result*.
         """
         rec = self._rec
-        rec.maybe_retire()
+        if len(rec.archive) - rec.retained >= rec.retire_min:  # maybe_retire's first test, inline (every step)
+            rec.maybe_retire()
         try:  # str.isascii, not action.isascii: it also refuses bytes, and a wrong type costs nothing until seen
             plain = (str.isascii(action) and str.isascii(result) and str.isascii(source)
                      and (key is None or str.isascii(key)))
@@ -176,7 +177,7 @@ class ContextManager(Checkpointing, StoredOutputs, Freshness, KeyedItems):
         while len(window) > INTERACTION_WINDOW:
             old = rec.live.get(window.pop(0))
             if old is not None and old.layer == _L2:
-                rec.put(rec.relayer(old, _L4))
+                rec.demote(old, _L4)
         return item
 
     # ------------------------------------------------------------------ reading

@@ -20,6 +20,7 @@ checkpoint can store what changed since the previous one instead of the whole re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any
 
 from ._versions import INIT_SET, REQUIRED, build, count, counted, patch, relayered, replace
@@ -31,6 +32,7 @@ __all__ = ["BUILT_FROM_OTHERS", "ItemRecord"]
 BUILT_FROM_OTHERS = frozenset({"summary", "conclusion"})
 # Roles a later item with the same key supersedes (current_with_key callers): kept while current.
 _SUPERSEDABLE = frozenset({"summary", "conclusion", "feedback", "resume"})
+_tokens = attrgetter("tokens")
 RETIRE_MIN = 128  # archive growth (items) that triggers a retirement pass; amortizes its O(archive)
 
 
@@ -126,6 +128,22 @@ class ItemRecord:
         self._relayered[item.id] = (item, new)  # all else shared: take_changes needs no field compare
         return new
 
+    def demote(self, item: ContextItem, layer: Layer) -> None:
+        """``put(relayer(item, layer))`` of *item*, the version in the view (a step demotes the interaction
+        that left the window): with the default counter its count stays, so the total does, and the new
+        version shares covers and carries, so no retirement becomes due."""
+        if self.counter is not approx_token_count or not item._header:
+            self.put(self.relayer(item, layer))
+            return
+        item_id = item.id
+        new = relayered(item, layer, f"[{_LAYER_NAMES[layer]}{item._header[3:]}")
+        self._relayered[item_id] = (item, new)
+        self.live[item_id] = new
+        if item_id not in self._changed:
+            self._changed[item_id] = self.archive.get(item_id)
+        self.archive[item_id] = new
+        self.version += 1
+
     def put(self, item: ContextItem) -> None:
         """Put (a new version of) *item* in the view and the record."""
         item_id = item.id
@@ -166,7 +184,7 @@ class ItemRecord:
         for item in live.values():
             if archive.get(item.id) is not item:
                 self._record(item)
-        self.total = sum(i.tokens for i in live.values())
+        self.total = sum(map(_tokens, live.values()))  # (in C: a generator resumes once per item)
         self._live_dirty = self._retire_due = True
         self.version += 1
 
@@ -223,14 +241,19 @@ class ItemRecord:
         if dirty:
             stubs = {i: s for i, s in stubs.items() if i in covered}
         gone = [i for i in archive if i not in keep]
-        take, forget, unrelayer = archive.pop, self._changed.pop, self._relayered.pop
+        take = archive.pop
         for item_id in gone:
             item = take(item_id)
-            forget(item_id, None)
-            unrelayer(item_id, None)  # (a shortcut only: a run that takes no change log keeps none of them)
             if item_id in covered:  # a retired item is never a stub already: a new one
                 stubs[item_id] = (item.key, item.source)
                 dirty = True
+        # The change log's entries of retired items go (relayered: a shortcut only; a run that takes no change
+        # log keeps none of them). Both hold what changed since the last take, mostly none of the retired:
+        # walked, not popped once per retired item.
+        for log in (self._changed, self._relayered):
+            if log:
+                for item_id in [i for i in log if i not in archive]:
+                    del log[item_id]
         if dirty:
             self._stubs_dirty, self._stub_rows = True, None
         self.stubs = stubs

@@ -53,12 +53,9 @@ class ContextRows:
         self._shas: dict[str, tuple[str, str]] = {}  # item id -> (its text, that text's sha256)
         self._stubs: tuple[list[list[Any]], str, bool] | None = None  # the last whole state's (see _stubs_text)
         self._demoted: list[tuple[ContextItem, ContextItem]] = []  # (before, after) since the last whole state
-        self._from = context_from  # until the first whole state: the checkpoint the base row stands for
-
-    @property
-    def context_from(self) -> str | None:
-        """The checkpoint ("run@step") the rows' context stands for until their first whole state."""
-        return self._from
+        # The checkpoint ("run@step") the rows' context stands for until their first whole state (None after
+        # it). An attribute, not a property: a checkpoint reads it every step.
+        self.context_from = context_from
 
     def adopt(self, ctx: ContextManager, loaded: Mapping[str, str]) -> None:
         """The run's context was just read from the store (a fork): its items' stored texts by id,
@@ -88,7 +85,7 @@ class ContextRows:
         """The context of row ``step`` (a whole state every ``full_every`` steps, or once the change logs
         since reach ``full_bytes``; a change log otherwise) to redact, its new blobs, its base step.
         After a failed write call :meth:`forget`: the change log may be half taken."""
-        if self._from is not None and self._base is None:
+        if self.context_from is not None and self._base is None:
             # A fork's first row: its context is the source checkpoint's, stored already (redacted under
             # this very contract). Name it; the change logs of the next rows build on it.
             ctx.discard_changes()
@@ -98,7 +95,7 @@ class ContextRows:
                  or self._since >= full_bytes)
         base: int | None
         if whole:
-            self._from = None
+            self.context_from = None
             # Retire first: up to max(128, view) items that left the view for good wait for the next
             # retirement pass; a whole state without them is what every restore and fork reads back.
             ctx.retire()
@@ -130,18 +127,25 @@ class ContextRows:
                 if redacted == text:
                     self._verbatim.append(entry["sha256"])
         cache = self._item_texts
-        if whole:  # the texts of the items demoted since the last one, from the texts before (oldest first)
-            for before, after in self._demoted:
-                if (hit := cache.get(after.id)) is not None and hit[0] is before and (
-                        derived := _relayer_text(hit[1], before, after)) is not None:
-                    cache[after.id] = (after, derived)
-            self._demoted = []
         missing, raw = [], [check]
-        for i in items:
-            if (hit := cache.get(i.id)) is None or hit[0] is not i:
-                if hit is not None and whole and (derived := _relayered(hit, i)) is not None:
-                    cache[i.id] = (i, derived)  # otherwise demoted since its text was written (by this step)
-                else:
+        if whole:
+            # The items demoted since the last whole state, by id: (the version whose text was written, the
+            # latest), a chain of demotions joined. Only those still in this state get a text derived.
+            pending: dict[str, tuple[ContextItem, ContextItem]] = {}
+            for before, after in self._demoted:
+                first = pending.get(after.id)
+                pending[after.id] = (first[0] if first is not None and first[1] is before else before, after)
+            self._demoted = []
+            for i in items:
+                if (hit := cache.get(i.id)) is None or hit[0] is not i:
+                    if hit is not None and (derived := _derived(hit, i, pending.get(i.id))) is not None:
+                        cache[i.id] = (i, derived)  # otherwise demoted since its text was written (by this step)
+                    else:
+                        missing.append(i)
+                        raw.append(compact_json(i) or _dumps(i.to_dict(compact=True)))
+        else:
+            for i in items:  # (a change log's items are new or rewritten: never in the cache as they are)
+                if (hit := cache.get(i.id)) is None or hit[0] is not i:
                     missing.append(i)
                     raw.append(compact_json(i) or _dumps(i.to_dict(compact=True)))
         return ContextRow(items, missing, raw, whole, head), blobs, base
@@ -219,6 +223,15 @@ def _relayered(hit: tuple[ContextItem, str], new: ContextItem) -> str | None:
     differ in their layer alone, else None."""
     old, text = hit
     return _relayer_text(text, old, new) if _all_but_layer(old) == _all_but_layer(new) else None
+
+
+def _derived(hit: tuple[ContextItem, str], new: ContextItem,
+             demoted: tuple[ContextItem, ContextItem] | None) -> str | None:
+    """The redacted text of ``new`` from the cached one of an older version (``hit``): known to differ in
+    the layer alone when they are the ends of its demotions (``demoted``), else compared."""
+    if demoted is not None and demoted[0] is hit[0] and demoted[1] is new:
+        return _relayer_text(hit[1], hit[0], new)
+    return _relayered(hit, new)
 
 
 def _relayer_text(text: str, old: ContextItem, new: ContextItem) -> str | None:

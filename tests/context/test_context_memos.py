@@ -24,6 +24,8 @@ def test_items_and_views_made_fast_are_the_frozen_classes() -> None:
     assert type(view) is ContextView and view.items == (item,) and view.total_tokens == 3
     with pytest.raises(AttributeError):
         view._total = 4  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        view.total_tokens = 4  # type: ignore[misc]
 
 
 def test_anomaly_answers_kept_for_short_texts_are_the_patterns() -> None:

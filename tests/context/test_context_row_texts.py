@@ -148,3 +148,36 @@ def test_a_demotion_is_a_layer_patch_only_when_nothing_else_changed_since_the_la
     ctx.add_interaction(5, "cat", "a b", source="read_file:f5")
     assert ctx.take_changes()["patches"] == [{"id": "c2", "layer": "L4", "freshness": "stale"}]
     assert ctx.demoted_versions() == []
+
+
+def test_a_whole_state_derives_texts_only_for_the_demoted_items_it_holds(tmp_path: Path) -> None:
+    """An interaction demoted since the last whole state and then summarized away (a compression pass
+    every ~55 steps) is not in the next whole state: its text is not derived (counted per whole state)."""
+    store = SQLiteStore(tmp_path / "runs.sqlite")
+    run = think_run(tmp_path / "ws", store, "R1")
+    derived: list[str] = []
+    extra = held = 0
+    take, relayer_text = ContextRows.take, cp._relayer_text
+
+    def spy(self: ContextRows, ctx: ContextManager, step: int, *, full_every: int,
+            full_bytes: int) -> tuple[cp.ContextRow | None, list[tuple[str, str]], int | None]:
+        nonlocal extra, held
+        derived.clear()
+        out = take(self, ctx, step, full_every=full_every, full_bytes=full_bytes)
+        if out[0] is not None and out[0].whole:
+            ids = {i.id for i in out[0].items}
+            extra += sum(i not in ids for i in derived)
+            held += sum(i in ids for i in derived)
+        return out
+
+    def counting(text: str, old: cp.ContextItem, new: cp.ContextItem) -> str | None:
+        derived.append(new.id)
+        return relayer_text(text, old, new)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ContextRows, "take", spy)
+        patch.setattr(cp, "_relayer_text", counting)
+        for _ in range(12 * FULL_EVERY + 1):
+            run.step()
+    assert extra == 0 and held > 2 * FULL_EVERY
+    run.close()
