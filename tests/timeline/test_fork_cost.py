@@ -41,9 +41,8 @@ def _writing(tmp_path: Path) -> tuple[Run, SQLiteStore]:
     return run, store
 
 
-def test_a_fork_from_a_step_does_not_read_back_the_files_it_wrote(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    run, store = _writing(tmp_path)
+def _reads_back(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the files a sandbox reads back into its blob store from now on."""
     read_back: list[int] = []
     put_fd = BlobStore.put_fd
 
@@ -52,6 +51,13 @@ def test_a_fork_from_a_step_does_not_read_back_the_files_it_wrote(tmp_path: Path
         return put_fd(self, fd, size_hint)
 
     monkeypatch.setattr(BlobStore, "put_fd", counting)
+    return read_back
+
+
+def test_a_fork_from_a_step_does_not_read_back_the_files_it_wrote(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    run, store = _writing(tmp_path)
+    read_back = _reads_back(monkeypatch)
     fork = run.fork(at_step=4, budget="fresh", workspace=tmp_path / "fork")
     assert read_back == []  # the first row's scan took the hashes the fork wrote the files with
     files = {p: e[1] for p, e in fork.sandbox.manifest().items() if e[0] == "f"}
@@ -178,14 +184,7 @@ def test_a_fork_from_the_last_checkpoint_copies_files_and_modes_without_reading_
     (ws / "empty").mkdir(mode=0o700)
     run, store = _writing(tmp_path)
     source = run.sandbox.workspace_hash(rescan=True)
-    read_back: list[int] = []
-    put_fd = BlobStore.put_fd
-
-    def counting(self: BlobStore, fd: int, size_hint: int) -> str:
-        read_back.append(size_hint)
-        return put_fd(self, fd, size_hint)
-
-    monkeypatch.setattr(BlobStore, "put_fd", counting)
+    read_back = _reads_back(monkeypatch)
     fork = run.fork(f"{run.run_id}@{run.step_no}", workspace=tmp_path / "fork")
     assert read_back == []
     assert fork.sandbox.manifest() == run.sandbox.manifest()  # each file's sha256 and mode, each folder's mode
