@@ -148,11 +148,14 @@ class SQLiteStore(SQLiteReads):
                     db.execute("ROLLBACK")
                     raise
                 db.execute("COMMIT")
-            except sqlite3.IntegrityError as exc:
-                raise StoreError(f"{self.path}: refused to overwrite ({exc})") from exc
             except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: {exc}") from exc
+                raise self._sqlite_error(exc) from exc
             return changed
+
+    def _sqlite_error(self, exc: sqlite3.Error) -> StoreError:
+        """The one-line error of a write SQLite refused (a constraint: an overwrite)."""
+        return StoreError(f"{self.path}: refused to overwrite ({exc})" if isinstance(exc, sqlite3.IntegrityError)
+                          else f"{self.path}: {exc}")
 
     # -- runs -----------------------------------------------------------------------------------
     def create_run(self, run_id: str, spec: dict[str, Any], at: float) -> None:
@@ -233,7 +236,7 @@ class SQLiteStore(SQLiteReads):
             return StoreError(f"{self.path}: run id {run_id!r} exists already; resume it or choose another id")
         if "UNIQUE constraint failed: steps." in cause:
             return StoreError(f"{self.path}: run {run_id!r} already has step {step}; refused to overwrite it")
-        return StoreError(f"{self.path}: refused to overwrite ({exc})" if cause else f"{self.path}: {exc}")
+        return self._sqlite_error(exc)
 
     # -- the side-effect ledger -------------------------------------------------------------------
     def record_intent(self, entry: EffectEntry) -> EffectEntry | None:
