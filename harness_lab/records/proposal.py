@@ -308,21 +308,26 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
             copied = dict(raw_map)
     # A loop proposes the same few calls again and again: the action (frozen, plain str fields) is made
     # once per distinct call, and so are what a step reads of it (see _ACTION_TEXTS).
-    if sum(map(len, values.values())) > _SEEN_CHARS:  # a long text (a report, a file): not kept
-        return built(Proposal, {"kind": "proposal", "raw": copied, "action": built(ACTION_MODELS[kind], values,
-                     shared_fields(given)), "error": None, "claims": claims}, _PROPOSAL_SET)
+    kept = sum(map(len, values.values())) <= _SEEN_CHARS  # a long text (a report, a file) is not kept
     key = (tuple(given), *values.values())  # (the kind fixes how many values follow)
-    action = _FLAT_SEEN.get(key)
+    action = _FLAT_SEEN.get(key) if kept else None
     if action is None:
-        if len(_FLAT_SEEN) >= 256:
-            _FLAT_SEEN.clear()
-            _ACTION_TEXTS.clear()
-        action = _FLAT_SEEN[key] = built(ACTION_MODELS[kind], values, shared_fields(given))
-        canonical, shown = flat_json(values, _FLAT_JSON[type(action)]), _flat_shown(values, len(values))
-        if canonical is not None and shown is not None:
-            _ACTION_TEXTS[id(action)] = (action, canonical, f"{kind}({shown})")
+        action = built(ACTION_MODELS[kind], values, shared_fields(given))
+        if kept:
+            _keep(key, action, kind, values)
     return built(Proposal, {"kind": "proposal", "raw": copied, "action": action, "error": None, "claims": claims},
                  _PROPOSAL_SET)
+
+
+def _keep(key: tuple[Any, ...], action: Any, kind: str, values: dict[str, Any]) -> None:
+    """Keep a short call's action for the next parse of it, with its canonical JSON and description."""
+    if len(_FLAT_SEEN) >= 256:
+        _FLAT_SEEN.clear()
+        _ACTION_TEXTS.clear()
+    _FLAT_SEEN[key] = action
+    canonical, shown = flat_json(values, _FLAT_JSON[type(action)]), _flat_shown(values, len(values))
+    if canonical is not None and shown is not None:
+        _ACTION_TEXTS[id(action)] = (action, canonical, f"{kind}({shown})")
 
 
 _PROPOSAL_SET = shared_fields(("raw", "action", "claims"))
