@@ -128,24 +128,20 @@ class ContextRows:
                     self._verbatim.append(entry["sha256"])
         cache = self._item_texts
         missing, raw = [], [check]
+        # The items demoted since the last whole state, by id: (the version whose text was written, the
+        # latest), a chain of demotions joined. Only those still in a whole state get a text derived (a
+        # change log's items are new or rewritten: never derived).
+        pending: dict[str, tuple[ContextItem, ContextItem]] = {}
         if whole:
-            # The items demoted since the last whole state, by id: (the version whose text was written, the
-            # latest), a chain of demotions joined. Only those still in this state get a text derived.
-            pending: dict[str, tuple[ContextItem, ContextItem]] = {}
             for before, after in self._demoted:
                 first = pending.get(after.id)
                 pending[after.id] = (first[0] if first is not None and first[1] is before else before, after)
             self._demoted = []
-            for i in items:
-                if (hit := cache.get(i.id)) is None or hit[0] is not i:
-                    if hit is not None and (derived := _derived(hit, i, pending.get(i.id))) is not None:
-                        cache[i.id] = (i, derived)  # otherwise demoted since its text was written (by this step)
-                    else:
-                        missing.append(i)
-                        raw.append(compact_json(i) or _dumps(i.to_dict(compact=True)))
-        else:
-            for i in items:  # (a change log's items are new or rewritten: never in the cache as they are)
-                if (hit := cache.get(i.id)) is None or hit[0] is not i:
+        for i in items:
+            if (hit := cache.get(i.id)) is None or hit[0] is not i:
+                if whole and hit is not None and (derived := _derived(hit, i, pending.get(i.id))) is not None:
+                    cache[i.id] = (i, derived)  # otherwise demoted since its text was written (by this step)
+                else:
                     missing.append(i)
                     raw.append(compact_json(i) or _dumps(i.to_dict(compact=True)))
         return ContextRow(items, missing, raw, whole, head), blobs, base
