@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import weakref
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -66,14 +67,15 @@ _SEP = ',"'
 
 
 def run_spec(run: Run) -> dict[str, Any]:
-    """How to rebuild this run in another process (redacted before it is stored)."""
+    """How to rebuild this run in another process (redacted before it is stored). Its ``contract`` is
+    shared with the next spec of the same contract object: read it, do not change it."""
     proposer: dict[str, Any] = {"kind": type(run.proposer).__name__}
     if isinstance(run.proposer, ScriptedProposer):
         proposer = {"kind": "scripted", "actions": list(run.proposer.actions), "then": run.proposer.then}
     return {
         "kind": "run_spec",
         "scenario": run.scenario,
-        "contract": run.contract.model_dump(mode="json"),
+        "contract": _contract_dump(run.contract),
         "workspace": str(run.workspace),
         "validation": run.validation,
         "proposer": proposer,
@@ -81,6 +83,20 @@ def run_spec(run: Run) -> dict[str, Any]:
         # resume keeps it; left out at "auto", so specs of runs that chose nothing stay as they were
         **({"isolation": run.isolation} if run.isolation != "auto" else {}),
     }
+
+
+def _contract_dump(contract: ControlContract) -> dict[str, Any]:
+    """``contract.model_dump(mode="json")``, kept for the last contract object asked (~20 µs: every fork of
+    a run registers its contract again). A frozen contract's content never changes."""
+    global _LAST_CONTRACT
+    last = _LAST_CONTRACT  # read once: another thread may replace it meanwhile
+    if last is None or last[0]() is not contract:
+        last = _LAST_CONTRACT = (weakref.ref(contract), contract.model_dump(mode="json"))
+    return last[1]
+
+
+# The last contract run_spec dumped (weakly: a contract dropped is not kept alive), and its dump.
+_LAST_CONTRACT: tuple[weakref.ref[ControlContract], dict[str, Any]] | None = None
 
 
 def spec_binding(spec: dict[str, Any]) -> dict[str, Any]:

@@ -157,7 +157,7 @@ class Checkpointer(_RowData):
         self.window = 64
         if fresh:  # registered with a first checkpoint (step 0), in one transaction: a kill before step 1 resumes too
             self._write(run.step_no, "null", run.sandbox.workspace_hash(), run.usage,
-                        register=json.loads(self._redact(_dumps(run_spec(run)))))
+                        register=json.loads(self._redact.json(_dumps(run_spec(run)))))
 
     def adopt(self, checkpoint: Checkpoint) -> None:
         """Carry the slow-moving fields on from a loaded checkpoint (resume, fork)."""

@@ -4,7 +4,8 @@ One row per run being written (``leases``): the holder's pid, host, identity (bo
 :func:`harness_lab.process_id.process_identity`), a random token of the store object that took it, and
 since when. Taking it is one ``BEGIN IMMEDIATE`` transaction (read the row, judge it, write ours), so of
 two processes that start together exactly one gets it; the other is refused in one line naming the
-holder, with nothing written. A row whose holder is dead (same host, and its pid gone or now another
+holder, with nothing written. A run nobody holds (a new run, a fork: the usual case) is taken by one
+``INSERT OR IGNORE``, its own transaction: the row is written only where none is, so nothing needs judging. A row whose holder is dead (same host, and its pid gone or now another
 process: the identity differs) is taken over, so kill -9 and ``resume`` keep working. A holder on another
 host cannot be judged from here and is refused. The same process may take its run again (another store
 object on the file, as in-process tests and a notebook do): one process is one writer. The store
@@ -26,6 +27,8 @@ __all__ = ["LEASES", "Holder", "release", "take"]
 
 LEASES = ("CREATE TABLE IF NOT EXISTS leases (run_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, host TEXT NOT NULL,"
           " started TEXT NOT NULL, token TEXT NOT NULL, since REAL NOT NULL)")
+
+_TAKE_FREE = "INSERT OR IGNORE INTO leases (run_id, pid, host, started, token, since) VALUES (?, ?, ?, ?, ?, ?)"
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class Holder:
 def take(db: sqlite3.Connection, run_id: str, me: Holder) -> None:
     """Take ``run_id``'s lease for ``me`` in one transaction, or raise :class:`RunStateError` naming the
     holder (the transaction rolled back: nothing written). Call with the store's lock held."""
+    if db.execute(_TAKE_FREE, (run_id, me.pid, me.host, me.started, me.token, time.time())).rowcount == 1:
+        return  # no row was there: ours now (two statements fewer than the judged transaction below)
     db.execute("BEGIN IMMEDIATE")
     try:
         row = db.execute("SELECT pid, host, started, token, since FROM leases WHERE run_id = ?", (run_id,)).fetchone()

@@ -34,6 +34,9 @@ _SETTLED = ("SELECT key, run_id, step, tool, CASE WHEN status IN ('intent', 'res
 _KEYED_ROW = "id = (SELECT run_no FROM runs WHERE run_id = effects.run_id) * 4294967296 + effects.step"
 _PAIR_ROW = "run_id = effects.run_id AND step = effects.step"  # files of schema 4 or older: keyed by the pair
 _STATUSES = frozenset(get_args(EffectStatus))
+# The manifest rows that fold to a step's files: from the base of the last row at or before it (NULL: none).
+_MANIFEST_ROWS = ("SELECT step, text FROM manifests WHERE run_id = ? AND step <= ? AND step >= (SELECT base FROM "
+                  "manifests WHERE run_id = ? AND step <= ? ORDER BY step DESC LIMIT 1) ORDER BY step")
 
 
 class SQLiteReads:
@@ -125,12 +128,7 @@ class SQLiteReads:
         return rows
 
     def manifests(self, run_id: str, step: int) -> list[tuple[int, str]]:
-        last = self._q_files("SELECT base FROM manifests WHERE run_id = ? AND step <= ? ORDER BY step DESC LIMIT 1",
-                             (run_id, step))
-        if not last:
-            return []
-        rows = self._q_files("SELECT step, text FROM manifests WHERE run_id = ? AND step >= ? AND step <= ? ORDER BY step",
-                             (run_id, int(last[0][0]), step))
+        rows = self._q_files(_MANIFEST_ROWS, (run_id, step, run_id, step))  # one statement: Run.at reads two steps
         return [(int(n), str(t)) for n, t in rows]
 
     def _q_files(self, sql: str, args: tuple[Any, ...]) -> list[Any]:

@@ -204,7 +204,13 @@ def test_a_fork_from_a_step_reads_its_files_in_one_statement_and_asks_for_its_id
     reads = [s.split(" WHERE")[0] for s in statements if s.startswith("SELECT")]
     assert reads.count("SELECT sha256, data FROM files") == 1  # three files, one statement (was: one each)
     assert reads.count("SELECT 1 FROM runs") == 1  # the fork's id asked for once (was: twice)
-    assert len(statements) == 17  # was 20: the manifests, the rows, one per kind of blob, the lease, the registration
+    assert reads.count("SELECT step, text FROM manifests") == 1  # the manifest rows and their base: one read (was two)
+    assert [s for s in statements if "leases" in s or s in ("BEGIN IMMEDIATE", "COMMIT")] == [
+        statements[statements.index("BEGIN IMMEDIATE") - 1], "BEGIN IMMEDIATE", "COMMIT"]  # the registration's only
+    assert statements[statements.index("BEGIN IMMEDIATE") - 1].startswith("INSERT OR IGNORE INTO leases ")
+    # was 17 (20 before): the manifests, the rows, one per kind of blob, the lease (one INSERT, was a transaction
+    # of four statements), the registration
+    assert len(statements) == 13
     assert fork.at(4).files == run.at(4).files
     fork.close()
     run.close()
@@ -238,5 +244,44 @@ def test_a_fork_makes_no_snapshot_folder_until_it_keeps_a_snapshot(tmp_path: Pat
     assert folder.is_dir() and snap.id in {s.id for s in fork.sandbox.snapshots()}
     fork.close()
     assert not folder.exists()
+    run.close()
+    store.close()
+
+
+def test_a_fork_registers_its_spec_without_dumping_its_contract_again(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fork's spec is its source's with another workspace: the contract's dump (~20 µs) is the one its
+    # source registered with; another contract object is dumped afresh.
+    run, store = _writing(tmp_path)
+    dumped: list[object] = []
+    model_dump = type(run.contract).model_dump
+
+    def counting(self: object, **kwargs: object) -> object:
+        dumped.append(self)
+        return model_dump(self, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(run.contract), "model_dump", counting)
+    forks = [run.fork(at_step=n, budget="fresh", new_run_id=f"F{n}", workspace=tmp_path / f"fork{n}") for n in (3, 4)]
+    assert dumped == []
+    for fork in forks:
+        assert store.run_info(fork.run_id).spec["contract"] == model_dump(run.contract, mode="json")
+        assert store.run_info(fork.run_id).spec["workspace"] == str(fork.workspace)
+    other = make_run(tmp_path / "other", [{"kind": "think", "thought": "x"}], store=store, run_id="other",
+                     contract_=run.contract.with_budget(max_decisions=99))
+    assert [made is other.contract for made in dumped] == [True, True]  # its version, its spec: once each
+    assert store.run_info("other").spec["contract"]["stop"]["budget"]["max_decisions"] == 99
+    for made in (*forks, other, run):
+        made.close()
+    store.close()
+
+
+def test_a_fork_spec_is_redacted_like_any_other(tmp_path: Path) -> None:
+    # The spec's clean pieces are remembered (Redactor.json): a secret in the one new piece, the fork's
+    # workspace, is still caught.
+    run, store = _writing(tmp_path)
+    fork = run.fork(at_step=4, budget="fresh", new_run_id="F", workspace=tmp_path / "password=hunter2hunter2")
+    workspace = store.run_info("F").spec["workspace"]
+    assert "hunter2" not in workspace and "[REDACTED]" in workspace
+    fork.close()
     run.close()
     store.close()
