@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["GONE", "SHARED", "WHOLE", "dumps", "fold"]
+__all__ = ["GONE", "SHARED", "WHOLE", "dumps", "fold", "loads"]
 
 WHOLE = '{"kind"'  # how a whole checkpoint text starts (every form; a delta never holds "kind")
 GONE = "-"  # a delta's list of the keys the row before had and this one has not
@@ -55,6 +55,13 @@ def dumps(value: Any) -> str:
         return orjson.dumps(value).decode()
     except TypeError:  # orjson.JSONEncodeError: an integer it cannot hold
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def loads(text: str) -> Any:
+    """``json.loads(text)``, by orjson where it can (~5x faster on a manifest row); the standard library
+    has the last word on what orjson refuses (an escaped lone surrogate, as a path may hold), so the
+    result never differs."""
+    return _loads(text)[0]
 
 
 def _loads(text: str) -> tuple[Any, bool]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import RunStateError
 from ..store import StepFiles, Store
+from ..store.fold import loads
 from .records import FileChange
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def files_at(store: Store, run_id: str, step: int) -> dict[str, str] | None:
         return None
     files: dict[str, str] = {}
     for _, text in rows:
-        for path, sha in json.loads(text).items():
+        for path, sha in loads(text).items():
             if sha is None:
                 files.pop(path, None)
             else:

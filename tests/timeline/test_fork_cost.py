@@ -3,6 +3,7 @@ store, hash the contract a second time, read rows that cannot have changed. Coun
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Callable
@@ -18,7 +19,8 @@ from harness_lab.loop.approval import AutoApprove
 from harness_lab.proposers import FunctionProposer
 from harness_lab.sandbox.blobs import BlobStore
 from harness_lab.sandbox.scan import Scanner
-from harness_lab.store import SQLiteStore
+from harness_lab.store import SQLiteStore, StepFiles
+from harness_lab.timeline.files import files_at
 from tests.loop.loophelpers import contract, evidence, make_run
 
 READS = ("harness-boundary", "acceptance-snapshot", "budget-gates")
@@ -284,4 +286,34 @@ def test_a_fork_spec_is_redacted_like_any_other(tmp_path: Path) -> None:
     assert "hunter2" not in workspace and "[REDACTED]" in workspace
     fork.close()
     run.close()
+    store.close()
+
+
+def test_a_steps_files_are_folded_without_the_standard_librarys_parser(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # files_at reads up to FULL_EVERY manifest rows (Run.at(n) twice): orjson parses them (~5x faster), and
+    # json.loads has the last word only on what orjson refuses (below).
+    run, store = _writing(tmp_path)
+    parsed: list[str] = []
+    real = json.loads
+    monkeypatch.setattr(json, "loads", lambda text, *a, **k: parsed.append(text) or real(text, *a, **k))
+    now, before = files_at(store, run.run_id, 5), files_at(store, run.run_id, 4)
+    assert now is not None and before is not None and set(now) == set(before) == {"a.md", "notes/b.md", "notes/c.md"}
+    assert now["a.md"] != before["a.md"] and now["notes/b.md"] == before["notes/b.md"]  # step 5 rewrote a.md
+    assert parsed == []
+    run.close()
+    store.close()
+
+
+def test_a_stored_path_orjson_refuses_is_folded_as_the_standard_library_reads_it(tmp_path: Path) -> None:
+    # A file name that is not UTF-8 (os.fsdecode: a lone surrogate) is stored escaped; orjson refuses it.
+    store = SQLiteStore(tmp_path / "runs.db")
+    odd = "notes/\udcff.md"
+    whole = json.dumps({"a.md": "1" * 64, odd: "2" * 64}, separators=(",", ":"))
+    store.commit_step("R", 0, 0.0, "null", '{"kind":"checkpoint"}', None, register={"kind": "run_spec"},
+                      files=StepFiles(0, whole))
+    store.commit_step("R", 1, 0.0, "null", '{"kind":"checkpoint"}', None,
+                      files=StepFiles(0, json.dumps({odd: None, "b.md": "3" * 64}, separators=(",", ":"))))
+    assert files_at(store, "R", 0) == {"a.md": "1" * 64, odd: "2" * 64}
+    assert files_at(store, "R", 1) == {"a.md": "1" * 64, "b.md": "3" * 64}
     store.close()
