@@ -1,6 +1,7 @@
 """Time travel cost: ``run.at(n)`` and a fork from step n at 1,000 and 10,000 steps.
 
     .venv/bin/python bench/time_travel.py [--steps 1000 10000] [--repeats 15] [--points 5]
+    .venv/bin/python bench/time_travel.py --old ../wt-at-main [--steps 1000 10000] [--rounds 30]
 
 A scripted loop (two no-op ``think`` calls, then a ``write_file`` of one of five files, over and over:
 the workspace changes every third step) checkpoints every step into ``SQLiteStore``, the files beside
@@ -17,6 +18,11 @@ Side by side, measured in the same minute: ``fork("bench@<last>")``, the fork fr
 that existed before (it copies the live workspace): what any fork costs on this machine now, so a busy
 machine's figures can be read against it.
 
+``--old TREE`` instead compares two source trees (e.g. ``git worktree add /tmp/old main``) on forks alone:
+one worker process per tree (started in the tree's folder, so its ``harness_lab`` is the one imported)
+builds the same run, then the two fork from the same steps in alternating rounds; it prints each tree's
+CPU median and quartiles over every fork, and the new/old ratio of the rounds' medians (median and range).
+
 Target (issue 19): <= 5 ms each, any n, flat in the history's length. Figures are the median and the
 best of ``--repeats`` per step (2 shared cores: the best is the cost without interference, the median
 what a busy machine gives); the line per length gives the worst median over the steps. A fork's CPU
@@ -27,7 +33,9 @@ best / median.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -129,12 +137,80 @@ def measure(steps: int, repeats: int, points: int, tmp: Path,
     return rows
 
 
+# A tree's fork worker (see --old): this file's run, that tree's harness_lab; one line in, CPU µs per fork out.
+_WORKER = r"""
+import json, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(1, sys.argv[1])  # this bench's folder, after the tree's own (sys.path[0], the cwd)
+from time_travel import steps_to_measure, writing_run
+from harness_lab.store import SQLiteStore
+tmp = Path(tempfile.mkdtemp(prefix="harness-lab-tt-"))
+run = writing_run(tmp / "ws", SQLiteStore(tmp / "runs.sqlite"))
+run.run(max_steps=int(sys.argv[2]))
+points, made = steps_to_measure(run.step_no, int(sys.argv[3])), iter(range(10**9))
+
+def fork(n):
+    i = next(made)
+    return run.fork(at_step=n, budget="fresh", new_run_id=f"F{i}", workspace=tmp / f"fork-{i}")
+
+for n in points:
+    fork(n).close()  # warm
+print(json.dumps(points), flush=True)
+for _ in sys.stdin:
+    cpu = []
+    for n in points:
+        t = time.process_time()
+        made_fork = fork(n)
+        cpu.append((time.process_time() - t) * 1e6)
+        made_fork.close()
+    print(json.dumps(cpu), flush=True)
+"""
+
+
+def compare(old: Path, steps: int, rounds: int, points: int) -> None:
+    """Forks of the old and this tree, interleaved (see the module docstring)."""
+    trees = {"old": old.resolve(), "new": Path(__file__).resolve().parent.parent}
+    workers = {label: subprocess.Popen([sys.executable, "-c", _WORKER, str(Path(__file__).resolve().parent),
+                                        str(steps), str(points)], cwd=tree, stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True) for label, tree in trees.items()}
+    at = {label: json.loads(w.stdout.readline()) for label, w in workers.items() if w.stdout is not None}
+    cpu: dict[str, list[float]] = {label: [] for label in workers}
+    ratios = []
+    for r in range(rounds):
+        medians = {}
+        for label in (("old", "new") if r % 2 == 0 else ("new", "old")):
+            worker = workers[label]
+            assert worker.stdin is not None and worker.stdout is not None
+            worker.stdin.write("fork\n")
+            worker.stdin.flush()
+            got = json.loads(worker.stdout.readline())
+            cpu[label] += got
+            medians[label] = statistics.median(got)
+        ratios.append(medians["new"] / medians["old"])
+    for worker in workers.values():
+        assert worker.stdin is not None
+        worker.stdin.close()
+        worker.wait()
+    print(f"fork(at_step=n, budget='fresh') CPU µs at {steps} steps, n in {at['new']}, {rounds} interleaved rounds:")
+    for label, values in cpu.items():
+        q = statistics.quantiles(values, n=4)
+        print(f"  {label}: median {statistics.median(values):.0f} (quartiles {q[0]:.0f}-{q[2]:.0f}, best "
+              f"{min(values):.0f}) over {len(values)} forks")
+    print(f"  new/old, the rounds' medians: {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--points", type=int, default=5)
+    parser.add_argument("--old", type=Path, help="another source tree: compare its forks with this tree's, interleaved")
+    parser.add_argument("--rounds", type=int, default=30, help="with --old: rounds of one fork per step")
     args = parser.parse_args(argv)
+    if args.old is not None:
+        for steps in args.steps:
+            compare(args.old, steps, args.rounds, args.points)
+        return 0
     with tempfile.TemporaryDirectory() as scratch:
         cpu: dict[int, dict[str, list[float]]] = {steps: {"step": [], "checkpoint": []} for steps in args.steps}
         results = {steps: measure(steps, args.repeats, args.points, Path(scratch), cpu[steps]) for steps in args.steps}
