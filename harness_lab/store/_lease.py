@@ -5,11 +5,12 @@ One row per run being written (``leases``): the holder's pid, host, identity (bo
 since when. Taking it is one ``BEGIN IMMEDIATE`` transaction (read the row, judge it, write ours), so of
 two processes that start together exactly one gets it; the other is refused in one line naming the
 holder, with nothing written. A run nobody holds (a new run, a fork: the usual case) is taken by one
-``INSERT OR IGNORE``, its own transaction: the row is written only where none is, so nothing needs judging. A row whose holder is dead (same host, and its pid gone or now another
-process: the identity differs) is taken over, so kill -9 and ``resume`` keep working. A holder on another
-host cannot be judged from here and is refused. The same process may take its run again (another store
-object on the file, as in-process tests and a notebook do): one process is one writer. The store
-deletes its rows on close; a process that dies leaves its row for the next one to take over.
+``INSERT OR IGNORE``, its own transaction: the row is written only where none is, so nothing needs
+judging. A row whose holder is dead (same host, and its pid gone or now another process: the identity
+differs) is taken over, so kill -9 and ``resume`` keep working. A holder on another host cannot be
+judged from here and is refused. The same process may take its run again (another store object on the
+file, as in-process tests and a notebook do): one process is one writer. The store deletes its rows on
+close; a process that dies leaves its row for the next one to take over.
 """
 
 from __future__ import annotations
