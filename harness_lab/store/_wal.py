@@ -14,10 +14,9 @@ starts the log over. The log thus stays under about ``FINISH_EVERY`` commits' pa
 loop of no-op steps). If the background thread cannot run (a forked child, an error), the writer's
 own checkpoints still keep the log bounded.
 
-The thread copies once in each such cycle, at ``BACKGROUND_AT`` commits: a copy's cost is mostly its
-two syncs, not the pages it moves (measured: 15 copies a cycle cost ~6 µs of CPU a step, one ~2.7), and
-the writer's own checkpoint takes the same 10-18 ms either way (its syncs too) after 128 commits or 15x
-fewer left to copy.
+The thread copies once in each such cycle, at ``BACKGROUND_AT`` commits, 128 before the writer's own
+checkpoint: each copy costs two syncs whatever it moves (measured: a copy every 128 commits cost ~6 µs of
+CPU a step, one a cycle ~2.7), and the writer's own checkpoint takes 10-18 ms of wall time either way.
 """
 
 from __future__ import annotations
