@@ -11,7 +11,8 @@ step's row settles it), and the commit-only loop (one autocommitted INSERT of a 
 Rounds rotate the order of every (tree, contender) pair so a busy machine disturbs all alike. For the two
 stored loops the worker also sums the CPU time spent inside ``SQLiteStore.commit_step`` (a
 ``time.process_time`` pair around each call: ~0.2 µs of it is the clock itself), and inside ``record_intent``
-(the write-ahead intent of an effect step), and counts the statements
+(the write-ahead intent of an effect step), the CPU of the process's other threads (the store's log
+copier, ``store/_wal.py``: part of ``step``, as in ``core_targets.py``), and counts the statements
 the store's connection runs per step (``set_trace_callback``: ``BEGIN``/``COMMIT`` included).
 """
 
@@ -69,12 +70,12 @@ def stored(name, external):
 
     def window(n):
         spent[0] = spent[1] = 0.0
-        t = time.process_time()
+        t, mine = time.process_time(), time.thread_time()
         for _ in range(n):
             run.step()
-        total = time.process_time() - t
+        total, mine = time.process_time() - t, time.thread_time() - mine
         return {"step": total / n * 1e6, "commit_step": spent[0] / n * 1e6, "record_intent": spent[1] / n * 1e6,
-                "statements": shape}
+                "threads": (total - mine) / n * 1e6, "statements": shape}
     return window
 
 
@@ -158,6 +159,8 @@ def main() -> None:
             values = med((label, name), key)
             if values and (key != "record_intent" or max(values) > 0):
                 line += f"  {key} {statistics.median(values):6.1f} ({min(values):.1f}-{max(values):.1f})"
+        if threads := med((label, name), "threads"):  # the log copier copies once in 1,920 commits: a mean
+            line += f"  other threads (mean) {statistics.fmean(threads):4.1f}"
         shape = results[(label, name)][-1].get("statements")
         if isinstance(shape, dict):
             line += "  statements/step: " + ", ".join(f"{v:g} {k}" for k, v in shape.items())

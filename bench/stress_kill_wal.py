@@ -3,8 +3,8 @@
     .venv/bin/python bench/stress_kill_wal.py [--runs 60] [--seed 5]
 
 Each trial starts a child process stepping a no-op store run whose write-ahead log is copied back
-every 4 commits by the store's own thread (and restarted by the writer every 32: see
-``harness_lab/store/_wal.py``; the defaults are 128 and 2,048), kills it with SIGKILL after a random
+at commit 16 of every 32 by the store's own thread (and restarted by the writer every 32: see
+``harness_lab/store/_wal.py``; the defaults are 1,920 of 2,048), kills it with SIGKILL after a random
 delay, then checks ``PRAGMA integrity_check``, that the step rows run 0..N without a gap, and that
 ``Run.resume`` continues the run for 40 more steps. Printed: trials ok, trials not. Not part of
 ``make test``.
@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[3])
 from harness_lab.store import SQLiteStore, _wal
-_wal.BACKGROUND_EVERY, _wal.FINISH_EVERY = 4, 32
+_wal.BACKGROUND_AT, _wal.FINISH_EVERY = 16, 32
 from step_overhead import noop_run
 run = noop_run(Path(sys.argv[2]), store=SQLiteStore(sys.argv[1]))
 print("ready", flush=True)

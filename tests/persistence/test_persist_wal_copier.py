@@ -20,7 +20,7 @@ ROW = "x" * 3000  # most of a page: every commit adds a page or two to the log
 
 @pytest.fixture
 def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_wal, "BACKGROUND_EVERY", 16)
+    monkeypatch.setattr(_wal, "BACKGROUND_AT", 16)
     monkeypatch.setattr(_wal, "FINISH_EVERY", 64)
 
 
@@ -46,7 +46,7 @@ def test_sqlites_automatic_checkpoint_is_off_and_the_log_stays_bounded(
         tmp_path: Path, small_thresholds: None, monkeypatch: pytest.MonkeyPatch) -> None:
     # The writer's own checkpoints alone (a background copy in progress would only delay one a
     # few commits: how many depends on the disk, so it is kept out of this count).
-    monkeypatch.setattr(_wal, "BACKGROUND_EVERY", 10**9)
+    monkeypatch.setattr(_wal, "BACKGROUND_AT", 10**9)
     store = SQLiteStore(tmp_path / "s.sqlite")
     store.create_run("r", {"kind": "run_spec"}, 0.0)
     assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
@@ -100,3 +100,20 @@ def test_a_store_dropped_without_close_stops_its_thread(tmp_path: Path, small_th
     del store
     gc.collect()
     assert _wait_for(lambda: not any(t.is_alive() for t in started))
+
+
+def test_the_thread_copies_the_log_once_a_cycle(tmp_path: Path, small_thresholds: None,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # A copy costs its syncs more than its pages: one a cycle of FINISH_EVERY commits, at BACKGROUND_AT,
+    # before the writer's own checkpoint (which needs the thread's copy to have ended).
+    asked: list[int] = []
+    request = _wal.LogCopier._request
+    monkeypatch.setattr(_wal.LogCopier, "_request", lambda self: (asked.append(self._commits), request(self))[1])
+    store = SQLiteStore(tmp_path / "s.sqlite")
+    store.create_run("r", {"kind": "run_spec"}, 0.0)
+    for cycle in range(3):  # each copy waited for, so that the writer's checkpoint finds the lock free
+        _write(store, range(cycle * 64 + 1, cycle * 64 + 17))
+        assert _wait_for(lambda n=cycle + 1: store._log.background_copies >= n)
+        _write(store, range(cycle * 64 + 17, cycle * 64 + 65))
+    assert asked == [16, 16, 16]  # commits since the log last started over, in each of three cycles
+    store.close()
