@@ -19,6 +19,7 @@ from harness_lab.clock import FakeClock
 from harness_lab.contract import Budget
 from harness_lab.loop.gates import LoopGates, _similar, text_similarity
 from harness_lab.records import actions, flat
+from harness_lab.records import proposal as proposal_module
 from harness_lab.records.proposal import Proposal, parse_proposal
 
 
@@ -86,6 +87,34 @@ def _forms(proposal: Proposal) -> Any:
 @settings(max_examples=600, deadline=None)
 @given(st.one_of(_raw, _good))
 def test_a_flat_proposal_parses_to_what_pydantic_makes(raw: dict[Any, Any]) -> None:
+    _parses_as_pydantic(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_raw, _good))
+def test_words_said_again_parse_to_what_pydantic_makes(raw: dict[Any, Any]) -> None:
+    """A raw parsed before (kept by its words) parses again as pydantic would, and so does one with equal
+    words of other types (str subclasses)."""
+    _outcome(raw)
+    _parses_as_pydantic(dict(raw))
+    _parses_as_pydantic({_Str(k) if type(k) is str else k: _Str(v) if type(v) is str else v for k, v in raw.items()})
+    _parses_as_pydantic({k: _Str(v) if type(v) is str and k != "kind" else v for k, v in raw.items()})
+
+
+def test_a_call_said_again_is_not_parsed_again() -> None:
+    raw = {"kind": "think", "thought": "said again"}
+    first = parse_proposal(dict(raw))
+    with mock.patch.object(proposal_module, "_parse_flat", wraps=proposal_module._parse_flat) as parsed:
+        again = parse_proposal(dict(raw))
+        assert parsed.call_count == 0
+        assert _state(again) == _state(first) and again.action is first.action and again.raw is not first.raw
+        others = ({"thought": "said again", "kind": "think"}, {"kind": "think", "thought": _Str("said again")})
+        for other in others:  # keys in another order, a str subclass: parsed
+            assert parse_proposal(other).raw == raw
+        assert {id(call.args[0]) for call in parsed.call_args_list} == {id(other) for other in others}
+
+
+def _parses_as_pydantic(raw: dict[Any, Any]) -> None:
     fast = _outcome(raw)
     with _slow_paths():
         slow = _outcome(raw)
@@ -96,6 +125,8 @@ def test_a_flat_proposal_parses_to_what_pydantic_makes(raw: dict[Any, Any]) -> N
     assert _state(fast) == _state(slow)
     assert fast == slow
     assert fast.raw is not raw and slow.raw is not raw  # a copy: the proposer may reuse its dict
+    if isinstance(fast.raw, dict):  # the copy's keys and values of the same types (JSON's: no str subclass)
+        assert [(type(k), type(v)) for k, v in fast.raw.items()] == [(type(k), type(v)) for k, v in slow.raw.items()]
     fast_forms = _forms(fast)
     with _slow_paths():
         slow_forms = _forms(slow)
