@@ -36,6 +36,7 @@ by one). Cheap bounds decide most pairs without a diff.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import posixpath
@@ -85,6 +86,14 @@ class LoopGates:
     _warned: bool = False
     _last_decision: int | None = None
     _elapsed: float = 0.0  # the largest elapsed() so far (see elapsed)
+    # A verdict depends only on the recent calls' texts, the call's text and the two settings (a call's
+    # split is a function of its text), and a loop repeats a few such cases step after step: (id(recent),
+    # text, repeat_limit, similarity) -> (recent, the repeats found, the recent calls after it). Equal
+    # sequences of short texts are one tuple (_recent_of), so a loop's keys recur. Both bounded.
+    _seen: dict[tuple[int, str, int, float], tuple[tuple[_Entry, ...], int, tuple[_Entry, ...]]] = \
+        dataclasses.field(default_factory=dict, repr=False, compare=False)
+    _recent_of: dict[tuple[str, ...], tuple[_Entry, ...]] = \
+        dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def start(self) -> None:
         if self.started_at is None:
@@ -143,22 +152,17 @@ class LoopGates:
                 self._recent, self._hinted = (), False
             self._last_decision = decision
         text = proposal.canonical  # sorted-key JSON of the action, made once per proposal
-        action = proposal.action
-        # its JSON form: a flat action's fields are that already (all plain str; see flat)
-        call = _call(action.__dict__ if type(action) in FLAT_SIZE else proposal.action_json)
-        limit = self.repeat_limit
-        # Only the last repeat_limit - 1 calls are ever compared; at least the last one, so that with a
-        # limit of 1 a call after the hint stops the run only if it repeats the hinted one.
-        keep = limit - 1 if limit > 1 else 1
-        same = 0
-        recent = self._recent
-        for earlier_text, earlier in recent[-keep:]:
-            if earlier_text == text or (
-                    call is not None and earlier is not None
-                    and earlier[0] == call[0] and earlier[1] == call[1]  # kind and target: most calls differ here
-                    and _near(earlier_text, text, earlier, call, self.similarity)):
-                same += 1
-        self._recent = (*recent, (text, call))[-keep:]
+        limit, recent = self.repeat_limit, self._recent
+        key = (id(recent), text, limit, self.similarity)
+        seen = self._seen.get(key)
+        if seen is not None and seen[0] is recent:  # (the id is recent's own: the entry keeps it alive)
+            _, same, self._recent = seen
+        else:
+            same, self._recent = self._judge(proposal, text, recent, limit)
+            if len(text) + sum(len(t) for t, _ in recent) <= _CACHED_CHARS:  # short calls only (as _judge keeps)
+                if len(self._seen) >= 64:
+                    self._seen.clear()
+                self._seen[key] = (recent, same, self._recent)
         if same < limit - 1:
             self._hinted = self._hinted and same > 0
             return "ok"
@@ -166,6 +170,30 @@ class LoopGates:
             return "stop"
         self._hinted = True
         return "hint"
+
+    def _judge(self, proposal: Proposal, text: str, recent: tuple[_Entry, ...],
+               limit: int) -> tuple[int, tuple[_Entry, ...]]:
+        """How many of the recent calls the proposal's (``text``) repeats, and the recent calls with it."""
+        action = proposal.action
+        # its JSON form: a flat action's fields are that already (all plain str; see flat)
+        call = _call(action.__dict__ if type(action) in FLAT_SIZE else proposal.action_json)
+        # Only the last repeat_limit - 1 calls are ever compared; at least the last one, so that with a
+        # limit of 1 a call after the hint stops the run only if it repeats the hinted one.
+        keep = limit - 1 if limit > 1 else 1
+        same = 0
+        for earlier_text, earlier in recent[-keep:]:
+            if earlier_text == text or (
+                    call is not None and earlier is not None
+                    and earlier[0] == call[0] and earlier[1] == call[1]  # kind and target: most calls differ here
+                    and _near(earlier_text, text, earlier, call, self.similarity)):
+                same += 1
+        after = (*recent, (text, call))[-keep:]
+        texts = tuple(t for t, _ in after)
+        if sum(map(len, texts)) > _CACHED_CHARS:  # long calls (a file's text) are not kept
+            return same, after
+        if len(self._recent_of) >= 64:
+            self._recent_of.clear()
+        return same, self._recent_of.setdefault(texts, after)
 
     def hint(self) -> str:
         """The reason a ``"hint"`` verdict refuses the call: the streak that reached the limit

@@ -8,7 +8,7 @@ faults and the widgets read) and packs the oldest ones ``batch`` at a time, in o
 * a step record made the usual way (:mod:`harness_lab.loop._step_records`: its events the step's own
   ``proposed`` / ``tool_called`` of its proposal, decision and result) becomes one tuple of ints, floats
   and strings plus indexes into the log's table of the objects records share (decisions, tool results,
-  states; proposals equal in every field are held once), made when the record is appended; a batch's
+  states; proposals equal in every field are held once), made when its batch is packed; a batch's
   tuples become one ``marshal`` text, which the garbage collector never walks; events likewise;
 * anything else (a record built by hand or read from a store, a note, a state change) is held as it was,
   in the table.
@@ -53,47 +53,39 @@ Row = tuple[Any, ...]
 
 class RecordLog(Sequence[T], Generic[T]):
     """A sequence read as a list (index, slice, iterate, ``len``, ``==`` a list), appended to at its end and
-    trimmed (``del log[a:b]``) as a list is. With ``unpack`` (rows back to entries) and ``objects`` (the
-    list the rows index) it packs: ``row`` makes an entry's row (plain data) when it is appended, while its
-    objects are still in the CPU's caches (no ``row``: someone else may, see _Table.record_row); once ``keep + batch``
-    entries are held whole, the rows of the oldest ``batch`` become one marshal text and those entries are
-    let go (``late`` makes the rows still missing then). Without them it never packs."""
+    trimmed (``del log[a:b]``) as a list is. With ``row`` (an entry to its row, plain data), ``unpack`` (rows
+    back to entries) and ``objects`` (the list the rows index) it packs: once ``keep + batch`` entries are
+    held whole, the oldest ``batch`` are made rows, in one loop, their rows one marshal text, and those
+    entries are let go. Without them it never packs."""
 
-    __slots__ = ("_batch", "_cached", "_chunks", "_keep", "_late", "_limit", "_objects", "_packed", "_packing",
-                 "_row", "_rows", "_tail", "_unpack")
+    __slots__ = ("_batch", "_cached", "_chunks", "_keep", "_limit", "_objects", "_packed", "_row",
+                 "_tail", "_unpack")
 
     def __init__(self, row: Callable[[T], Row] | None = None,
                  unpack: Callable[[list[Row], list[Any]], list[T]] | None = None, objects: list[Any] | None = None,
-                 *, keep: int = 64, batch: int = 1024, late: Callable[[T], Row] | None = None) -> None:
-        if (unpack is None) != (objects is None) or (row or late) and unpack is None or keep < 0 or batch < 1:
-            raise ValueError("RecordLog: rows, unpack and objects go together; keep >= 0, batch >= 1")
+                 *, keep: int = 64, batch: int = 1024) -> None:
+        if not (row is None) == (unpack is None) == (objects is None) or keep < 0 or batch < 1:
+            raise ValueError("RecordLog: row, unpack and objects go together; keep >= 0, batch >= 1")
         self._row, self._unpack, self._objects, self._keep, self._batch = row, unpack, objects, keep, batch
-        self._packing = unpack is not None
-        self._late = late  # makes at packing the rows ``row`` left to be made (None: row does)
         self._limit = keep + batch if unpack is not None else -1  # the tail's length that packs a batch
         self._chunks: list[_Chunk] = []
         self._packed = 0  # entries in _chunks, every chunk one full batch
         self._tail: list[T] = []
-        self._rows: list[Row | None] = []  # the tail's rows (when packing), entry for entry; None: not made yet
         self._cached: tuple[int, list[T]] = (-1, [])  # the last chunk rebuilt, by its number
 
     # -- writing --------------------------------------------------------------------------------
     def append(self, entry: T) -> None:
         tail = self._tail
         tail.append(entry)
-        if self._packing:
-            row = self._row
-            self._rows.append(None if row is None else row(entry))
-            if len(tail) == self._limit:
-                self._pack_oldest()
+        if len(tail) == self._limit:  # (-1 when not packing)
+            self._pack_oldest()
 
     def _pack_oldest(self) -> None:
-        size, row = self._batch, self._late or self._row
+        size, row = self._batch, self._row
         assert row is not None
-        rows = self._rows[:size]
-        if None in rows:  # the rows nobody made yet (see _Table.record_row), made now
-            rows = [made if made is not None else row(entry)
-                    for made, entry in zip(rows, self._tail, strict=False)]
+        # Made here, a batch at a time, not as each entry is appended: the loop's code and data stay in the
+        # CPU's caches (a no-store step 2 µs less, measured), and an entry 16-48 steps old is still in them.
+        rows = [row(entry) for entry in self._tail[:size]]
         try:
             text, objects = marshal.dumps(rows), self._objects
         except ValueError:  # a value marshal cannot hold (a record built by hand): the batch stays whole
@@ -102,19 +94,16 @@ class RecordLog(Sequence[T], Generic[T]):
         self._chunks.append((size, text, objects))
         self._packed += size
         del self._tail[:size]
-        del self._rows[:size]
 
     def __delitem__(self, index: int | slice) -> None:
         start, stop, stride = (index if isinstance(index, slice) else slice(index, index + 1 or None)).indices(len(self))
         if stride == 1 and start >= self._packed:  # the usual: a stored run's window, an abandoned step's events
             cut = slice(start - self._packed, max(stop - self._packed, 0))
             del self._tail[cut]
-            if self._packing:
-                del self._rows[cut]
             return
         whole = list(self)  # rare: the packed part is cut into; what is left is appended again
         del whole[index]
-        self._chunks, self._packed, self._tail, self._rows, self._cached = [], 0, [], [], (-1, [])
+        self._chunks, self._packed, self._tail, self._cached = [], 0, [], (-1, [])
         for entry in whole:
             self.append(entry)
 
@@ -124,7 +113,7 @@ class RecordLog(Sequence[T], Generic[T]):
         if self._packed:
             self._tail = list(self)
             self._chunks, self._packed, self._cached = [], 0, (-1, [])
-        self._packing, self._limit, self._rows = False, -1, []
+        self._limit = -1
 
     # -- reading --------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -192,19 +181,15 @@ class RecordLog(Sequence[T], Generic[T]):
 def trace_logs(*, keep: int = 16, batch: int = 32,
                pack: bool = True) -> tuple[RecordLog[StepRecord], RecordLog[Event]]:
     """A run's ``records`` and ``events`` (``pack`` False: never packed, for a run whose store holds its
-    past). Events: twice the records' sizes (a usual step makes two). Each entry's row is made as it is
-    appended: read again a few hundred steps later, its objects have left the CPU's caches, which costs
-    several times the row's own work. ``batch`` 32: a usual step leaves ~13 objects the collector tracks
-    until its batch is packed, so 32 steps (~420) are let go before the youngest generation fills (700):
-    they die young. At 64 they outlived a collection every ~100 steps and a full one every ~10,000
+    past). Events: twice the records' sizes (a usual step makes two). ``batch`` 32: a usual step leaves ~13
+    objects the collector tracks until its batch is packed, so 32 steps (~420) are let go before the youngest
+    generation fills (700): they die young. At 64 they outlived a collection every ~100 steps and a full one every ~10,000
     (~4 µs a step of the garbage collector's, measured; 0.1 at 32)."""
     if not pack:
         return RecordLog(), RecordLog()
     table = _Table()  # what the rows of both share, held once
     records = RecordLog(table.record_row, table.unpack_records, table.objects, keep=keep, batch=batch)
-    # An event's row is made with its step's record (see _Table.record_row); events no record names, at packing.
-    events = RecordLog(None, table.unpack_events, table.objects, keep=2 * keep, batch=2 * batch, late=table.event_row)
-    table.events = events
+    events = RecordLog(table.event_row, table.unpack_events, table.objects, keep=2 * keep, batch=2 * batch)
     return records, events
 
 
@@ -212,10 +197,9 @@ class _Table:
     """The objects a run's records and events share, each held once and named by its index in the rows:
     by identity, and a proposal also by content (a loop proposes the same call again and again: one equal
     object serves them all). Objects no row shares (a tool result of its own) are held here as they were.
-    A row is made in the step that appends its entry: a few dict lookups, and none for the objects the
-    previous record named."""
+    A row is a few dict lookups, and none for the objects the previous record named."""
 
-    __slots__ = ("by_content", "by_id", "events", "objects", "shared", "shared_at")
+    __slots__ = ("by_content", "by_id", "objects", "shared", "shared_at")
 
     def __init__(self) -> None:
         self.objects: list[Any] = []
@@ -225,7 +209,6 @@ class _Table:
         # The previous record's states, decision, result and verdict, and their indexes.
         self.shared: tuple[Any, ...] = ()
         self.shared_at: tuple[int, ...] = ()
-        self.events: RecordLog[Event] | None = None  # the run's events log, whose rows a record's row makes
 
     def ref(self, obj: object) -> int:
         at = self.by_id.get(id(obj))
@@ -300,10 +283,6 @@ class _Table:
                     and e["step"] == step == f["step"] and type(f["tool"]) is str
                     and first.__pydantic_fields_set__ is _PROPOSED_SET and then.__pydantic_fields_set__ is _TOOL_SET):
                 listed = (e["seq"], f["seq"], f["tool"])
-                log = self.events
-                if log is not None and (tail := log._tail) and tail[-1] is then and len(tail) > 1 and tail[-2] is first:
-                    rows, at = log._rows, self.shared_at  # the two events' rows: what event_row would make
-                    rows[-2], rows[-1] = (e["seq"], step, said, at[2]), (f["seq"], step, f["tool"], at[3])
         if listed is None:
             listed = tuple([self._event_entry(event, step, proposal, decision, result) for event in events])
         u = used.__dict__

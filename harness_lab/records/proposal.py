@@ -170,6 +170,8 @@ def parse_proposal(raw: object) -> Proposal:
         if type(raw) is dict:  # the usual proposal first: a dict of a flat kind (see _parse_flat)
             kind = raw.get("kind")
             if type(kind) is str and (spec := FLAT_SPECS.get(kind)) is not None:
+                if (again := _said_again(raw)) is not None:
+                    return again
                 if (flat := _parse_flat(raw, kind, spec)) is not None:
                     # its arguments are ASCII: only claims beside them may hold a lone surrogate
                     return _utf8(flat) if flat.claims else flat
@@ -315,7 +317,25 @@ def _parse_flat(raw_map: dict[Any, Any], kind: str, spec: FlatSpec) -> Proposal 
         action = built(ACTION_MODELS[kind], values, shared_fields(given))
         if kept:
             _keep(key, action, kind, values)
+    if kept and not claims:  # every key and value a str, as checked above: the same words again parse alike
+        _SAID_SEEN[tuple(copied.items())] = action
     return built(Proposal, {"kind": "proposal", "raw": copied, "action": action, "error": None, "claims": claims},
+                 _PROPOSAL_SET)
+
+
+def _said_again(raw: dict[Any, Any]) -> Proposal | None:
+    """What _parse_flat makes of ``raw`` when it parsed the same words before (keys in the same order, every
+    key and value a str, no claims), without parsing them again; None otherwise."""
+    try:
+        action = _SAID_SEEN.get(items := tuple(raw.items()))
+    except TypeError:  # an unhashable value: not a flat call of str arguments
+        return None
+    if action is None:
+        return None
+    for key, value in items:  # equal is not enough: a str subclass, or 1 == 1.0 == True, parses otherwise
+        if type(key) is not str or type(value) is not str:
+            return None
+    return built(Proposal, {"kind": "proposal", "raw": dict(raw), "action": action, "error": None, "claims": {}},
                  _PROPOSAL_SET)
 
 
@@ -324,6 +344,7 @@ def _keep(key: tuple[Any, ...], action: Any, kind: str, values: dict[str, Any]) 
     if len(_FLAT_SEEN) >= 256:
         _FLAT_SEEN.clear()
         _ACTION_TEXTS.clear()
+        _SAID_SEEN.clear()
     _FLAT_SEEN[key] = action
     canonical, shown = flat_json(values, _FLAT_JSON[type(action)]), _flat_shown(values, len(values))
     if canonical is not None and shown is not None:
@@ -335,6 +356,8 @@ _PROPOSAL_SET = shared_fields(("raw", "action", "claims"))
 # only short calls, so the 256 kept hold at most ~1 MiB
 _FLAT_SEEN: dict[tuple[Any, ...], Any] = {}
 _SEEN_CHARS = 4096
+# A kept call's raw (its items, in order) -> its action: a loop says the same words again and again.
+_SAID_SEEN: dict[tuple[tuple[str, str], ...], Any] = {}
 # id(action) -> (that action, its canonical JSON, its description): what Proposal.canonical and describe()
 # would make again for each proposal of it (the action is kept alive by its entry: the id stays its own)
 _ACTION_TEXTS: dict[int, tuple[Any, str, str]] = {}

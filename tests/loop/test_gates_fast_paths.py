@@ -11,12 +11,15 @@ from typing import Any, Literal
 from unittest import mock
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from harness_lab.loop.gates import _similar, text_similarity
+from harness_lab.clock import FakeClock
+from harness_lab.contract import Budget
+from harness_lab.loop.gates import LoopGates, _similar, text_similarity
 from harness_lab.records import actions, flat
+from harness_lab.records import proposal as proposal_module
 from harness_lab.records.proposal import Proposal, parse_proposal
 
 
@@ -84,6 +87,34 @@ def _forms(proposal: Proposal) -> Any:
 @settings(max_examples=600, deadline=None)
 @given(st.one_of(_raw, _good))
 def test_a_flat_proposal_parses_to_what_pydantic_makes(raw: dict[Any, Any]) -> None:
+    _parses_as_pydantic(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_raw, _good))
+def test_words_said_again_parse_to_what_pydantic_makes(raw: dict[Any, Any]) -> None:
+    """A raw parsed before (kept by its words) parses again as pydantic would, and so does one with equal
+    words of other types (str subclasses)."""
+    _outcome(raw)
+    _parses_as_pydantic(dict(raw))
+    _parses_as_pydantic({_Str(k) if type(k) is str else k: _Str(v) if type(v) is str else v for k, v in raw.items()})
+    _parses_as_pydantic({k: _Str(v) if type(v) is str and k != "kind" else v for k, v in raw.items()})
+
+
+def test_a_call_said_again_is_not_parsed_again() -> None:
+    raw = {"kind": "think", "thought": "said again"}
+    first = parse_proposal(dict(raw))
+    with mock.patch.object(proposal_module, "_parse_flat", wraps=proposal_module._parse_flat) as parsed:
+        again = parse_proposal(dict(raw))
+        assert parsed.call_count == 0
+        assert _state(again) == _state(first) and again.action is first.action and again.raw is not first.raw
+        others = ({"thought": "said again", "kind": "think"}, {"kind": "think", "thought": _Str("said again")})
+        for other in others:  # keys in another order, a str subclass: parsed
+            assert parse_proposal(other).raw == raw
+        assert {id(call.args[0]) for call in parsed.call_args_list} == {id(other) for other in others}
+
+
+def _parses_as_pydantic(raw: dict[Any, Any]) -> None:
     fast = _outcome(raw)
     with _slow_paths():
         slow = _outcome(raw)
@@ -94,6 +125,8 @@ def test_a_flat_proposal_parses_to_what_pydantic_makes(raw: dict[Any, Any]) -> N
     assert _state(fast) == _state(slow)
     assert fast == slow
     assert fast.raw is not raw and slow.raw is not raw  # a copy: the proposer may reuse its dict
+    if isinstance(fast.raw, dict):  # the copy's keys and values of the same types (JSON's: no str subclass)
+        assert [(type(k), type(v)) for k, v in fast.raw.items()] == [(type(k), type(v)) for k, v in slow.raw.items()]
     fast_forms = _forms(fast)
     with _slow_paths():
         slow_forms = _forms(slow)
@@ -189,3 +222,47 @@ def test_cached_similarity_verdicts_depend_on_the_threshold() -> None:
         assert _similar(a, b, 0.9) is True
         assert _similar(a, b, 0.99) is False
         assert _similar(b, a, 0.99) is False
+
+
+def _gates() -> LoopGates:
+    return LoopGates(Budget(), FakeClock())
+
+
+_CALLS = [{"kind": "think", "thought": "plan the next step"}, {"kind": "think", "thought": "check the budget"},
+          {"kind": "read_file", "path": "notes/alpha.md"}, {"kind": "read_file", "path": "./notes/alpha.md"},
+          {"kind": "read_file", "path": "notes/alpha2.md"}, {"kind": "list_dir", "path": "notes"},
+          {"kind": "write_file", "path": "a.md", "content": "x" * 5000},  # too long to be kept
+          {"kind": "write_file", "path": "a.md", "content": "x" * 4999 + "y"}]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_CALLS) - 1), st.integers(1, 2), st.sampled_from([1, 2, 3, 4]),
+                          st.sampled_from([0.9, 0.99]), st.booleans()), max_size=40))
+# a case seen at repeat_limit 3 (recent A, B; A again) met again at 2, where only B is compared
+@example([(n % 2, 1, 3, 0.9, False) for n in range(6)] + [(0, 1, 2, 0.9, False)])
+def test_the_kept_convergence_verdicts_are_the_computed_ones(moves: list[tuple[int, int, int, float, bool]]) -> None:
+    """A gate that keeps the verdicts of the cases it saw answers as one that judges every call afresh,
+    whatever the calls, the gaps between decisions, the settings and the restores in between."""
+    kept, fresh, decision = _gates(), _gates(), 0
+    for call, gap, limit, similarity, restore in moves:
+        decision += gap
+        for gates in (kept, fresh):
+            gates.repeat_limit, gates.similarity = limit, similarity
+        if restore:  # a checkpoint's state back: new tuples of recent calls
+            kept.restore(kept.state())
+        fresh._seen.clear()  # judged afresh every time
+        proposal = parse_proposal(dict(_CALLS[call]))
+        assert kept.convergence(proposal, decision) == fresh.convergence(proposal, decision)
+        assert kept.state() == fresh.state()
+
+
+def test_a_loop_of_calls_is_judged_once_per_case() -> None:
+    gates, judged = _gates(), mock.Mock(wraps=LoopGates._judge)
+    with mock.patch.object(LoopGates, "_judge", lambda self, *args: judged(self, *args)):
+        verdicts = [gates.convergence(parse_proposal(dict(_CALLS[n % 2])), n) for n in range(1, 41)]
+        assert verdicts == ["ok"] * 40
+        # the first two calls, then the two cases of the loop (recent A,B + A; recent B,A + B), each once
+        assert judged.call_count == 4
+        long = [gates.convergence(parse_proposal(dict(_CALLS[6 + n % 2])), 40 + n) for n in range(1, 11)]
+        assert judged.call_count == 14  # a long call's case is not kept: judged every time
+        assert long[:2] == ["ok", "ok"] and "hint" in long

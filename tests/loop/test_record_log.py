@@ -221,3 +221,21 @@ def test_proposals_built_by_hand_are_held_once_when_equal_and_apart_when_not() -
     for got, want in zip(events, plain, strict=True):
         assert list(got.proposal.raw.items()) == list(want.proposal.raw.items())
     assert sum(type(o) is Proposal for o in events._chunks[0][2]) == 3, "one per distinct proposal"
+
+
+def test_rows_are_made_when_a_batch_is_packed_not_as_entries_are_appended() -> None:
+    """An entry's row is made once, with its batch (one loop while the batch's entries are still in the
+    CPU's caches), not in the step that appends it."""
+    made: list[int] = []
+
+    def row(entry: int) -> tuple[int]:
+        made.append(entry)
+        return (entry,)
+
+    log: RecordLog[int] = RecordLog(row, lambda rows, objects: [r[0] for r in rows], [], keep=2, batch=3)
+    for entry in range(4):
+        log.append(entry)
+    assert made == [] and log.packed == 0  # held whole: no row yet
+    log.append(4)  # keep + batch entries held: the oldest batch is packed
+    assert made == [0, 1, 2] and log.packed == 3
+    assert list(log) == [0, 1, 2, 3, 4] and made == [0, 1, 2]  # reading rebuilds from the rows, makes none
