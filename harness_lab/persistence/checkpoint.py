@@ -113,10 +113,11 @@ class Checkpointer(_RowData):
         ``files_stored``: the workspace's files (path -> sha256) were just written from ``store`` (a fork
         from a step): their bytes are not read or stored again.
         ``id_free``: the caller just found ``run.run_id`` not in ``store`` (a fork names itself): not asked
-        again (a process registering it since holds its lease, or its row refuses ours: one StoreError)."""
+        again (a process registering it since holds its lease, or its row refuses ours: one StoreError), and its
+        lease is taken in the transaction of its first row (a free lease: one statement, not one transaction more)."""
         if fresh:
             check_run_id(run.run_id)
-        if fresh:  # the one writer of the new run, before anything of it is written (see store/_lease.py)
+        if fresh and not id_free:  # the one writer of the new run, before anything of it is written (store/_lease.py)
             store.take_lease(run.run_id)
         if fresh and not id_free and store.has_run(run.run_id):
             raise StoreError(f"run id {run.run_id!r} exists already in the store; resume it or choose another id")
@@ -157,7 +158,7 @@ class Checkpointer(_RowData):
         self.window = 64
         if fresh:  # registered with a first checkpoint (step 0), in one transaction: a kill before step 1 resumes too
             self._write(run.step_no, "null", run.sandbox.workspace_hash(), run.usage,
-                        register=json.loads(self._redact.json(_dumps(run_spec(run)))))
+                        register=json.loads(self._redact.json(_dumps(run_spec(run)))), lease=id_free)
 
     def adopt(self, checkpoint: Checkpoint) -> None:
         """Carry the slow-moving fields on from a loaded checkpoint (resume, fork)."""
@@ -202,9 +203,10 @@ class Checkpointer(_RowData):
         self._write(record.step, dump_step_row(record), workspace_hash, record.usage, last_seq)
 
     def _write(self, step: int, record: str, workspace_hash: str | None, usage: Usage,
-               last_seq: int | None = None, *, register: dict[str, Any] | None = None) -> None:
+               last_seq: int | None = None, *, register: dict[str, Any] | None = None, lease: bool = False) -> None:
         """``last_seq``: the seq of the last event the step ``record`` holds (None: no record, or no event);
-        ``register``: the run's spec, for its first row (see ``Store.commit_step``)."""
+        ``register``: the run's spec, for its first row, and ``lease``: its lease taken with it (see
+        ``Store.commit_step``)."""
         run, now = self.run, time.time()
         state = run.capture_compact()
         for key in self._drop:
@@ -244,7 +246,8 @@ class Checkpointer(_RowData):
             if shared:  # item texts the row names by sha256, into the same transaction
                 blobs = [*blobs, *shared]
             self.store.commit_step(run.run_id, step, now, record, text, written, blobs,
-                                   settle_effects=self._unsettled, register=register, files=files, base=base)
+                                   settle_effects=self._unsettled, register=register, files=files, base=base,
+                                   lease=lease)
         except BaseException:
             self._rows.forget()
             self._files.forget()

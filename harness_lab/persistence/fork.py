@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..context import ContextManager
 from ..errors import RunStateError, StoreError
 from ..loop.repair import RepairPolicy
 from ..proposers.base import Proposer
@@ -67,7 +68,8 @@ def fork_run(run: _F, checkpoint_id: str, *, new_run_id: str | None = None,
     if target is not None and target.is_dir() and any(target.iterdir()):
         raise RunStateError(f"{target}: a fork needs an empty workspace")
     made = _first_missing(target) if target is not None else None
-    fork = _new_fork(run, new_run_id, workspace)
+    # A checkpoint holding its context (not left out by memory.persist) replaces the fork's at once.
+    fork = _new_fork(run, new_run_id, workspace, restores_context=loaded is not None and loaded[1] is not None)
     try:
         return _fill_fork(run, fork, checkpoint_id, loaded, new_run_id or _fork_id(run, store), store, budget, files)
     except BaseException:
@@ -80,7 +82,7 @@ def fork_run(run: _F, checkpoint_id: str, *, new_run_id: str | None = None,
         raise
 
 
-def _new_fork(run: _F, new_run_id: str | None, workspace: str | Path | None) -> _F:
+def _new_fork(run: _F, new_run_id: str | None, workspace: str | Path | None, *, restores_context: bool) -> _F:
     proposer: Proposer = run.proposer
     if isinstance(proposer, ScriptedProposer):  # its own copy: the original's position is untouched
         proposer = ScriptedProposer(proposer.actions, then=proposer.then)
@@ -88,7 +90,7 @@ def _new_fork(run: _F, new_run_id: str | None, workspace: str | Path | None) -> 
     fork = make(contract=run.contract, proposer=proposer, evidence=run.evidence, workspace=workspace,
                 validation=run.validation, approver=run.approver, clock=run.clock, run_id=new_run_id or "fork",
                 resume=True, repair=RepairPolicy.from_spec(run.repair.spec()) if run.repair is not None else None,
-                isolation=run.isolation)
+                isolation=run.isolation, context=ContextManager() if restores_context else None)
     fork.scenario = run.scenario
     if any(fork.workspace.iterdir()):
         fork.close()

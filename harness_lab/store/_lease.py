@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from ..errors import RunStateError
 from ..process_id import host_name, process_alive, process_identity
 
-__all__ = ["LEASES", "Holder", "release", "take"]
+__all__ = ["LEASES", "Holder", "release", "take", "take_new"]
 
 LEASES = ("CREATE TABLE IF NOT EXISTS leases (run_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, host TEXT NOT NULL,"
           " started TEXT NOT NULL, token TEXT NOT NULL, since REAL NOT NULL)")
 
+_TAKE_NEW = "INSERT INTO leases (run_id, pid, host, started, token, since) VALUES (?, ?, ?, ?, ?, ?)"
 _TAKE_FREE = "INSERT OR IGNORE INTO leases (run_id, pid, host, started, token, since) VALUES (?, ?, ?, ?, ?, ?)"
 
 
@@ -74,6 +75,13 @@ def take(db: sqlite3.Connection, run_id: str, me: Holder) -> None:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def take_new(run_id: str, me: Holder) -> tuple[str, tuple[str | int | float, ...]]:
+    """The statement that takes a lease nobody holds inside another transaction (a new run's registering
+    row): it fails on a row there already (a UNIQUE constraint, the transaction rolled back), which
+    :func:`take` then judges."""
+    return _TAKE_NEW, (run_id, me.pid, me.host, me.started, me.token, time.time())
 
 
 def release(db: sqlite3.Connection, run_ids: list[str], me: Holder) -> None:

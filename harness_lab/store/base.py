@@ -157,7 +157,7 @@ class Store(Protocol):
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
                     settle_effects: bool = True, register: dict[str, Any] | None = None,
-                    files: StepFiles | None = None, base: int | None = None) -> None:
+                    files: StepFiles | None = None, base: int | None = None, lease: bool = False) -> None:
         """One transaction: the step row, the new ``(sha256, text)`` blobs (kept if present already),
         the workspace's ``files`` when the step changed them (see :class:`StepFiles`),
         and every ``intent`` of this step becomes ``committed``. ``settle_effects=False`` says the
@@ -165,6 +165,7 @@ class Store(Protocol):
         :class:`~harness_lab.store.SQLiteStore` needs no update: its row settles them, see schema 9).
         ``register``: the run's spec; the run is created (as :meth:`create_run` would, at ``at``)
         in the same transaction as this, its first row: a kill cannot leave it registered without one.
+        ``lease``: the run's lease (:meth:`take_lease`) is taken in that transaction too, not in one of its own.
         ``base``: the step of the row whose whole checkpoint this row's builds on (schema 8); ``checkpoint``
         is then, unless it is whole itself, the delta since the row before (see ``store/fold.py``), and
         every reader is handed it folded, whole. None (or ``step``): ``checkpoint`` is whole."""
@@ -275,7 +276,7 @@ class InMemoryStore:
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
                     settle_effects: bool = True, register: dict[str, Any] | None = None,
-                    files: StepFiles | None = None, base: int | None = None) -> None:
+                    files: StepFiles | None = None, base: int | None = None, lease: bool = False) -> None:
         if register is not None:
             self.create_run(run_id, register, at)
         steps = self._steps.get(run_id)

@@ -52,7 +52,7 @@ from typing import Any, Literal
 import orjson
 
 from ..errors import StoreError
-from ._lease import Holder
+from ._lease import Holder, take_new
 from ._lease import release as release_leases
 from ._lease import take as take_lease
 from ._sqlite_reads import _BASE_COLS, _STEP_COLS, SQLiteReads
@@ -185,7 +185,7 @@ class SQLiteStore(SQLiteReads):
     def commit_step(self, run_id: str, step: int, at: float, record: str, checkpoint: str,
                     context: str | None, blobs: Sequence[tuple[str, str]] = (), *,
                     settle_effects: bool = True, register: dict[str, Any] | None = None,
-                    files: StepFiles | None = None, base: int | None = None) -> None:
+                    files: StepFiles | None = None, base: int | None = None, lease: bool = False) -> None:
         # settle_effects is not needed here: the row itself settles its step's intents (see _sqlite_reads).
         log, run_no = self._log, self._run_nos.get(run_id)
         if log is not None and run_no is not None and register is None and not blobs and files is None:
@@ -200,7 +200,7 @@ class SQLiteStore(SQLiteReads):
                     raise self._refused(exc, run_id, step) from exc
                 log.committed()
             return
-        statements: list[tuple[str, tuple[Any, ...]]] = []
+        statements: list[tuple[str, tuple[Any, ...]]] = [take_new(run_id, self._me)] if lease else []
         if register is not None:  # an id taken already fails the INSERT (UNIQUE): no read first (see _refused)
             statements.append((_INSERT_RUN, (run_id, json.dumps(register, separators=(",", ":")), at)))
         if self._keyed:
@@ -222,10 +222,16 @@ class SQLiteStore(SQLiteReads):
         try:
             self._tx(statements)
         except StoreError as exc:
+            if lease and "UNIQUE constraint failed: leases." in str(exc.__cause__):  # held, or left: judged
+                self.take_lease(run_id)
+                return self.commit_step(run_id, step, at, record, checkpoint, context, blobs,
+                                        settle_effects=settle_effects, register=register, files=files, base=base)
             if isinstance(exc.__cause__, sqlite3.Error):
                 raise self._refused(exc.__cause__, run_id, step) from exc.__cause__
             raise
         with self._lock:
+            if lease and run_id not in self._leases:
+                self._leases.append(run_id)
             if self._log is not None:
                 self._log.committed()
 

@@ -9,6 +9,7 @@ import sqlite3
 from collections.abc import Callable
 from itertools import count
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,9 +208,10 @@ def test_a_fork_from_a_step_reads_its_files_in_one_statement_and_asks_for_its_id
     assert reads.count("SELECT sha256, data FROM files") == 1  # three files, one statement (was: one each)
     assert reads.count("SELECT 1 FROM runs") == 1  # the fork's id asked for once (was: twice)
     assert reads.count("SELECT step, text FROM manifests") == 1  # the manifest rows and their base: one read (was two)
+    # the registration's transaction, the only one, takes the lease first (was: an INSERT autocommitted before it)
     assert [s for s in statements if "leases" in s or s in ("BEGIN IMMEDIATE", "COMMIT")] == [
-        statements[statements.index("BEGIN IMMEDIATE") - 1], "BEGIN IMMEDIATE", "COMMIT"]  # the registration's only
-    assert statements[statements.index("BEGIN IMMEDIATE") - 1].startswith("INSERT OR IGNORE INTO leases ")
+        "BEGIN IMMEDIATE", statements[statements.index("BEGIN IMMEDIATE") + 1], "COMMIT"]
+    assert statements[statements.index("BEGIN IMMEDIATE") + 1].startswith("INSERT INTO leases ")
     # was 17 (20 before): the manifests, the rows, one per kind of blob, the lease (one INSERT, was a transaction
     # of four statements), the registration
     assert len(statements) == 13
@@ -317,3 +319,92 @@ def test_a_stored_path_orjson_refuses_is_folded_as_the_standard_library_reads_it
     assert files_at(store, "R", 0) == {"a.md": "1" * 64, odd: "2" * 64}
     assert files_at(store, "R", 1) == {"a.md": "1" * 64, "b.md": "3" * 64}
     store.close()
+
+
+def test_a_fork_restoring_a_stored_context_builds_no_initial_context(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fork replaces it at once (~90 µs: three items counted, the tool signatures spelled); a checkpoint
+    # whose context memory.persist left out still gives the fork the initial context (L0 and L1).
+    import harness_lab.loop.run as loop_run
+
+    built: list[str] = []
+    initial_context = loop_run.initial_context
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append("initial")
+        return initial_context(*args, **kwargs)
+
+    run, store = _writing(tmp_path)
+    monkeypatch.setattr(loop_run, "initial_context", counting)
+    fork = run.fork(at_step=4, budget="fresh", new_run_id="F", workspace=tmp_path / "fork")
+    assert built == []
+    view = run.at(5).context  # what step 5 saw: the context after step 4
+    assert view is not None and fork.context.view().items == view.items
+    base = contract()
+    bare = base.model_copy(update={"memory": base.memory.model_copy(update={"persist": ()}),
+                                   "human_gate": base.human_gate.model_copy(update={"required_for": ()})})
+    unkept = make_run(tmp_path / "unkept", [{"kind": "think", "thought": "x"}], then="repeat_last", contract_=bare,
+                      store=store, run_id="U", approver=AutoApprove())
+    unkept.run(max_steps=3)
+    built.clear()
+    fork_unkept = unkept.fork(at_step=2, budget="fresh", new_run_id="FU", workspace=tmp_path / "fork-unkept")
+    assert built == ["initial"]
+    assert [item.key for item in fork_unkept.context.view().items][:3] == ["system", "goal", "acceptance"]
+    for made in (fork, fork_unkept, unkept, run):
+        made.close()
+    store.close()
+
+
+def test_a_closed_run_nobody_holds_is_freed_without_the_garbage_collector(tmp_path: Path) -> None:
+    # Its collaborators (image, gates, crash guard, checkpointer, sandbox, executor) pointed back at it: each
+    # closed fork waited for a collection (~200 µs, paid by the next fork). Closed, it still answers.
+    import gc
+    import weakref
+
+    run, store = _writing(tmp_path)
+    fork = run.fork(at_step=4, budget="fresh", new_run_id="F", workspace=tmp_path / "fork")
+    fork.step()
+    fork.close()
+    assert fork.capture()["gates"] == fork.capture_compact()["gates"] and fork.history[-1].step == 5
+    gc.disable()
+    try:
+        refs = [weakref.ref(fork), weakref.ref(run)]
+        run.close()
+        del fork, run
+        assert [ref() for ref in refs] == [None, None]
+    finally:
+        gc.enable()
+    store.close()
+
+
+def test_a_forks_lease_taken_in_its_first_row_is_judged_when_a_row_holds_it(tmp_path: Path) -> None:
+    # A fork takes its lease in the transaction that registers it; a lease row there already (a process that
+    # registers the same id, or one that died) fails that INSERT, rolls it all back, and is judged as
+    # Store.take_lease judges it: a live holder refuses the fork, naming it, with nothing written; a dead one's
+    # is taken over.
+    import subprocess
+    import sys
+
+    from harness_lab.process_id import host_name, process_identity
+
+    run, store = _writing(tmp_path)
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        store._db.execute("INSERT INTO leases VALUES ('L', ?, ?, ?, 'tok', 0)",
+                          (live.pid, host_name(), process_identity(live.pid)))
+        store._db.execute("INSERT INTO leases VALUES ('D', ?, ?, 'another-boot:1', 'tok', 0)", (live.pid, host_name()))
+        with pytest.raises(RunStateError, match=rf"run 'L' is held by pid {live.pid} on host "):
+            run.fork(at_step=4, budget="fresh", new_run_id="L", workspace=tmp_path / "fork-L")
+        assert not store.has_run("L") and not (tmp_path / "fork-L").exists()
+        fork = run.fork(at_step=4, budget="fresh", new_run_id="D", workspace=tmp_path / "fork-D")
+        fresh = run.fork(at_step=4, budget="fresh", new_run_id="N", workspace=tmp_path / "fork-N")
+        assert store.has_run("D") and store.has_run("N") and fork.at(4).files == fresh.at(4).files == run.at(4).files
+        held = dict(store._db.execute("SELECT run_id, token FROM leases").fetchall())
+        assert held["D"] == held["N"] == store._me.token and held["L"] == "tok"
+        for made in (fork, fresh, run):
+            made.close()
+    finally:
+        live.communicate(b"")
+    store.close()
+    left = sqlite3.connect(tmp_path / "runs.db").execute("SELECT run_id FROM leases ORDER BY run_id").fetchall()
+    assert left == [("L",)]  # the fork's leases given back on close, as any run's
