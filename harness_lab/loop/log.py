@@ -33,8 +33,6 @@ __all__ = ["LogSource", "RunLog"]
 class RunLog(Protocol):
     """The log a stored run appends one row per step to (see the module docstring)."""
 
-    run: Any  # the run it writes (a closed run points it at a weak proxy of itself: Run.close)
-
     @property
     def window(self) -> int:
         """How many records stay in ``run.records`` (events: four times as many); older ones live in the log."""

@@ -749,27 +749,6 @@ class Run:
         for path in self._owned_dirs:
             shutil.rmtree(path, ignore_errors=True)
         self._owned_dirs = []
-        self._hold_weakly()
-
-    def _hold_weakly(self) -> None:
-        """Point the collaborators' references back at this run at a weak proxy: without the cycles, a closed
-        run nobody holds is freed at once (a fork's next collection cost ~200 µs); one still held answers as before."""
-        me = weakref.proxy(self)
-
-        def call(name: str) -> Callable[..., Any]:  # a bound method would hold the run again
-            return lambda *args, **kwargs: getattr(me, name)(*args, **kwargs)
-
-        self.image._run = self.human_gate._run = self.finish_check._run = self.crash._run = me
-        gate = self.human_gate
-        gate._execute, gate._observe, gate._check_external_change = (
-            call("_execute"), call("_observe"), call("_check_external_change"))
-        self.finish_check._rollback = call("rollback")
-        self.crash._note = self._faults._emit = call("_note")
-        self.sandbox._state_provider = call("capture")
-        self.executor.read_ref = lambda ref, start, end: me.context.read_ref(ref, start, end)
-        self.executor.context_tool = lambda action: context_action(me.context, action, me.step_no)
-        if self.checkpoints is not None:
-            self.checkpoints.run = me
 
     def keep_workspace(self) -> None:
         """Keep a temporary workspace the run made after the run is collected (a store's run resumes in

@@ -355,28 +355,6 @@ def test_a_fork_restoring_a_stored_context_builds_no_initial_context(tmp_path: P
     store.close()
 
 
-def test_a_closed_run_nobody_holds_is_freed_without_the_garbage_collector(tmp_path: Path) -> None:
-    # Its collaborators (image, gates, crash guard, checkpointer, sandbox, executor) pointed back at it: each
-    # closed fork waited for a collection (~200 µs, paid by the next fork). Closed, it still answers.
-    import gc
-    import weakref
-
-    run, store = _writing(tmp_path)
-    fork = run.fork(at_step=4, budget="fresh", new_run_id="F", workspace=tmp_path / "fork")
-    fork.step()
-    fork.close()
-    assert fork.capture()["gates"] == fork.capture_compact()["gates"] and fork.history[-1].step == 5
-    gc.disable()
-    try:
-        refs = [weakref.ref(fork), weakref.ref(run)]
-        run.close()
-        del fork, run
-        assert [ref() for ref in refs] == [None, None]
-    finally:
-        gc.enable()
-    store.close()
-
-
 def test_a_forks_lease_taken_in_its_first_row_is_judged_when_a_row_holds_it(tmp_path: Path) -> None:
     # A fork takes its lease in the transaction that registers it; a lease row there already (a process that
     # registers the same id, or one that died) fails that INSERT, rolls it all back, and is judged as
